@@ -1,0 +1,55 @@
+"""The evaluator protocol: what search calls to get priors and values for a batch of leaves.
+
+Implementations: a uniform stub (here), an oracle-value heuristic (Yatzy, for tests), an
+in-process batched torch model, and the inference-server socket client.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class Evaluator(Protocol):
+    """Maps a batch of encoded positions to policy priors and values.
+
+    ``evaluate(features, legal)``:
+
+    * ``features``: float32 [N, F] positions, each from the point of view of the player to move;
+    * ``legal``: bool [N, A] legal actions;
+    * returns ``priors`` float32 [N, A] (a distribution over the legal actions, 0 elsewhere)
+      and ``values`` float32 [N] in [-1, 1] for the player to move.
+    """
+
+    feature_schema_id: int
+    num_actions: int
+
+    def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ...
+
+
+def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """Softmax of ``logits`` [N, A] over ``legal`` [N, A]; rows with no legal action are 0."""
+    z = np.where(legal, logits.astype(np.float64), -np.inf)
+    zmax = z.max(axis=1, keepdims=True)
+    zmax = np.where(np.isfinite(zmax), zmax, 0.0)
+    e = np.where(legal, np.exp(z - zmax), 0.0)
+    total = e.sum(axis=1, keepdims=True)
+    out = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return out.astype(np.float32)
+
+
+class UniformEvaluator:
+    """Uniform priors over legal actions and value 0: the stub for search tests and benchmarks."""
+
+    def __init__(self, feature_schema_id: int, num_actions: int) -> None:
+        self.feature_schema_id = feature_schema_id
+        self.num_actions = num_actions
+
+    def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        counts = legal.sum(axis=1, keepdims=True)
+        priors = np.divide(
+            legal.astype(np.float32), counts, out=np.zeros(legal.shape, np.float32), where=counts > 0
+        )
+        return priors, np.zeros(legal.shape[0], dtype=np.float32)

@@ -1,0 +1,41 @@
+"""The ``leaguezero`` command line; ``yz`` is the same app as ``leaguezero yatzy``.
+
+Only CLI modules wire concrete pieces together; heavy imports happen inside commands so that
+``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from leaguezero import __version__
+from leaguezero.yatzy.cli import app as yatzy_app
+
+app = typer.Typer(
+    name="leaguezero",
+    help="Self-play reinforcement learning for games: AlphaZero Yatzy and league training.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(yatzy_app, name="yatzy", help="2-player Yatzy (AlphaZero); also available as `yz`.")
+
+
+@app.command()
+def version() -> None:
+    """Print the leaguezero version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+def yz_main() -> None:
+    yatzy_app(prog_name="yz")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Game-agnostic utilities: config, events, atomic file io, seeding."""

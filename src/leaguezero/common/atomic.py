@@ -1,0 +1,57 @@
+"""Atomic file writes: write a temp file in the same folder, fsync, then ``os.replace``.
+
+A reader sees either the old file or the new one, never a torn write, and a process killed
+mid-write leaves at most a stray ``.tmp`` file next to the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (same-folder temp file + fsync + os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> None:
+    """Serialise ``obj`` as JSON and write it to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Makes the rename itself durable; not all filesystems allow opening a folder.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,167 @@
+"""Typed configs: pydantic models loaded from YAML with ``--set dotted.key=value`` overrides.
+
+Every section model forbids unknown keys, so a typo is an error, not a silently ignored knob.
+Errors are one line that names the key and what is allowed::
+
+    config error: mcts.c_puct: Input should be greater than 0 (got -1)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from leaguezero.common.atomic import atomic_write_text
+
+SCHEMA_VERSION = 1
+
+
+class Section(BaseModel):
+    """Base for config sections: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not validate; the message is one line."""
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``dotted.key=value`` into (path, value); the value is read as YAML (``3``, ``true``)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. mcts.c_puct=1.5")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r}: empty key; expected dotted.key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides to a nested dict (in place) and return it."""
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {text!r}: {part!r} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line per problem: ``key: message (got value)``; joined by '; '."""
+    parts = []
+    for item in err.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "<root>"
+        msg = item["msg"]
+        if item["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif item["type"] == "missing":
+            msg = "required key is missing"
+        got = item.get("input")
+        suffix = "" if item["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
+        parts.append(f"{key}: {msg}{suffix}")
+    return "; ".join(parts)
+
+
+def _allowed_keys_hint(model_cls: type[BaseModel], err: ValidationError) -> str:
+    for item in err.errors():
+        if item["type"] != "extra_forbidden":
+            continue
+        cls: Any = model_cls
+        for part in item["loc"][:-1]:
+            field = cls.model_fields.get(str(part)) if hasattr(cls, "model_fields") else None
+            cls = getattr(field, "annotation", None)
+        if cls is not None and hasattr(cls, "model_fields"):
+            return " — allowed keys there: " + ", ".join(cls.model_fields)
+    return ""
+
+
+def validate_config(model_cls: type[T], data: dict[str, Any]) -> T:
+    """Validate a dict into ``model_cls``; raises :class:`ConfigError` with a one-line message."""
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as err:
+        hint = _allowed_keys_hint(model_cls, err)
+        raise ConfigError(f"config error: {format_validation_error(err)}{hint}") from None
+
+
+def load_config(
+    model_cls: type[T],
+    path: str | os.PathLike | None = None,
+    overrides: list[str] | None = None,
+) -> T:
+    """Load a YAML config file (or the model's defaults when ``path`` is None) plus overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config error: file {path} does not exist")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config error: {path} is not valid YAML ({err})") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config error: {path} must hold a mapping at the top level")
+        data = loaded
+    data.pop("schema_version", None)
+    apply_overrides(data, overrides or [])
+    return validate_config(model_cls, data)
+
+
+def config_to_yaml(cfg: BaseModel) -> str:
+    """The resolved config as YAML, with its schema version."""
+    data = {"schema_version": SCHEMA_VERSION, **cfg.model_dump(mode="json")}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def write_resolved_config(cfg: BaseModel, run_dir: str | os.PathLike) -> Path:
+    """Write ``config.yaml`` (the fully resolved config) into a run directory, atomically."""
+    path = Path(run_dir) / "config.yaml"
+    atomic_write_text(path, config_to_yaml(cfg))
+    return path
+
+
+def commented_yaml(cfg: BaseModel, header: str = "") -> str:
+    """The config as YAML with each key's field description as a trailing comment.
+
+    Used to write the files in ``configs/`` so that every key is documented where it is set.
+    """
+    lines = [f"# {line}".rstrip() for line in header.splitlines()] if header else []
+    lines.append(f"schema_version: {SCHEMA_VERSION}  # config file format version")
+
+    def emit(model: BaseModel, indent: int) -> None:
+        for name, field in type(model).model_fields.items():
+            value = getattr(model, name)
+            pad = "  " * indent
+            if isinstance(value, BaseModel):
+                doc = (type(value).__doc__ or "").strip().splitlines()
+                comment = f"  # {doc[0]}" if doc else ""
+                lines.append(f"{pad}{name}:{comment}")
+                emit(value, indent + 1)
+                continue
+            dumped = yaml.safe_dump(value, default_flow_style=True).strip()
+            dumped = dumped.removesuffix("\n...").removesuffix("...").strip()
+            desc = field.description or ""
+            lines.append(f"{pad}{name}: {dumped}  # {desc}".rstrip())
+
+    emit(cfg, 0)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,98 @@
+"""Append-only NDJSON event logs.
+
+Each line is one JSON object ``{"ts": <unix seconds>, "event": <name>, ...fields}``. Lines are
+written with a single ``write`` on a file opened with ``O_APPEND`` and flushed at once, so several
+processes may append to one file and a reader may ``tail -f`` it. The reader skips a torn last
+line (a writer killed mid-line) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN/inf; null is what a reader can handle.
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+class EventWriter:
+    """Appends events to an NDJSON file; one ``write`` per line, flushed per line."""
+
+    def __init__(self, path: str | os.PathLike, **static_fields: Any) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._static = static_fields
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event and return the record written."""
+        record = {"ts": round(time.time(), 6), "event": event, **self._static, **fields}
+        line = json.dumps(_jsonable(record), separators=(",", ":")) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
+        return record
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def iter_events(path: str | os.PathLike, event: str | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the events of an NDJSON file in order, optionally only those named ``event``.
+
+    A malformed line in the middle of the file raises ``ValueError`` naming the line; a torn
+    final line (a writer killed mid-write) is skipped.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    with path.open("r", encoding="utf-8") as f:
+        lines = f.readlines()
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if lineno == len(lines) and not line.endswith("\n"):
+                return  # torn tail
+            raise ValueError(f"{path}:{lineno}: not a JSON object ({err})") from err
+        if event is None or record.get("event") == event:
+            yield record
+
+
+def read_events(path: str | os.PathLike, event: str | None = None) -> list[dict[str, Any]]:
+    """All events of an NDJSON file (see :func:`iter_events`)."""
+    return list(iter_events(path, event))

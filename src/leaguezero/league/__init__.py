@@ -1,0 +1,1 @@
+"""League training, game-agnostic: registry, schedule, ratings, PFSP matchmaking, evaluator."""

@@ -1,0 +1,1 @@
+"""2-player Scandinavian Yatzy: oracle-compatible rules, dice, features, bots, oracle, CLI."""

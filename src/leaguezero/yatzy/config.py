@@ -1,0 +1,148 @@
+"""The Yatzy AlphaZero config: one pydantic model per section, loaded from ``configs/*.yaml``.
+
+Each field's description is its documentation (``yz config show --help`` and docs/config.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from leaguezero.common.config import Section
+
+
+class RunSection(Section):
+    """Run identity, seeds and devices."""
+
+    name: str = Field("yatzy", description="Run name, written into logs and checkpoints.")
+    seed: int = Field(0, ge=0, description="Master seed; every other seed derives from it.")
+    iterations: int = Field(10, ge=1, description="Self-play -> train -> gate iterations.")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="Torch device for net work.")
+    torch_threads: int = Field(
+        1, ge=1, description="torch threads per process (1 when processes share cores)."
+    )
+
+
+class MctsSection(Section):
+    """PUCT search (PRD §7)."""
+
+    c_puct: float = Field(1.5, gt=0, description="PUCT exploration constant.")
+    budget_reroll: int = Field(
+        64, ge=1, description="Simulations per decision while rerolls remain."
+    )
+    budget_mark: int = Field(32, ge=1, description="Simulations per decision with no rerolls.")
+    dirichlet_alpha: float = Field(0.3, gt=0, description="Root noise alpha (self-play only).")
+    dirichlet_epsilon: float = Field(
+        0.25, ge=0, le=1, description="Root noise weight (self-play only; 0 disables)."
+    )
+    temperature: float = Field(
+        1.0, ge=0, description="Temperature for sampling the executed move (not the target)."
+    )
+    temperature_decisions: int = Field(
+        20, ge=0, description="Decisions per player sampled with temperature; then greedy."
+    )
+    max_inflight_per_game: int = Field(
+        1, ge=1, description="Pending leaf evaluations per tree (virtual loss when > 1)."
+    )
+    virtual_loss: float = Field(1.0, ge=0, description="Virtual loss per pending visit.")
+
+
+class SelfPlaySection(Section):
+    """Self-play workers and replay shards (PRD §8, §10)."""
+
+    games_per_iteration: int = Field(256, ge=2, description="Games generated per iteration.")
+    concurrent_games: int = Field(
+        128, ge=1, description="Games run in lockstep per worker (batch size of leaf evals)."
+    )
+    workers: int = Field(1, ge=1, description="Self-play worker processes.")
+    infer: str = Field(
+        "local",
+        description="Evaluator: 'local' (in-process model) or unix:///path | tcp://host:port.",
+    )
+    shard_samples: int = Field(
+        4096, ge=1, description="Samples per replay shard file (written atomically)."
+    )
+    root_log_rate: float = Field(
+        0.02, ge=0, le=1, description="Fraction of root decisions logged to mcts_roots.ndjson."
+    )
+
+
+class ModelSection(Section):
+    """YatzyNet: residual MLP with policy, value and margin heads (PRD §11.1)."""
+
+    hidden: int = Field(256, ge=8, description="Width of the residual MLP trunk.")
+    blocks: int = Field(2, ge=0, description="Residual blocks in the trunk.")
+    margin_head: bool = Field(True, description="Train the auxiliary score-margin head.")
+
+
+class TrainSection(Section):
+    """Trainer (PRD §11): candidate initialised from best, fresh optimizer."""
+
+    steps: int = Field(400, ge=1, description="Optimizer steps per iteration.")
+    batch_size: int = Field(512, ge=1, description="Samples per optimizer step.")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
+    weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
+    window_iterations: int = Field(
+        4, ge=1, description="Replay window: shards of the last N iterations."
+    )
+    value_lambda: float = Field(1.0, ge=0, description="Weight of the value MSE loss.")
+    aux_margin_lambda: float = Field(
+        0.25, ge=0, description="Weight of the margin MSE loss (when margin_head)."
+    )
+    margin_scale: float = Field(
+        50.0, gt=0, description="z_margin = tanh(score_diff / margin_scale)."
+    )
+
+
+class GateSection(Section):
+    """Paired, side-swapped gating with a sequential test (PRD §12)."""
+
+    max_games: int = Field(
+        2000, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
+    )
+    min_games: int = Field(200, ge=2, description="Games before the sequential test may stop.")
+    threshold: float = Field(
+        0.5, ge=0, le=1, description="Promote when the candidate's win rate exceeds this."
+    )
+    sprt_elo0: float = Field(0.0, description="SPRT null hypothesis (Elo of cand vs best).")
+    sprt_elo1: float = Field(15.0, description="SPRT alternative hypothesis (Elo).")
+    sprt_alpha: float = Field(0.05, gt=0, lt=0.5, description="SPRT false-promotion rate.")
+    sprt_beta: float = Field(0.05, gt=0, lt=0.5, description="SPRT missed-promotion rate.")
+    seed_set: str = Field("dev-v1", description="Name of the persisted gating seed set.")
+
+
+class OracleEvalSection(Section):
+    """Solitaire evaluation against the exact oracle (PRD §12.3)."""
+
+    games: int = Field(200, ge=1, description="Solitaire games per agent in oracle-eval.")
+    guardrail_delta: float | None = Field(
+        None,
+        description="Block promotion if the candidate's solitaire mean drops by more (points).",
+    )
+
+
+class InferSection(Section):
+    """Batched inference server and client (PRD §9)."""
+
+    bind: str = Field(
+        "unix:///tmp/leaguezero-yatzy.sock", description="Inference server address."
+    )
+    max_batch: int = Field(256, ge=1, description="Server flushes a batch at this size...")
+    max_wait_us: int = Field(500, ge=0, description="...or when the oldest request is this old.")
+    max_pending_total: int = Field(
+        4096, ge=1, description="Client backpressure: most requests in flight per worker."
+    )
+
+
+class YatzyConfig(Section):
+    """Everything a Yatzy AlphaZero run needs; ``configs/yatzy_local_cpu.yaml`` is the default."""
+
+    run: RunSection = RunSection()
+    mcts: MctsSection = MctsSection()
+    selfplay: SelfPlaySection = SelfPlaySection()
+    model: ModelSection = ModelSection()
+    train: TrainSection = TrainSection()
+    gate: GateSection = GateSection()
+    oracle_eval: OracleEvalSection = OracleEvalSection()
+    infer: InferSection = InferSection()

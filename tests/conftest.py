@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Worker processes share 2 cores in CI: keep torch and numba to one thread each.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    run_slow = config.getoption("-m") and "slow" in config.getoption("-m")
+    skip_slow = pytest.mark.skip(reason="slow end-to-end run; use -m slow")
+    for item in items:
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(skip_gpu)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(skip_slow)
