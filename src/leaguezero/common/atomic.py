@@ -6,6 +6,7 @@ mid-write leaves at most a stray ``.tmp`` file next to the target.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -25,10 +26,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(path.parent)
 

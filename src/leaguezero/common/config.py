@@ -34,7 +34,7 @@ T = TypeVar("T", bound=BaseModel)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """Parse ``dotted.key=value`` into (path, value); the value is read as YAML (``3``, ``true``)."""
+    """Parse ``dotted.key=value`` into (key path, value); the value is YAML (``3``, ``true``)."""
     if "=" not in text:
         raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. mcts.c_puct=1.5")
     key, raw = text.split("=", 1)

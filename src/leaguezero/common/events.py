@@ -8,6 +8,7 @@ line (a writer killed mid-line) instead of failing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -63,10 +64,8 @@ class EventWriter:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def iter_events(path: str | os.PathLike, event: str | None = None) -> Iterator[dict[str, Any]]:

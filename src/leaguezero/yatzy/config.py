@@ -125,9 +125,7 @@ class OracleEvalSection(Section):
 class InferSection(Section):
     """Batched inference server and client (PRD §9)."""
 
-    bind: str = Field(
-        "unix:///tmp/leaguezero-yatzy.sock", description="Inference server address."
-    )
+    bind: str = Field("unix:///tmp/leaguezero-yatzy.sock", description="Inference server address.")
     max_batch: int = Field(256, ge=1, description="Server flushes a batch at this size...")
     max_wait_us: int = Field(500, ge=0, description="...or when the oldest request is this old.")
     max_pending_total: int = Field(

@@ -70,7 +70,9 @@ def play_match(
         if not active.any():
             break
         for agent, is_a in ((agent_a, True), (agent_b, False)):
-            seat_match = (states[:, S_PLAYER] == a_seat) if is_a else (states[:, S_PLAYER] != a_seat)
+            seat_match = (
+                (states[:, S_PLAYER] == a_seat) if is_a else (states[:, S_PLAYER] != a_seat)
+            )
             rows = np.flatnonzero(active & seat_match).astype(np.int64)
             if rows.size == 0:
                 continue

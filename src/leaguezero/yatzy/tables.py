@@ -132,7 +132,7 @@ def _build() -> dict[str, np.ndarray]:
     ptr = [0]
     to: list[int] = []
     prob: list[float] = []
-    for k, ms in enumerate(kept_sets):
+    for ms in kept_sets:
         n = NUM_DICE - len(ms)
         for rolled in itertools.combinations_with_replacement(range(1, 7), n):
             c = [rolled.count(f) for f in range(1, 7)]

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import numpy as np
+
+from leaguezero.yatzy import bots, rules, tables
+from leaguezero.yatzy.agents import GreedyAgent, RandomAgent, make_agent
+from leaguezero.yatzy.rules import S_AVAIL, S_DICE, S_REROLLS, STATE_LEN
+
+
+def _play(agent, games=20):
+    states = np.zeros((games, STATE_LEN), np.int64)
+    rules.new_matches(states, np.arange(games, dtype=np.int64), rules.DICE_KEYED)
+    legal = np.zeros(47, np.bool_)
+    while True:
+        rows = np.array([g for g in range(games) if not rules.is_terminal(states[g])], np.int64)
+        if rows.size == 0:
+            return states
+        actions = agent.act(states, rows)
+        for r, a in zip(rows, actions, strict=True):
+            rules.legal_mask(states[r], legal)
+            assert legal[a], (states[r], a)
+        rules.apply_actions_batch(states, rows, actions)
+
+
+def test_bots_only_play_legal_actions():
+    _play(GreedyAgent())
+    _play(RandomAgent(seed=3))
+
+
+def test_greedy_marks_yatzy_at_once_and_scratches_cheaply():
+    state = np.zeros(STATE_LEN, np.int64)
+    rules.new_match(state, 0, rules.DICE_KEYED)
+    state[S_DICE] = tables.dice_index([4, 4, 4, 4, 4])
+    assert bots.greedy_action(state) == 32 + 14
+    state[S_DICE] = tables.dice_index([1, 1, 3, 5, 6])
+    state[S_REROLLS] = 0
+    state[S_AVAIL] = tables.avail_bit(14) | tables.avail_bit(10)  # only yatzy, small straight
+    assert bots.greedy_action(state) == 32 + 14  # both score 0: yatzy comes first to scratch
+
+
+def test_greedy_keeps_the_most_frequent_face():
+    state = np.zeros(STATE_LEN, np.int64)
+    rules.new_match(state, 0, rules.DICE_KEYED)
+    state[S_DICE] = tables.dice_index([2, 3, 5, 5, 6])
+    assert bots.greedy_action(state) == 0b00110  # keep the two fives
+
+
+def test_random_agent_covers_all_legal_actions():
+    states = np.zeros((1, STATE_LEN), np.int64)
+    rules.new_match(states[0], 1, rules.DICE_KEYED)
+    agent = RandomAgent(seed=5)
+    seen = {int(agent.act(states, np.array([0]))[0]) for _ in range(3000)}
+    assert seen == set(range(31)) | set(range(32, 47))
+
+
+def test_make_agent_rejects_unknown_names():
+    import pytest
+
+    from leaguezero.yatzy.agents import AgentSpecError
+
+    with pytest.raises(AgentSpecError, match="random, greedy"):
+        make_agent("grumpy")
