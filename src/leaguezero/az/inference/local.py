@@ -1,0 +1,93 @@
+"""In-process batched torch evaluation (the baseline the socket path is measured against).
+
+A policy-value model here is any ``nn.Module`` whose ``forward(x [N, F])`` returns
+``(logits [N, A], value [N], margin [N] | None)`` (e.g. ``leaguezero.yatzy.net.YatzyNet``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass
+class ForwardResult:
+    logits: np.ndarray  # [N, A] float32
+    values: np.ndarray  # [N] float32
+    margins: np.ndarray | None  # [N] float32, or None without a margin head
+
+
+def model_dims(model: nn.Module) -> tuple[int, int]:
+    """``(F, A)`` of a policy-value model, read from its ``num_features``/``num_actions``."""
+    try:
+        return int(model.num_features), int(model.num_actions)
+    except AttributeError:
+        raise ValueError(
+            f"{type(model).__name__} must expose num_features and num_actions"
+        ) from None
+
+
+def forward_numpy(
+    model: nn.Module,
+    features: np.ndarray,
+    device: torch.device | str = "cpu",
+    legal: np.ndarray | None = None,
+) -> ForwardResult:
+    """Run ``model`` on float32 ``features`` [N, F]; optionally set illegal logits to -inf.
+
+    ``legal`` bool [N, A]: when given, logits of illegal actions become ``-inf`` (the server
+    does this so that a reply is self-contained).
+    """
+    with torch.inference_mode():
+        x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(device)
+        logits, values, margins = model(x)
+        if legal is not None:
+            mask = torch.from_numpy(np.ascontiguousarray(legal)).to(device)
+            logits = logits.masked_fill(~mask, float("-inf"))
+        return ForwardResult(
+            logits.float().cpu().numpy(),
+            values.float().cpu().numpy(),
+            None if margins is None else margins.float().cpu().numpy(),
+        )
+
+
+def masked_softmax_torch(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """Softmax of ``logits`` [N, A] over ``legal`` bool [N, A]; rows with no legal action are 0."""
+    masked = logits.masked_fill(~legal, float("-inf"))
+    priors = torch.softmax(masked, dim=-1)
+    return torch.nan_to_num(priors, nan=0.0)  # all-illegal rows give 0/0
+
+
+class TorchEvaluator:
+    """The Evaluator protocol over a torch model in this process.
+
+    Args:
+        model: a policy-value model (see module docstring); put in eval mode here.
+        feature_schema_id: the feature schema the model was trained on (checked by callers).
+        device: torch device for the forward pass.
+    """
+
+    def __init__(
+        self, model: nn.Module, feature_schema_id: int, device: torch.device | str = "cpu"
+    ) -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.feature_schema_id = feature_schema_id
+        self.num_features, self.num_actions = model_dims(model)
+
+    def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Priors float32 [N, A] (masked softmax) and values float32 [N] for ``features`` [N, F]."""
+        if features.shape[1:] != (self.num_features,) or legal.shape[1:] != (self.num_actions,):
+            raise ValueError(
+                f"expected features [N, {self.num_features}] and legal [N, {self.num_actions}]; "
+                f"got {features.shape} and {legal.shape}"
+            )
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(self.device)
+            mask = torch.from_numpy(np.ascontiguousarray(legal, dtype=np.bool_)).to(self.device)
+            logits, values, _ = self.model(x)
+            priors = masked_softmax_torch(logits.float(), mask)
+            return priors.cpu().numpy(), values.float().cpu().numpy()
