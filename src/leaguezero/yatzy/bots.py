@@ -18,7 +18,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from leaguezero.yatzy.rules import S_AVAIL, S_DICE, S_PLAYER, S_REROLLS, legal_mask, mix32
+from leaguezero.yatzy.rules import (
+    S_AVAIL,
+    S_DICE,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    apply_action,
+    is_terminal,
+    legal_mask,
+    mix32,
+    new_match,
+)
 from leaguezero.yatzy.tables import COUNTS, DICE, MARK_OFFSET, NUM_ACTIONS, SCORES
 
 # ones, twos, yatzy, threes, four_kind, large_straight, small_straight, two_pairs, fours,
@@ -107,3 +118,29 @@ def random_actions(states, rows, rng_state, out):
                     out[j] = a
                     break
                 pick -= 1
+
+
+@njit(cache=True)
+def random_playouts(seeds, dice_mode, scores):
+    """Play one uniformly random 2-player game per seed; final scores into ``scores`` [n, 2].
+
+    ``seeds`` int64 [n]. One state and one legal-mask buffer are reused for every game.
+    """
+    state = np.zeros(16, dtype=np.int64)
+    rng_state = np.zeros(1, dtype=np.int64)
+    legal = np.zeros(NUM_ACTIONS, dtype=np.bool_)
+    for g in range(seeds.shape[0]):
+        new_match(state, seeds[g], dice_mode)
+        rng_state[0] = seeds[g] & 0xFFFFFFFF
+        while not is_terminal(state):
+            n = legal_mask(state, legal)
+            rng_state[0] = (rng_state[0] + 0x9E3779B9) & 0xFFFFFFFF
+            pick = (mix32(rng_state[0]) * n) >> 32
+            for a in range(NUM_ACTIONS):
+                if legal[a]:
+                    if pick == 0:
+                        apply_action(state, a)
+                        break
+                    pick -= 1
+        scores[g, 0] = state[S_SCORE]
+        scores[g, 1] = state[S_SCORE + 1]
