@@ -1,0 +1,102 @@
+"""The geometric checkpoint schedule (league spec §1, "How to Pick Old Versions").
+
+Three kinds of snapshots enter the league:
+
+1. recent curriculum — every ``recent_every`` (10) steps within the last ``recent_window`` (100)
+   steps, so the hero keeps meeting slightly weaker versions of itself;
+2. historical anchors — every ``anchor_every`` (100) steps, forever, against cycling;
+3. the elite — any snapshot whose rating beats the best checkpoint so far.
+
+:func:`should_add_to_league` is the spec's function, check for check. The spec's recent rule
+(``step > latest_step - 100``) admits every 10th step as training moves forward; the "last 100
+steps" part is realised by :func:`retire_candidates`, which names curriculum snapshots that
+have fallen out of the window (never anchors, elites, the first or the best checkpoint), so a
+caller can retire them from sampling while their ratings and match history stay on record.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from leaguezero.league.types import AgentInfo
+
+RECENT_EVERY = 10
+RECENT_WINDOW = 100
+ANCHOR_EVERY = 100
+
+FIRST = "first"
+RECENT = "recent"
+ANCHOR = "anchor"
+ELITE = "elite"
+
+
+class RegistryView(Protocol):
+    """What the schedule needs from a registry (``LeagueRegistry`` or ``LeagueState``)."""
+
+    @property
+    def checkpoints(self) -> list[AgentInfo]: ...
+
+    @property
+    def latest_step(self) -> int: ...
+
+    @property
+    def best_elo(self) -> float: ...
+
+
+def should_add_to_league(step: int, current_elo: float, registry: RegistryView) -> bool:
+    """Whether the snapshot at ``step`` with rating ``current_elo`` joins the league (spec §1).
+
+    True for the first checkpoint; for a multiple of 10 after ``latest_step - 100``; for a
+    multiple of 100; and for a rating above the best checkpoint's. Otherwise False.
+    """
+    # Always add first checkpoint
+    if len(registry.checkpoints) == 0:
+        return True
+    # Recent curriculum: every 10 steps for last 100
+    if step % RECENT_EVERY == 0 and step > registry.latest_step - RECENT_WINDOW:
+        return True
+    # Historical anchors: every 100 steps
+    if step % ANCHOR_EVERY == 0:
+        return True
+    # Elite: new high score
+    return current_elo > registry.best_elo
+
+
+def promotion_reasons(step: int, current_elo: float, registry: RegistryView) -> list[str]:
+    """Every rule of the schedule that admits this snapshot (empty: do not add).
+
+    Non-empty exactly when :func:`should_add_to_league` is True. Store the reasons with the
+    checkpoint (``AgentInfo.extra["reasons"]``) so that :func:`retire_candidates` knows which
+    snapshots are anchors or elites.
+    """
+    reasons = [FIRST] if len(registry.checkpoints) == 0 else []
+    if step % RECENT_EVERY == 0 and step > registry.latest_step - RECENT_WINDOW:
+        reasons.append(RECENT)
+    if step % ANCHOR_EVERY == 0:
+        reasons.append(ANCHOR)
+    if current_elo > registry.best_elo:
+        reasons.append(ELITE)
+    return reasons
+
+
+def retire_candidates(
+    checkpoints: list[AgentInfo],
+    current_step: int,
+    best_agent: str | None = None,
+) -> list[str]:
+    """Names of curriculum snapshots older than the recent window that may stop being sampled.
+
+    A checkpoint is kept when its step is a multiple of 100 (anchor), when it was admitted as
+    the first or an elite (per ``extra["reasons"]``), when it is ``best_agent``, or when its step
+    is within ``RECENT_WINDOW`` of ``current_step``.
+    """
+    out = []
+    for agent in checkpoints:
+        reasons = set(agent.extra.get("reasons", ()))
+        step = agent.step if agent.step is not None else 0
+        if step % ANCHOR_EVERY == 0 or reasons & {FIRST, ELITE} or agent.name == best_agent:
+            continue
+        if step > current_step - RECENT_WINDOW:
+            continue
+        out.append(agent.name)
+    return out
