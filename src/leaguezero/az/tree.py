@@ -1,0 +1,293 @@
+"""Search trees for many games at once: preallocated struct-of-arrays and the PUCT node kernels.
+
+One :class:`Tree` holds ``G`` trees of at most ``N`` nodes each, every node with a dense row of
+``A`` edges. Nodes are integer ids into those arrays (``ROOT_INDEX = 0``); an edge that has never
+been taken points at ``UNVISITED``. Nothing here knows a game: a node stores only whose turn it is
+(``node_player``, so values can change sign when the turn passes) and the chance ``node_key``
+that led to it.
+
+Chance (closed loop): taking action ``a`` at ``node`` may have a random outcome. The first child
+of edge ``(node, a)`` is ``edge_child[g, node, a]``; further outcomes hang off it as a singly
+linked list through ``node_sibling``. A descent samples an outcome, looks its key up in that list
+and adds a node for an outcome it has not seen before. Edge statistics ``(N(s,a), W(s,a))`` are
+kept on the edge, so ``Q(s,a)`` averages over the sampled outcomes in proportion to how often
+each was drawn: a Monte-Carlo expectation over chance.
+
+Values are stored from the point of view of the node's player; backup flips the sign wherever
+``node_player`` differs from the leaf's player.
+
+Every kernel works on one game ``g`` and allocates nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+ROOT_INDEX = 0
+UNVISITED = -1  # edge_child / node_sibling: no node there
+
+# node_status values
+NODE_PENDING = 0  # created, waiting for its evaluation (a leaf in flight)
+NODE_EXPANDED = 1  # evaluated: priors and legal mask set, edges may be taken
+NODE_TERMINAL = 2  # game over: valued by the game's outcome, never evaluated
+
+# Columns of the per-game counters array (int64 [G, NUM_COUNTERS]).
+C_SIMS = 0  # simulations completed (backed up) this search
+C_PENDING = 1  # leaves currently waiting for evaluation
+C_COLLISIONS = 2  # descents that ran into a pending leaf and were dropped
+C_FALLBACKS = 3  # evaluations whose priors or value were degenerate (uniform / 0 used)
+C_EVALS = 4  # leaves sent to the evaluator (root included)
+C_DESCENTS = 5  # descents started (each gets its own chance stream)
+C_TERMINAL = 6  # simulations that ended in a terminal node (no evaluation)
+NUM_COUNTERS = 7
+
+
+class Tree(NamedTuple):
+    """``G`` search trees of capacity ``N`` nodes over ``A`` actions (all preallocated)."""
+
+    node_status: np.ndarray  # [G, N] int8: NODE_PENDING | NODE_EXPANDED | NODE_TERMINAL
+    node_player: np.ndarray  # [G, N] int8: player to move at the node
+    node_parent: np.ndarray  # [G, N] int32: parent node id (UNVISITED at the root)
+    node_action: np.ndarray  # [G, N] int32: action from the parent (UNVISITED at the root)
+    node_key: np.ndarray  # [G, N] int64: chance outcome that produced the node
+    node_sibling: np.ndarray  # [G, N] int32: next outcome of the same edge, or UNVISITED
+    node_visits: np.ndarray  # [G, N] int32: backed-up visits (the node's own evaluation included)
+    node_value_sum: np.ndarray  # [G, N] float64: sum of backed-up values, node player's view
+    prior: np.ndarray  # [G, N, A] float32: policy priors (0 for illegal actions)
+    legal: np.ndarray  # [G, N, A] bool: legal actions
+    edge_child: np.ndarray  # [G, N, A] int32: first child of the edge, or UNVISITED
+    edge_visits: np.ndarray  # [G, N, A] int32: N(s, a)
+    edge_value_sum: np.ndarray  # [G, N, A] float64: W(s, a), node player's view
+    edge_pending: np.ndarray  # [G, N, A] int32: descents in flight through the edge
+    num_nodes: np.ndarray  # [G] int32: nodes in use
+
+
+def allocate_tree(num_games: int, max_nodes: int, num_actions: int) -> Tree:
+    """Allocate ``num_games`` empty trees of ``max_nodes`` nodes over ``num_actions`` actions."""
+    g, n, a = num_games, max_nodes, num_actions
+    return Tree(
+        node_status=np.zeros((g, n), np.int8),
+        node_player=np.zeros((g, n), np.int8),
+        node_parent=np.full((g, n), UNVISITED, np.int32),
+        node_action=np.full((g, n), UNVISITED, np.int32),
+        node_key=np.zeros((g, n), np.int64),
+        node_sibling=np.full((g, n), UNVISITED, np.int32),
+        node_visits=np.zeros((g, n), np.int32),
+        node_value_sum=np.zeros((g, n), np.float64),
+        prior=np.zeros((g, n, a), np.float32),
+        legal=np.zeros((g, n, a), np.bool_),
+        edge_child=np.full((g, n, a), UNVISITED, np.int32),
+        edge_visits=np.zeros((g, n, a), np.int32),
+        edge_value_sum=np.zeros((g, n, a), np.float64),
+        edge_pending=np.zeros((g, n, a), np.int32),
+        num_nodes=np.zeros(g, np.int32),
+    )
+
+
+@njit(cache=True)
+def add_node(tree, g, parent, action, key, player, status):
+    """Append a node to tree ``g`` below edge ``(parent, action)``; returns its id.
+
+    The root is added with ``parent = UNVISITED``. Raises when the tree is full (the driver sizes
+    trees so that this cannot happen: one new node per simulation at most).
+    """
+    node = tree.num_nodes[g]
+    if node >= tree.node_status.shape[1]:
+        raise RuntimeError("search tree is full: max_nodes is smaller than the budget")
+    tree.num_nodes[g] = node + 1
+    tree.node_status[g, node] = status
+    tree.node_player[g, node] = player
+    tree.node_parent[g, node] = parent
+    tree.node_action[g, node] = action
+    tree.node_key[g, node] = key
+    tree.node_visits[g, node] = 0
+    tree.node_value_sum[g, node] = 0.0
+    for a in range(tree.prior.shape[2]):
+        tree.prior[g, node, a] = 0.0
+        tree.legal[g, node, a] = False
+        tree.edge_child[g, node, a] = UNVISITED
+        tree.edge_visits[g, node, a] = 0
+        tree.edge_value_sum[g, node, a] = 0.0
+        tree.edge_pending[g, node, a] = 0
+    if parent == UNVISITED:
+        tree.node_sibling[g, node] = UNVISITED
+    else:
+        # Prepend to the edge's outcome list: O(1), and the list order is creation order reversed.
+        tree.node_sibling[g, node] = tree.edge_child[g, parent, action]
+        tree.edge_child[g, parent, action] = node
+    return node
+
+
+@njit(cache=True)
+def find_child(tree, g, node, action, key):
+    """The child of edge ``(node, action)`` reached by chance outcome ``key``, or UNVISITED."""
+    child = tree.edge_child[g, node, action]
+    while child != UNVISITED:
+        if tree.node_key[g, child] == key:
+            return child
+        child = tree.node_sibling[g, child]
+    return UNVISITED
+
+
+@njit(cache=True)
+def puct_select(tree, g, node, c_puct, fpu_value, virtual_loss):
+    """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
+
+    ``N_sum = 1 + sum_a N(s,a)`` (the 1 is the node's own evaluation, so the first descent
+    already follows the priors). Unvisited edges use ``Q = fpu_value``. With ``virtual_loss > 0``
+    every descent in flight through an edge counts as a visit of value ``-virtual_loss``, which
+    steers concurrent descents apart; ``virtual_loss = 0`` makes pending descents invisible.
+    Ties go to the lowest action index, so search is deterministic given its inputs.
+    """
+    use_pending = virtual_loss > 0.0
+    num_actions = tree.prior.shape[2]
+    n_sum = 1.0
+    for a in range(num_actions):
+        if tree.legal[g, node, a]:
+            n_sum += tree.edge_visits[g, node, a]
+            if use_pending:
+                n_sum += tree.edge_pending[g, node, a]
+    sqrt_n = math.sqrt(n_sum)
+    best_action = -1
+    best_score = -np.inf
+    for a in range(num_actions):
+        if not tree.legal[g, node, a]:
+            continue
+        visits = float(tree.edge_visits[g, node, a])
+        value_sum = tree.edge_value_sum[g, node, a]
+        if use_pending:
+            pending = tree.edge_pending[g, node, a]
+            visits += pending
+            value_sum -= virtual_loss * pending
+        q = value_sum / visits if visits > 0 else fpu_value
+        score = q + c_puct * tree.prior[g, node, a] * sqrt_n / (1.0 + visits)
+        if score > best_score:
+            best_score = score
+            best_action = a
+    return best_action
+
+
+@njit(cache=True)
+def add_pending(tree, g, path_nodes, path_actions, depth, delta):
+    """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along a path.
+
+    ``path_nodes`` int32 [>= depth + 1], ``path_actions`` int32 [>= depth]: the path's nodes
+    from the root and the action taken at each.
+    """
+    for i in range(depth):
+        tree.edge_pending[g, path_nodes[i], path_actions[i]] += delta
+
+
+@njit(cache=True)
+def backup(tree, g, path_nodes, path_actions, depth, leaf_value):
+    """Back ``leaf_value`` (leaf player's view) up a path of ``depth`` edges.
+
+    ``path_nodes`` int32 [>= depth + 1] (``path_nodes[depth]`` is the leaf), ``path_actions``
+    int32 [>= depth]. Each node and edge receives the value from its own player's view.
+    """
+    leaf_player = tree.node_player[g, path_nodes[depth]]
+    for i in range(depth, -1, -1):
+        node = path_nodes[i]
+        value = leaf_value if tree.node_player[g, node] == leaf_player else -leaf_value
+        tree.node_visits[g, node] += 1
+        tree.node_value_sum[g, node] += value
+        if i < depth:
+            action = path_actions[i]
+            tree.edge_visits[g, node, action] += 1
+            tree.edge_value_sum[g, node, action] += value
+
+
+@njit(cache=True)
+def sanitize_priors(priors, legal, out):
+    """Copy ``priors`` (float32 [A]) renormalised over ``legal`` (bool [A]) into ``out``.
+
+    Falls back to uniform over the legal actions when a legal prior is NaN, infinite or negative,
+    or when they sum to 0; returns True in that case (the caller counts fallbacks).
+    """
+    total = 0.0
+    bad = False
+    for a in range(priors.shape[0]):
+        if legal[a]:
+            p = priors[a]
+            if not math.isfinite(p) or p < 0.0:
+                bad = True
+            else:
+                total += p
+    if bad or not total > 0.0:
+        n_legal = 0
+        for a in range(priors.shape[0]):
+            n_legal += legal[a]
+        for a in range(priors.shape[0]):
+            out[a] = 1.0 / n_legal if legal[a] else 0.0
+        return True
+    for a in range(priors.shape[0]):
+        out[a] = priors[a] / total if legal[a] else 0.0
+    return False
+
+
+@njit(cache=True)
+def expand_backup(
+    tree,
+    counters,
+    path_nodes,
+    path_actions,
+    path_depth,
+    batch_game,
+    batch_slot,
+    num_rows,
+    priors,
+    values,
+    legal,
+    count_sims,
+):
+    """Expand every evaluated leaf of a batch and back its value up; release its reservation.
+
+    ``counters`` int64 [G, NUM_COUNTERS]; ``path_nodes`` int32 [G, K, D + 1], ``path_actions``
+    int32 [G, K, D], ``path_depth`` int32 [G, K] (slot ``k`` of game ``g`` holds one pending
+    descent); ``batch_game`` / ``batch_slot`` int64 [R]: which slot each batch row belongs to;
+    ``priors`` float32 [R, A], ``values`` float32 [R] (leaf player's view), ``legal`` bool [R, A].
+    ``count_sims`` is False for the root evaluation, which is not a simulation.
+    """
+    for row in range(num_rows):
+        g = batch_game[row]
+        slot = batch_slot[row]
+        depth = path_depth[g, slot]
+        leaf = path_nodes[g, slot, depth]
+        fallback = sanitize_priors(priors[row], legal[row], tree.prior[g, leaf])
+        value = values[row]
+        if not math.isfinite(value):
+            value = 0.0
+            fallback = True
+        for a in range(legal.shape[1]):
+            tree.legal[g, leaf, a] = legal[row, a]
+        tree.node_status[g, leaf] = NODE_EXPANDED
+        add_pending(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, -1)
+        backup(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, value)
+        counters[g, C_PENDING] -= 1
+        counters[g, C_EVALS] += 1
+        counters[g, C_FALLBACKS] += fallback
+        if count_sims:
+            counters[g, C_SIMS] += 1
+
+
+@njit(cache=True)
+def root_visit_policy(tree, active, out):
+    """Normalised root visit counts: ``out[g]`` (float32 [G, A]) for every active game.
+
+    A root with no visited edge (budget 0) gets its priors instead.
+    """
+    for g in range(out.shape[0]):
+        if not active[g]:
+            continue
+        total = 0
+        for a in range(out.shape[1]):
+            total += tree.edge_visits[g, ROOT_INDEX, a]
+        for a in range(out.shape[1]):
+            if total > 0:
+                out[g, a] = tree.edge_visits[g, ROOT_INDEX, a] / total
+            else:
+                out[g, a] = tree.prior[g, ROOT_INDEX, a]
