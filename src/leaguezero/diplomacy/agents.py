@@ -1,0 +1,78 @@
+"""Who plays a power: the policy interface and how an agent name becomes a policy.
+
+A seat's agent name is one of the bot names (``random_bot``, ``chaos_bot``, ``greedy_bot``),
+``None`` for the base model, or an adapter/checkpoint name. Bots are built here and never touch
+a model; every other name goes through an :data:`AgentResolver` the caller supplies (the LLM and
+learned-policy providers arrive with the training code), so this module knows no model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.env import DiplomacyEnv
+
+BASE_MODEL = "base_model"  # the registry's name for the seat value None (no adapter)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that gives orders for one power in the current phase.
+
+    ``env.game`` is the engine's ``Game``; ``env.legal_orders(power)`` the legal orders per
+    orderable location (computed once per phase for all seats). Returned orders that are not
+    legal are dropped and counted by the rollout, and their units hold.
+    """
+
+    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]: ...
+
+
+# (agent name or None for the base model) -> a policy for one game. Called once per distinct
+# non-bot agent of a rollout.
+AgentResolver = Callable[[str | None], Policy]
+
+
+class UnknownAgentError(LookupError):
+    """An agent name that is neither a bot nor resolvable by the caller's resolver."""
+
+
+def agent_label(name: str | None) -> str:
+    """The name an agent is rated and logged under (``None`` is the base model)."""
+    return BASE_MODEL if name is None else name
+
+
+def resolve_agent(
+    name: str | None,
+    seed: int,
+    resolver: AgentResolver | None = None,
+) -> Policy:
+    """The policy for agent ``name``: a fresh seeded bot, or whatever ``resolver`` returns.
+
+    Raises :class:`UnknownAgentError` with the names that would work when ``name`` is not a bot
+    and there is no resolver, or the resolver cannot provide it (it may raise ``KeyError`` or
+    :class:`UnknownAgentError`, or return None).
+    """
+    from leaguezero.diplomacy.bots import BOTS, make_bot
+
+    if name in BOTS:
+        return make_bot(name, seed)
+    bots = ", ".join(BOTS)
+    if resolver is None:
+        raise UnknownAgentError(
+            f"agent {agent_label(name)!r} is not a bot ({bots}) and no agent resolver was "
+            "given to load models or adapters"
+        )
+    try:
+        policy = resolver(name)
+    except (KeyError, UnknownAgentError) as err:
+        raise UnknownAgentError(
+            f"agent {agent_label(name)!r} could not be resolved ({err}); bots are {bots}"
+        ) from None
+    if policy is None:
+        raise UnknownAgentError(
+            f"agent {agent_label(name)!r} could not be resolved (the resolver returned None); "
+            f"bots are {bots}"
+        )
+    return policy

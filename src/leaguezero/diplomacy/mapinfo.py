@@ -1,0 +1,74 @@
+"""Static facts about a map that bots use: move distances from each location to each province.
+
+Computed once per map by breadth-first search over the engine's own adjacency
+(``Map.abuts(unit_type, loc, "-", dest)``), so coasts and army/fleet differences are the
+engine's. Convoys are ignored: an army's distance is over land only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+
+from diplomacy.engine.map import Map
+
+UNREACHABLE = 10**6
+# {unit_type: {location: {province: moves}}}; a province is the 3-letter name (no coast).
+Distances = dict[str, dict[str, dict[str, int]]]
+
+
+@functools.cache
+def load_map(map_name: str = "standard") -> Map:
+    """The engine's map object (cached; it is read-only for our purposes)."""
+    return Map(map_name)
+
+
+@functools.cache
+def move_distances(map_name: str = "standard") -> Distances:
+    """Fewest moves from every location a unit type can stand on to every province it can reach.
+
+    ``move_distances()["F"]["MAO"]["SPA"] == 1``; a province a unit type cannot reach is absent
+    (use :func:`distance`, which returns :data:`UNREACHABLE` for it).
+    """
+    game_map = load_map(map_name)
+    locations = sorted({loc.upper() for loc in game_map.locs})
+    out: Distances = {}
+    for unit_type in ("A", "F"):
+        valid = [loc for loc in locations if game_map.is_valid_unit(f"{unit_type} {loc}")]
+        neighbours = {
+            loc: [
+                dest
+                for dest in game_map.dest_with_coasts[loc]
+                if dest in valid and game_map.abuts(unit_type, loc, "-", dest)
+            ]
+            for loc in valid
+        }
+        per_source: dict[str, dict[str, int]] = {}
+        for source in valid:
+            seen = {source: 0}
+            queue = deque([source])
+            while queue:
+                loc = queue.popleft()
+                for dest in neighbours[loc]:
+                    if dest not in seen:
+                        seen[dest] = seen[loc] + 1
+                        queue.append(dest)
+            provinces: dict[str, int] = {}
+            for loc, steps in seen.items():
+                province = loc[:3]
+                if steps < provinces.get(province, UNREACHABLE):
+                    provinces[province] = steps
+            per_source[source] = provinces
+        out[unit_type] = per_source
+    return out
+
+
+def distance(distances: Distances, unit_type: str, loc: str, province: str) -> int:
+    """Moves for a ``unit_type`` unit at ``loc`` to reach ``province`` (UNREACHABLE if never)."""
+    return distances[unit_type].get(loc, {}).get(province[:3], UNREACHABLE)
+
+
+def nearest(distances: Distances, unit_type: str, loc: str, provinces: set[str]) -> int:
+    """Distance from ``loc`` to the closest of ``provinces`` (UNREACHABLE if none or none left)."""
+    reach = distances[unit_type].get(loc, {})
+    return min((reach.get(p, UNREACHABLE) for p in provinces), default=UNREACHABLE)

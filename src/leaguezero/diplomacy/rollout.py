@@ -1,0 +1,241 @@
+"""One game with a (possibly) different agent on every power (league spec §5).
+
+:func:`run_rollout` plays a no-press game where each power is played by the agent its
+``power_adapters`` entry names: a bot name (built here, never touches a model), ``None`` for the
+base model, or an adapter/checkpoint name (both resolved by the caller's
+:data:`~leaguezero.diplomacy.agents.AgentResolver`). Only the hero power's steps are recorded.
+
+Every order an agent returns is checked against the phase's legal orders. An order that is not
+legal for one of the power's orderable locations (or a second order for a location already
+ordered, or a build/disband beyond the number owed) is dropped and counted as invalid; an
+orderable location left without an order is counted as missing and filled: a unit holds in a
+movement phase and a dislodged unit disbands in a retreat phase (its only non-move order). In
+an adjustment phase nothing is filled in: the engine waives missing builds and removes units
+for missing disbands (civil disorder), as in a real game.
+
+Sync by design for now: bots answer in microseconds. The LLM path batches the seven powers of
+many games per call; that arrives with the inference client, behind the same resolver.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leaguezero.diplomacy.agents import AgentResolver, Policy, agent_label, resolve_agent
+from leaguezero.diplomacy.bots import WAIVE
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.scoring import calculate_final_scores, sum_of_squares_scores
+
+
+@dataclass
+class HeroStep:
+    """One phase of the hero power: what it saw, what it could do, what it said and what ran.
+
+    ``legal_orders``: {orderable location: legal orders}; ``orders``: the agent's raw answer;
+    ``submitted``: the orders given to the engine after validation (fills included).
+    """
+
+    phase: str
+    observation: dict[str, Any] | None
+    legal_orders: dict[str, list[str]]
+    orders: list[str]
+    submitted: list[str]
+    invalid: int
+    missing: int
+
+
+@dataclass
+class RolloutResult:
+    """A finished game: who sat where, scores, order hygiene and the hero's trajectory."""
+
+    group_idx: int
+    game_idx: int
+    seed: int
+    hero_power: str
+    power_agents: dict[str, str]  # power -> agent label (None shown as "base_model")
+    scores: dict[str, float]  # calculate_final_scores
+    sos_scores: dict[str, float]  # sum-of-squares
+    centers: dict[str, int]
+    units: dict[str, int]
+    invalid_orders: dict[str, int]
+    missing_orders: dict[str, int]
+    phases: int  # phases processed
+    final_year: int  # the last year played
+    ended_by: str  # "solo", "max_years" or "engine"
+    seconds: float
+    saved_game: str | None = None
+    steps: list[HeroStep] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (trajectory included)."""
+        return asdict(self)
+
+
+def rollout_seed(master_seed: int, group_idx: int, game_idx: int) -> int:
+    """The seed of one game, a stable function of the master seed and its indices."""
+    return int(np.random.SeedSequence([master_seed, group_idx, game_idx]).generate_state(1)[0])
+
+
+def seat_seed(game_seed: int, power: str) -> int:
+    """Each seat's own seed, so one agent's choices do not shift another's random stream."""
+    return int(np.random.SeedSequence([game_seed, POWERS.index(power)]).generate_state(1)[0])
+
+
+def validate_orders(
+    env: DiplomacyEnv, power: str, orders: list[str], legal: dict[str, list[str]]
+) -> tuple[list[str], int, int]:
+    """Keep the legal orders of ``orders`` and fill missing ones (see module doc).
+
+    Returns ``(orders to submit, invalid count, missing count)``.
+    """
+    owner: dict[str, str] = {}  # legal order -> its location
+    for loc, options in legal.items():
+        for option in options:
+            if option != WAIVE:
+                owner[option] = loc
+    adjust = env.phase_type == "A"
+    # Builds are capped by the free home centres too; a power owed 3 with 2 sites owes 2.
+    quota = min(abs(env.adjustment_count(power)), len(legal)) if adjust else len(legal)
+    kept: list[str] = []
+    ordered: set[str] = set()
+    invalid = 0
+    for raw in orders:
+        order = " ".join(str(raw).split()).upper()  # tolerate spacing and case
+        if adjust and order == WAIVE and env.adjustment_count(power) > 0 and len(kept) < quota:
+            kept.append(order)
+            continue
+        loc = owner.get(order)
+        if loc is None or loc in ordered or len(kept) >= quota:
+            invalid += 1
+            continue
+        ordered.add(loc)
+        kept.append(order)
+    missing = 0
+    if adjust:
+        missing = max(0, quota - len(kept))
+    else:
+        for loc, options in legal.items():
+            if loc in ordered:
+                continue
+            missing += 1
+            suffix = " H" if env.phase_type == "M" else " D"
+            fill = next((o for o in options if o.endswith(suffix)), None)
+            if fill is not None:
+                kept.append(fill)
+    return kept, invalid, missing
+
+
+def _check_seats(power_adapters: dict[str, str | None], hero_power: str) -> None:
+    unknown = sorted(set(power_adapters) - set(POWERS))
+    absent = [p for p in POWERS if p not in power_adapters]
+    if unknown or absent:
+        raise ValueError(
+            f"power_adapters must name an agent for each of {', '.join(POWERS)}"
+            + (f"; unknown powers: {', '.join(unknown)}" if unknown else "")
+            + (f"; missing: {', '.join(absent)}" if absent else "")
+        )
+    if hero_power not in POWERS:
+        raise ValueError(f"hero_power {hero_power!r} is not one of {', '.join(POWERS)}")
+
+
+def run_rollout(
+    cfg: DiplomacyConfig,
+    group_idx: int,
+    game_idx: int,
+    power_adapters: dict[str, str | None],
+    hero_power: str,
+    *,
+    resolver: AgentResolver | None = None,
+    save_dir: str | Path | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> RolloutResult:
+    """Play one game to its end (a solo or ``cfg.max_years``) and return its result.
+
+    ``power_adapters``: {power: agent name or None}, all seven powers; ``hero_power``: the power
+    whose steps are recorded. Each seat gets its own policy instance (a bot with its own seed,
+    or ``resolver(name)``). The finished game is saved as saved-game JSON in ``save_dir``
+    (default ``cfg.games_dir``; no file when both are None) as
+    ``group{group_idx:04d}_game{game_idx:04d}.json``. Raises ``ValueError`` for a bad seating
+    and :class:`~leaguezero.diplomacy.agents.UnknownAgentError` for an agent nobody can play.
+    """
+    _check_seats(power_adapters, hero_power)
+    started = time.perf_counter()
+    game_seed = rollout_seed(cfg.seed, group_idx, game_idx)
+    policies: dict[str, Policy] = {
+        power: resolve_agent(power_adapters[power], seat_seed(game_seed, power), resolver)
+        for power in POWERS
+    }
+    env = DiplomacyEnv(max_years=cfg.max_years)
+    invalid = dict.fromkeys(POWERS, 0)
+    missing = dict.fromkeys(POWERS, 0)
+    steps: list[HeroStep] = []
+    final_year = env.year or 0
+    while not env.done:
+        final_year = env.year or final_year
+        for power in POWERS:
+            legal = env.legal_orders(power)
+            if not legal:
+                continue  # nothing to order this phase (no units, no builds owed)
+            observation = (
+                env.observation(power) if power == hero_power and cfg.record_observations else None
+            )
+            raw = list(policies[power].get_orders(env, power) or [])
+            submitted, bad, absent = validate_orders(env, power, raw, legal)
+            invalid[power] += bad
+            missing[power] += absent
+            env.set_orders(power, submitted)
+            if power == hero_power:
+                steps.append(HeroStep(env.phase, observation, legal, raw, submitted, bad, absent))
+        env.process()
+
+    scores = calculate_final_scores(env.game, cfg.win_bonus, cfg.winner_threshold_sc)
+    sos = sum_of_squares_scores(env.game, cfg.solo_sc)
+    centers = {p: len(env.game.powers[p].centers) for p in POWERS}
+    if env.ended_by_cap:
+        ended_by = "max_years"
+    elif max(centers.values()) >= min(env.game.victory or [cfg.solo_sc]):
+        ended_by = "solo"
+    else:
+        ended_by = "engine"
+    result = RolloutResult(
+        group_idx=group_idx,
+        game_idx=game_idx,
+        seed=game_seed,
+        hero_power=hero_power,
+        power_agents={p: agent_label(power_adapters[p]) for p in POWERS},
+        scores=scores,
+        sos_scores=sos,
+        centers=centers,
+        units={p: len(env.game.powers[p].units) for p in POWERS},
+        invalid_orders=invalid,
+        missing_orders=missing,
+        phases=env.phases_processed,
+        final_year=final_year,
+        ended_by=ended_by,
+        seconds=0.0,
+        steps=steps,
+    )
+    target_dir = save_dir if save_dir is not None else cfg.games_dir
+    if target_dir is not None:
+        path = Path(target_dir) / f"group{group_idx:04d}_game{game_idx:04d}.json"
+        info = {
+            "group_idx": group_idx,
+            "game_idx": game_idx,
+            "seed": game_seed,
+            "hero_power": hero_power,
+            "power_agents": result.power_agents,
+            "scores": scores,
+            "sos_scores": sos,
+            "invalid_orders": invalid,
+            "missing_orders": missing,
+            **(metadata or {}),
+        }
+        result.saved_game = str(env.save(path, info))
+    result.seconds = time.perf_counter() - started
+    return result
