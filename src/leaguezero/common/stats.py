@@ -58,3 +58,46 @@ def paired_summary(a_scores: np.ndarray, b_scores: np.ndarray) -> PairedSummary:
         score_diff_mean=float(per_pair_diff.mean()),
         score_diff_se=se(per_pair_diff),
     )
+
+
+def elo_to_score(elo: float) -> float:
+    """Expected score of a player ``elo`` points stronger (Elo's logistic curve)."""
+    return 1.0 / (1.0 + 10.0 ** (-elo / 400.0))
+
+
+@dataclass(frozen=True)
+class SprtResult:
+    llr: float
+    lower: float  # accept H0 (no promotion) at or below
+    upper: float  # accept H1 (promote) at or above
+    decision: str  # "H1" | "H0" | "continue"
+
+
+def sprt_paired(
+    pair_points: np.ndarray,
+    elo0: float,
+    elo1: float,
+    alpha: float = 0.05,
+    beta: float = 0.05,
+) -> SprtResult:
+    """Sequential probability ratio test on side-swapped pairs (fishtest's normal GSPRT).
+
+    ``pair_points`` float [pairs]: each pair's mean score for the candidate (0, 0.25, ..., 1;
+    draws count half). H0: the candidate is ``elo0`` stronger; H1: ``elo1`` stronger. Using
+    pairs as the unit keeps the variance reduction of side-swapping in the test. With the
+    per-pair variance ``var``, the log-likelihood ratio of the normal approximation is
+    ``n (s1 - s0) (2 mean - s0 - s1) / (2 var)``; stop when it leaves ``[ln(b/(1-a)),
+    ln((1-b)/a)]``. Yatzy is noisy: telling 52% from 50% takes thousands of games, so a fixed
+    40-200 game gate decides nothing and this test stops as soon as the evidence suffices.
+    """
+    x = np.asarray(pair_points, dtype=np.float64)
+    lower = math.log(beta / (1 - alpha))
+    upper = math.log((1 - beta) / alpha)
+    n = len(x)
+    if n < 2:
+        return SprtResult(0.0, lower, upper, "continue")
+    s0, s1 = elo_to_score(elo0), elo_to_score(elo1)
+    var = max(float(x.var()), 1e-6)
+    llr = n * (s1 - s0) * (2 * float(x.mean()) - s0 - s1) / (2 * var)
+    decision = "H1" if llr >= upper else "H0" if llr <= lower else "continue"
+    return SprtResult(llr, lower, upper, decision)
