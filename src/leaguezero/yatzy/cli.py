@@ -157,3 +157,8 @@ def match(
         f"  mean score   {a}: {s.a_score_mean:.2f}   {b}: {s.b_score_mean:.2f}\n"
         f"  paired diff  {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f} points per game"
     )
+
+
+from leaguezero.yatzy.cli_infer import register as register_infer  # noqa: E402 (needs app)
+
+register_infer(app)

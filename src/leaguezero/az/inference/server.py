@@ -1,0 +1,431 @@
+"""The batched, multi-model inference server (asyncio; protocol v1 in docs/protocol.md).
+
+One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
+a batcher task that flushes when the queued rows reach ``max_batch`` or the oldest frame has
+waited ``max_wait_us``. A flush concatenates whole frames (a frame is never split; a frame larger
+than ``max_batch`` is one batch) and runs the forward pass *and* reply encoding on a single
+executor thread, so the loop keeps reading and writing while the model works; one thread also
+serialises forward passes of several models on one device.
+
+Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
+SIGHUP, see :func:`serve_forever`): the load runs on the executor thread between batches, and the
+next batch uses the new weights. Errors (malformed frame, unknown model, schema or shape
+mismatch) get an error reply and the connection stays open; only an over-long length prefix,
+after which the stream cannot be resynchronised, closes that one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from leaguezero.az.inference.endpoint import Endpoint
+from leaguezero.az.inference.local import forward_numpy, model_dims
+from leaguezero.az.inference.metrics import ServerMetrics
+from leaguezero.az.inference.protocol import (
+    LENGTH,
+    MAX_FRAME_BYTES,
+    ControlOp,
+    ControlRequest,
+    EvalRequest,
+    ProtocolError,
+    Status,
+    decode_request,
+    encode_error,
+    encode_reply,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ServerError(RuntimeError):
+    """The server cannot start (address in use, unsafe bind, ...); the message says why."""
+
+
+@dataclass
+class ServedModel:
+    """A model ready to serve: the module plus what requests must match."""
+
+    model: nn.Module  # forward(x [N, F]) -> (logits [N, A], value [N], margin [N] | None)
+    feature_schema_id: int
+    source: str  # checkpoint path, or a description such as "dummy"
+    num_features: int = 0
+    num_actions: int = 0
+
+    def __post_init__(self) -> None:
+        self.num_features, self.num_actions = model_dims(self.model)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "feature_schema_id": self.feature_schema_id,
+            "num_features": self.num_features,
+            "num_actions": self.num_actions,
+        }
+
+
+# Builds a ServedModel from a LOAD_MODEL argument (a checkpoint path); runs on the executor.
+ModelLoader = Callable[[str], ServedModel]
+
+
+@dataclass
+class ServerSettings:
+    max_batch: int = 256  # flush at this many queued rows...
+    max_wait_us: int = 500  # ...or when the oldest frame is this old
+    device: str = "cpu"
+    public: bool = False  # allow TCP binds that other machines can reach
+    max_frame_bytes: int = MAX_FRAME_BYTES
+
+
+@dataclass
+class _Pending:
+    request: EvalRequest
+    conn: _Connection
+    arrival: float  # time.perf_counter() when the frame was read
+
+
+@dataclass
+class _Queue:
+    items: deque[_Pending] = field(default_factory=deque)
+    rows: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Connection:
+    """One client's stream; replies to a closed connection are dropped."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.closed = False
+
+    def send(self, frame: bytes) -> None:
+        if not self.closed:
+            self.writer.write(frame)  # buffered; never await drain here (it would stall others)
+
+
+class InferenceServer:
+    """Serve ``models`` ({model_id: ServedModel}) on one endpoint; see module docstring."""
+
+    def __init__(
+        self,
+        models: dict[int, ServedModel],
+        settings: ServerSettings | None = None,
+        loader: ModelLoader | None = None,
+    ) -> None:
+        self.models = dict(models)
+        self.settings = settings or ServerSettings()
+        self.loader = loader
+        self.metrics = ServerMetrics()
+        self.device = torch.device(self.settings.device)
+        for served in self.models.values():
+            served.model.to(self.device).eval()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lz-forward")
+        self._queues: dict[int, _Queue] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._connections: set[_Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._unix_inode: tuple[str, int] | None = None
+        self.address = ""
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self, endpoint: Endpoint) -> str:
+        """Bind and start serving; returns the bound address (with the real port for ``:0``)."""
+        if endpoint.scheme == "unix":
+            sock = _bind_unix(endpoint.path)
+            self._unix_inode = (endpoint.path, os.stat(endpoint.path).st_ino)
+            self._server = await asyncio.start_unix_server(self._handle, sock=sock)
+            self.address = str(endpoint)
+        else:
+            if not endpoint.is_loopback and not self.settings.public:
+                raise ServerError(
+                    f"{endpoint} can be reached from other machines; bind 127.0.0.1 or pass "
+                    "--public to allow it"
+                )
+            self._server = await asyncio.start_server(
+                self._handle, endpoint.host, endpoint.port, reuse_address=True
+            )
+            port = self._server.sockets[0].getsockname()[1]
+            self.address = str(Endpoint("tcp", host=endpoint.host, port=port))
+        for model_id in self.models:
+            self._ensure_queue(model_id)
+        return self.address
+
+    async def close(self) -> None:
+        """Stop accepting, drop connections, stop batchers and the executor, remove the socket."""
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for conn in list(self._connections):
+            conn.closed = True
+            conn.writer.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._executor.shutdown(wait=True)
+        self.metrics.close()
+        if self._unix_inode is not None:
+            path, inode = self._unix_inode
+            try:  # remove the socket file only if it is still ours (not a newer server's)
+                if os.stat(path).st_ino == inode:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    async def reload_all(self) -> None:
+        """Reload every model from its source path (SIGHUP); failures keep the old model."""
+        for model_id, served in list(self.models.items()):
+            await self._load(model_id, served.source)
+
+    # ---------------------------------------------------------------- connections
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = _Connection(writer)
+        self._connections.add(conn)
+        try:
+            while True:
+                (length,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+                if length > self.settings.max_frame_bytes:
+                    # The stream cannot be resynchronised after a bogus prefix: say so and close.
+                    self._error(conn, 0, Status.FRAME_TOO_LARGE, f"frame of {length} bytes")
+                    await writer.drain()
+                    break
+                self._dispatch(conn, await reader.readexactly(length))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # client went away; its queued requests are answered into the void
+        finally:
+            conn.closed = True
+            self._connections.discard(conn)
+            writer.close()
+
+    def _error(self, conn: _Connection, request_id: int, status: Status, message: str) -> None:
+        self.metrics.errors.labels(status.name).inc()
+        conn.send(encode_error(request_id, status, message))
+
+    def _dispatch(self, conn: _Connection, body: bytes) -> None:
+        arrival = time.perf_counter()
+        try:
+            request = decode_request(body)
+        except ProtocolError as err:
+            self._error(conn, err.request_id, err.status, err.message)
+            return
+        if isinstance(request, ControlRequest):
+            self._tasks.append(asyncio.create_task(self._control(conn, request)))
+            return
+        served = self.models.get(request.model_id)
+        rid = request.request_id
+        if served is None:
+            ids = ", ".join(str(i) for i in sorted(self.models)) or "none"
+            self._error(conn, rid, Status.UNKNOWN_MODEL, f"model_id {request.model_id} not served")
+            log.debug("unknown model %s (served: %s)", request.model_id, ids)
+            return
+        if request.feature_schema_id != served.feature_schema_id:
+            msg = (
+                f"feature_schema_id {request.feature_schema_id} does not match model "
+                f"{request.model_id} (schema {served.feature_schema_id})"
+            )
+            self._error(conn, rid, Status.SCHEMA_MISMATCH, msg)
+            return
+        n_feat, n_act = request.features.shape[1], request.legal.shape[1]
+        if (n_feat, n_act) != (served.num_features, served.num_actions):
+            msg = (
+                f"request has F={n_feat}, A={n_act}; model {request.model_id} needs "
+                f"F={served.num_features}, A={served.num_actions}"
+            )
+            self._error(conn, rid, Status.SHAPE_MISMATCH, msg)
+            return
+        queue = self._queues[request.model_id]
+        queue.items.append(_Pending(request, conn, arrival))
+        queue.rows += request.rows
+        self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
+        queue.wake.set()
+
+    # ---------------------------------------------------------------- batching
+    def _ensure_queue(self, model_id: int) -> None:
+        if model_id not in self._queues:
+            self._queues[model_id] = _Queue()
+            self._tasks.append(asyncio.create_task(self._batcher(model_id)))
+
+    async def _batcher(self, model_id: int) -> None:
+        queue = self._queues[model_id]
+        max_batch, max_wait = self.settings.max_batch, self.settings.max_wait_us * 1e-6
+        while True:
+            if not queue.items:
+                queue.wake.clear()
+                await queue.wake.wait()
+                continue
+            if queue.rows < max_batch:
+                delay = queue.items[0].arrival + max_wait - time.perf_counter()
+                if delay > 0:
+                    queue.wake.clear()  # woken early by new frames: re-check the row count
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(queue.wake.wait(), delay)
+                    continue
+            batch = [queue.items.popleft()]
+            rows = batch[0].request.rows
+            while queue.items and rows + queue.items[0].request.rows <= max_batch:
+                batch.append(queue.items.popleft())
+                rows += batch[-1].request.rows
+            queue.rows -= rows
+            self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
+            await self._flush(model_id, batch, rows)
+
+    async def _flush(self, model_id: int, batch: list[_Pending], rows: int) -> None:
+        served = self.models[model_id]
+        label = str(model_id)
+        requests = [p.request for p in batch]
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            frames = await loop.run_in_executor(
+                self._executor, _forward_and_encode, served.model, requests, self.device
+            )
+        except Exception as err:  # a model failure answers this batch and keeps serving
+            log.exception("forward pass of model %s failed", model_id)
+            for p in batch:
+                self._error(p.conn, p.request.request_id, Status.INTERNAL, f"forward failed: {err}")
+            return
+        done = time.perf_counter()
+        self.metrics.forward.labels(label).observe(done - start)
+        self.metrics.batch_rows.labels(label).observe(rows)
+        self.metrics.evals.labels(label).inc(rows)
+        self.metrics.requests.labels(label).inc(len(batch))
+        latency = self.metrics.latency.labels(label)
+        for p, frame in zip(batch, frames, strict=True):
+            p.conn.send(frame)
+            latency.observe(done - p.arrival)
+
+    # ---------------------------------------------------------------- control
+    async def _control(self, conn: _Connection, request: ControlRequest) -> None:
+        rid = request.request_id
+        if request.op == ControlOp.INFO:
+            info = {str(i): m.describe() for i, m in sorted(self.models.items())}
+            conn.send(_text_reply(rid, json.dumps({"models": info, "address": self.address})))
+        elif request.op == ControlOp.LOAD_MODEL:
+            error = await self._load(request.model_id, request.argument)
+            if error:
+                self._error(conn, rid, Status.LOAD_FAILED, error)
+            else:
+                described = self.models[request.model_id].describe()
+                conn.send(_text_reply(rid, json.dumps({str(request.model_id): described})))
+        else:
+            self._error(conn, rid, Status.UNKNOWN_OP, f"unknown control op {request.op}")
+
+    async def _load(self, model_id: int, argument: str) -> str:
+        """Load ``argument`` as ``model_id`` off the loop; returns an error message or ""."""
+        if self.loader is None:
+            return "this server was started without a model loader"
+        loop = asyncio.get_running_loop()
+        try:
+            served = await loop.run_in_executor(self._executor, self._load_on_executor, argument)
+        except Exception as err:
+            log.warning("loading %r as model %s failed: %s", argument, model_id, err)
+            return f"cannot load {argument!r}: {err}"
+        self.models[model_id] = served  # the next batch of this model uses the new weights
+        self._ensure_queue(model_id)
+        log.info("model %s now serves %s", model_id, served.source)
+        return ""
+
+    def _load_on_executor(self, argument: str) -> ServedModel:
+        served = self.loader(argument)
+        served.model.to(self.device).eval()
+        return served
+
+
+def _text_reply(request_id: int, text: str) -> bytes:
+    empty = np.zeros((0, 0), np.float32)
+    return encode_reply(request_id, empty, np.zeros(0, np.float32), None, text)
+
+
+def _forward_and_encode(
+    model: nn.Module, requests: list[EvalRequest], device: torch.device
+) -> list[bytes]:
+    """One forward pass over all ``requests`` (rows concatenated); one reply frame per request."""
+    if len(requests) == 1:
+        # Frames are read-only bytes; torch wants writable memory, and the copy is ~10 us.
+        features, legal = requests[0].features.copy(), requests[0].legal
+    else:
+        features = np.concatenate([r.features for r in requests])  # [rows, F]
+        legal = np.concatenate([r.legal for r in requests])  # [rows, A]
+    out = forward_numpy(model, features, device, legal)
+    frames, offset = [], 0
+    for r in requests:
+        end = offset + r.rows
+        margins = None if out.margins is None else out.margins[offset:end]
+        frames.append(encode_reply(r.request_id, out.logits[offset:end], out.values[offset:end],
+                                   margins))  # fmt: skip
+        offset = end
+    return frames
+
+
+def _bind_unix(path: str) -> socket.socket:
+    """An owner-only (0o600) Unix socket at ``path``; a stale socket file is removed first."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None:
+        if not stat.S_ISSOCK(mode):
+            raise ServerError(f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            os.unlink(path)  # nobody listens: a leftover from a killed server
+        else:
+            raise ServerError(f"another server is listening on unix://{path}; stop it first")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the file is created 0o600: no window where others can connect
+    try:
+        sock.bind(path)
+    except OSError as err:
+        sock.close()
+        raise ServerError(f"cannot bind unix://{path}: {err.strerror}") from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    return sock
+
+
+async def serve_forever(
+    server: InferenceServer,
+    endpoint: Endpoint,
+    metrics_bind: tuple[str, int] | None = None,
+    on_ready: Callable[[str, int | None], None] | None = None,
+) -> None:
+    """Run ``server`` until SIGTERM or SIGINT, then shut down cleanly; SIGHUP reloads models.
+
+    ``metrics_bind`` (host, port) starts ``/metrics``; ``on_ready(address, metrics_port)`` is
+    called once the socket accepts connections.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(server.reload_all()))
+    address = await server.start(endpoint)
+    try:
+        metrics_port = None
+        if metrics_bind is not None:
+            metrics_port = server.metrics.serve_http(*metrics_bind)
+        if on_ready is not None:
+            on_ready(address, metrics_port)
+        await stop.wait()
+    finally:
+        await server.close()
