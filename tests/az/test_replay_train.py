@@ -18,6 +18,7 @@ from leaguezero.az.replay import (
     ShardSchema,
     ShardWriter,
     complete_shards,
+    games_on_disk,
     iteration_dir,
     load_window,
     read_shard,
@@ -47,7 +48,8 @@ def test_shards_round_trip_and_split(tmp_path):
     out = iteration_dir(tmp_path, 3)
     writer = ShardWriter(out, SCHEMA, worker=1, shard_samples=40)
     data = _batch(100)
-    writer.add(data)
+    for lo in range(0, 100, 20):  # five "games" of 20 samples
+        writer.add(Batch(*(getattr(data, k)[lo : lo + 20] for k in Batch.__dataclass_fields__)), 1)
     writer.flush()
     shards = complete_shards(out)
     assert [p.name for p in shards] == [f"shard_w01_0000{i}.safetensors" for i in range(3)]
@@ -56,6 +58,7 @@ def test_shards_round_trip_and_split(tmp_path):
         np.testing.assert_array_equal(getattr(loaded, key), getattr(data, key))
     meta = json.loads(shards[0].with_name("shard_w01_00000.meta.json").read_text())
     assert meta["feature_schema_id"] == 7 and meta["shard_format_version"] == 1
+    assert meta["games"] == 2 and games_on_disk(out) == 5  # shards end at game boundaries
     # A restarted writer continues the sequence instead of overwriting.
     again = ShardWriter(out, SCHEMA, worker=1, shard_samples=40)
     again.add(_batch(10, seed=1))

@@ -65,10 +65,12 @@ def iteration_dir(replay_dir: str | os.PathLike, iteration: int) -> Path:
 
 
 class ShardWriter:
-    """Buffers samples in preallocated arrays and writes a shard each ``shard_samples`` samples.
+    """Collects samples and writes a shard once ``shard_samples`` samples are pending.
 
-    Shards are named ``shard_w{worker:02d}_{seq:05d}``; on restart a writer continues after the
-    highest complete sequence number of its worker, so resumed workers never overwrite shards.
+    Shards end at :meth:`add` boundaries, so a caller that adds whole games gets shards of whole
+    games, and the ``games`` count in each meta tells a resumed worker how many games are safely
+    on disk. Shards are named ``shard_w{worker:02d}_{seq:05d}``; a restarted writer continues
+    after the highest complete sequence number of its worker and never overwrites a shard.
     """
 
     def __init__(
@@ -86,67 +88,75 @@ class ShardWriter:
         self.worker = worker
         self.capacity = shard_samples
         self.extra_meta = dict(extra_meta or {})
-        f, a = schema.num_features, schema.num_actions
-        self._buf = Batch(
-            np.zeros((shard_samples, f), np.float32),
-            np.zeros((shard_samples, a), np.uint8),
-            np.zeros((shard_samples, a), np.float32),
-            np.zeros(shard_samples, np.float32),
-            np.zeros(shard_samples, np.float32),
-        )
-        self._n = 0
+        self._pending: list[Batch] = []
+        self._pending_n = 0
+        self._pending_games = 0
         pattern = re.compile(rf"^shard_w{worker:02d}_(\d+)\.meta\.json$")
         done = [int(m.group(1)) for p in self.out_dir.iterdir() if (m := pattern.match(p.name))]
         self._seq = max(done, default=-1) + 1
         self.shards_written = 0
         self.samples_written = 0
 
-    def add(self, batch: Batch) -> None:
-        """Append samples; full shards are written as they fill."""
-        start = 0
-        while start < len(batch):
-            take = min(self.capacity - self._n, len(batch) - start)
-            sl = slice(self._n, self._n + take)
-            src = slice(start, start + take)
-            self._buf.features[sl] = batch.features[src]
-            self._buf.legal[sl] = batch.legal[src]
-            self._buf.pi[sl] = batch.pi[src]
-            self._buf.z[sl] = batch.z[src]
-            self._buf.z_margin[sl] = batch.z_margin[src]
-            self._n += take
-            start += take
-            if self._n == self.capacity:
-                self.flush()
+    def add(self, batch: Batch, games: int = 0) -> None:
+        """Queue samples (``games`` whole games' worth, if the caller counts games)."""
+        if len(batch) == 0 and games == 0:
+            return
+        f, a = self.schema.num_features, self.schema.num_actions
+        if batch.features.shape[1:] != (f,) or batch.pi.shape[1:] != (a,):
+            raise ReplayError(
+                f"samples have shape F={batch.features.shape[1:]}, A={batch.pi.shape[1:]}; "
+                f"the shard schema says F={f}, A={a}"
+            )
+        self._pending.append(batch)
+        self._pending_n += len(batch)
+        self._pending_games += games
+        if self._pending_n >= self.capacity:
+            self.flush()
 
     def flush(self) -> Path | None:
-        """Write buffered samples (if any) as one shard; returns its path."""
-        if self._n == 0:
+        """Write pending samples (if any) as one shard; returns its path."""
+        if self._pending_n == 0:
             return None
-        n = self._n
-        name = f"shard_w{self.worker:02d}_{self._seq:05d}"
-        tensors = {
-            "features": self._buf.features[:n],
-            "legal": self._buf.legal[:n],
-            "pi": self._buf.pi[:n],
-            "z": self._buf.z[:n],
-            "z_margin": self._buf.z_margin[:n],
+        data = {
+            key: np.ascontiguousarray(np.concatenate([getattr(b, key) for b in self._pending]))
+            for key in Batch.__dataclass_fields__
         }
+        data["legal"] = data["legal"].astype(np.uint8)
+        n = self._pending_n
+        name = f"shard_w{self.worker:02d}_{self._seq:05d}"
         path = self.out_dir / f"{name}.safetensors"
-        atomic_write_bytes(path, save({k: np.ascontiguousarray(v) for k, v in tensors.items()}))
+        atomic_write_bytes(path, save(data))
         meta = {
             "shard_format_version": SHARD_FORMAT_VERSION,
             **self.schema.as_dict(),
             "num_samples": n,
+            "games": self._pending_games,
             "worker": self.worker,
             "seq": self._seq,
             **self.extra_meta,
         }
         atomic_write_json(self.out_dir / f"{name}.meta.json", meta)  # last: marks completion
         self._seq += 1
-        self._n = 0
+        self._pending, self._pending_n, self._pending_games = [], 0, 0
         self.shards_written += 1
         self.samples_written += n
         return path
+
+
+def shard_meta(path: str | os.PathLike) -> dict:
+    """The meta dict of a shard given its tensor path."""
+    path = Path(path)
+    return json.loads(path.with_name(path.name[: -len(".safetensors")] + ".meta.json").read_text())
+
+
+def games_on_disk(folder: str | os.PathLike, worker: int | None = None) -> int:
+    """Games recorded in the complete shards of ``folder`` (optionally of one worker)."""
+    total = 0
+    for path in complete_shards(folder):
+        meta = shard_meta(path)
+        if worker is None or meta.get("worker") == worker:
+            total += int(meta.get("games", 0))
+    return total
 
 
 def complete_shards(folder: str | os.PathLike) -> list[Path]:
