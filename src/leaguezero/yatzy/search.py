@@ -295,3 +295,42 @@ class SearchAgent:
         state_seeds(roots, self.salt, seeds)
         self.last_result = self.search.run(roots, seeds, add_noise=False, temperature=0.0)
         return self.last_result.actions
+
+
+class YatzyReferenceGame:
+    """Yatzy for :class:`leaguezero.az.reference_puct.ReferencePUCT` (same chance streams)."""
+
+    num_actions = NUM_ACTIONS
+
+    def __init__(self, terminal_scale: float = 0.0) -> None:
+        self.terminal_scale = terminal_scale
+
+    def descent_state(self, root_state: np.ndarray, root_seed: int, descent: int) -> np.ndarray:
+        out = np.zeros(STATE_LEN, np.int64)
+        descent_state(root_state, root_seed, descent, out)
+        return out
+
+    def apply(self, state: np.ndarray, action: int) -> None:
+        apply_action(state, action)
+
+    def chance_key(self, state: np.ndarray) -> int:
+        return int(chance_key(state))
+
+    def is_terminal(self, state: np.ndarray) -> bool:
+        return bool(is_terminal(state))
+
+    def player(self, state: np.ndarray) -> int:
+        return int(state[S_PLAYER])
+
+    def terminal_value(self, state: np.ndarray, player: int) -> float:
+        return float(terminal_value(state, player, self.terminal_scale))
+
+    def encode(self, state: np.ndarray) -> np.ndarray:
+        out = np.zeros(NUM_FEATURES, np.float32)
+        encode_into(state, out)
+        return out
+
+    def legal(self, state: np.ndarray) -> np.ndarray:
+        out = np.zeros(NUM_ACTIONS, np.bool_)
+        legal_mask(state, out)
+        return out
