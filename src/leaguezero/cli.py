@@ -11,6 +11,7 @@ import sys
 import typer
 
 from leaguezero import __version__
+from leaguezero.diplomacy.cli import app as diplomacy_app
 from leaguezero.yatzy.cli import app as yatzy_app
 
 app = typer.Typer(
@@ -21,6 +22,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(yatzy_app, name="yatzy", help="2-player Yatzy (AlphaZero); also available as `yz`.")
+app.add_typer(
+    diplomacy_app, name="diplomacy", help="No-press Diplomacy: bots, rollouts, tournaments."
+)
 
 
 @app.command()

@@ -35,8 +35,9 @@ WAIVE = "WAIVE"
 
 
 def is_move(order: str) -> bool:
-    """A plain (not convoyed) move: ``"A PAR - BUR"``."""
-    return " - " in order and not order.endswith(" VIA")
+    """A plain (not convoyed) move: ``"A PAR - BUR"`` (not ``"A PAR S A MAR - BUR"``)."""
+    parts = order.split()
+    return len(parts) >= 4 and parts[2] == "-" and parts[-1] != "VIA"
 
 
 def move_destination(order: str) -> str:

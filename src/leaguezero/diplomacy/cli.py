@@ -1,0 +1,201 @@
+"""``leaguezero diplomacy``: tournaments (``eval``), single games (``play``) and the config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="diplomacy",
+    help="7-player no-press Diplomacy: bots, rollouts and hero-versus-field tournaments.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Configs: show the resolved config.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="YAML config file (default: built-in defaults)."),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key: --set max_years=5 (repeatable)."),
+]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print a one-line error to stderr and return the Exit to raise."""
+    typer.secho(message, err=True, fg=typer.colors.RED)
+    return typer.Exit(code)
+
+
+def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
+    """Load a DiplomacyConfig, turning a validation problem into a one-line CLI error."""
+    from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+
+    try:
+        return load_config(DiplomacyConfig, config, overrides or [])
+    except ConfigError as err:
+        raise fail(str(err)) from None
+
+
+def _check_agents(names: list[str]) -> None:
+    # Only bots can be played from the command line until the model providers land; say so
+    # before any game starts rather than from inside the first rollout.
+    from leaguezero.diplomacy.bots import BOTS
+
+    unknown = [name for name in names if name not in BOTS]
+    if unknown:
+        raise fail(
+            f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
+            f"{', '.join(BOTS)} (models and adapters need an agent provider)"
+        )
+
+
+@config_app.command("show")
+def config_show(config: ConfigOpt = None, set_: SetOpt = None) -> None:
+    """Print the resolved config (file + overrides + defaults) as YAML."""
+    from leaguezero.common.config import config_to_yaml
+
+    typer.echo(config_to_yaml(load_diplomacy_config(config, set_)), nl=False)
+
+
+@app.command("eval")
+def eval_cmd(
+    hero: Annotated[str, typer.Option("--hero", help="The agent under test, e.g. greedy_bot.")],
+    opponents: Annotated[
+        str,
+        typer.Option("--opponents", help="Comma-separated opponents, cloned over six seats."),
+    ],
+    games: Annotated[int, typer.Option("--games", min=1, help="Games to play.")] = 14,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Master seed (overrides config).")
+    ] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    matchlog: Annotated[
+        Path | None, typer.Option("--matchlog", help="Append each game to this league match log.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out-dir", help="Save finished games here (default: config games_dir)."),
+    ] = None,
+    no_save: Annotated[bool, typer.Option("--no-save", help="Do not save the games.")] = False,
+    per_game: Annotated[
+        bool, typer.Option("--per-game", help="Keep the per-game list in the JSON.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Hero against six opponent seats, powers rotated; win rates, scores and Elo changes.
+
+    A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
+    """
+    from leaguezero.diplomacy.tournament import run_tournament
+
+    overrides = list(set_ or [])
+    if seed is not None:
+        overrides.append(f"seed={seed}")
+    if no_save:
+        overrides.append("games_dir=null")
+    cfg = load_diplomacy_config(config, overrides)
+    opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
+    if not opponent_names:
+        raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
+    _check_agents([hero, *opponent_names])
+    save_dir = None if no_save else out_dir
+
+    from rich.progress import Progress
+
+    with Progress(transient=True, disable=json_out) as progress:
+        task = progress.add_task(f"{hero} vs {opponents}", total=games)
+        result = run_tournament(
+            cfg,
+            hero,
+            opponent_names,
+            games,
+            matchlog=matchlog,
+            save_dir=save_dir,
+            on_game=lambda _: progress.advance(task),
+        )
+    report = result.report()
+    if not per_game:
+        report.pop("per_game")
+    if json_out:
+        typer.echo(json.dumps(report))
+        return
+    _print_report(report)
+
+
+def _print_report(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report['games']} games, seed {report['seed']}")
+    for column in ("agent", "seats", "win rate", "mean score", "mean SoS", "rating", "change"):
+        table.add_column(column, justify="left" if column == "agent" else "right")
+    rows = [("hero " + report["hero"]["agent"], report["hero"])]
+    rows += list(report["opponents"].items())
+    for name, entry in rows:
+        table.add_row(
+            name,
+            str(entry["seats"]),
+            f"{entry['win_rate']:.3f}",
+            f"{entry['mean_score']:.2f}",
+            f"{entry['mean_sos']:.3f}",
+            f"{entry['rating_after']:.1f}",
+            f"{entry['rating_change']:+.1f}",
+        )
+    console = Console()
+    console.print(table)
+    console.print(f"win: {report['win_definition']}")
+
+
+@app.command("play")
+def play_cmd(
+    agents: Annotated[
+        str, typer.Option("--agents", help="Seven comma-separated agents, AUSTRIA..TURKEY order.")
+    ],
+    hero_power: Annotated[str, typer.Option("--hero-power", help="Power to record.")] = "FRANCE",
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Master seed (overrides config).")
+    ] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out-dir", help="Save the game here (default: games_dir).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Play one game with the given agent on each power and save it."""
+    from leaguezero.diplomacy.env import POWERS
+    from leaguezero.diplomacy.rollout import run_rollout
+
+    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
+    cfg = load_diplomacy_config(config, overrides)
+    names = [name.strip() for name in agents.split(",")]
+    if len(names) != len(POWERS):
+        raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
+    _check_agents(names)
+    if hero_power.upper() not in POWERS:
+        raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")
+    result = run_rollout(
+        cfg, 0, 0, dict(zip(POWERS, names, strict=True)), hero_power.upper(), save_dir=out_dir
+    )
+    summary = {k: v for k, v in result.to_dict().items() if k not in ("steps",)} | {
+        "hero_steps": len(result.steps)
+    }
+    if json_out:
+        typer.echo(json.dumps(summary))
+        return
+    for power in POWERS:
+        typer.echo(
+            f"{power:8s} {result.power_agents[power]:12s} centres {result.centers[power]:2d} "
+            f"score {result.scores[power]:5.1f} sos {result.sos_scores[power]:.3f}"
+        )
+    typer.echo(f"ended by {result.ended_by} in {result.final_year}; saved {result.saved_game}")
