@@ -1,5 +1,9 @@
 """Opponent sampling for league training (league spec §3, §4, §8).
 
+- :class:`PFSPMatchmaker` draws opponents by bucket (30% mirror, 40% peers, 20% exploitable,
+  10% baselines) or with the spec's simple tiered weights; every draw says its bucket.
+- :class:`WinRateTable` keeps the hero's decayed win rate per opponent for the exploitable
+  bucket.
 - :func:`cluster_seating` fills a many-seat game with a few unique opponents cloned across
   seats (``[Hero, A, A, A, B, B, B]``), the spec's fallback when serving seven unique adapters
   does not fit in memory.
@@ -8,9 +12,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from leaguezero.league.registry import LeagueState
+from leaguezero.league.types import AgentKind, Bucket, MatchResult, OpponentType
 
 Rng = random.Random | np.random.Generator
 
@@ -61,3 +69,247 @@ def cluster_seating(
             fill.extend([name] * (base + (1 if i < extra else 0)))
     seats = [*fill[:hero_seat], hero, *fill[hero_seat:]]
     return seats
+
+
+# ----- PFSP -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketShares:
+    """Target share of draws per PFSP bucket (league spec §3); must sum to 1."""
+
+    mirror: float = 0.30
+    peers: float = 0.40
+    exploitable: float = 0.20
+    baselines: float = 0.10
+
+    def __post_init__(self) -> None:
+        values = (self.mirror, self.peers, self.exploitable, self.baselines)
+        if min(values) < 0 or abs(sum(values) - 1.0) > 1e-9:
+            raise ValueError(f"PFSP bucket shares must be >= 0 and sum to 1, got {values}")
+
+    def as_dict(self) -> dict[Bucket, float]:
+        return {
+            Bucket.MIRROR: self.mirror,
+            Bucket.PEERS: self.peers,
+            Bucket.EXPLOITABLE: self.exploitable,
+            Bucket.BASELINES: self.baselines,
+        }
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One sampled opponent and why: log it as ``league.opponent_sampled``."""
+
+    opponent: str
+    bucket: Bucket
+    opponent_type: OpponentType
+    opponent_elo: float | None
+    probability: float  # chance of drawing this opponent from this bucket in this draw
+
+    def to_event(self) -> dict[str, object]:
+        return {
+            "opponent": self.opponent,
+            "bucket": self.bucket.value,
+            "opponent_type": self.opponent_type.value,
+            "opponent_elo": self.opponent_elo,
+            "probability": round(self.probability, 6),
+        }
+
+
+class WinRateTable:
+    """The hero's exponentially decayed win rate against each opponent.
+
+    Per opponent: ``wins <- decay * wins + score`` and ``games <- decay * games + 1`` for every
+    game (score 1 / 0.5 / 0), so old results fade with a half-life of ``ln 2 / -ln decay``
+    games (about 34 at 0.98) and the table follows a hero that keeps changing. The win rate is
+    ``(wins + prior_games / 2) / (games + prior_games)``: an unseen opponent counts as 50%.
+    """
+
+    SCHEMA_VERSION = 1
+
+    def __init__(self, decay: float = 0.98, prior_games: float = 1.0) -> None:
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        self.decay = decay
+        self.prior_games = prior_games
+        self.wins: dict[str, float] = {}
+        self.games: dict[str, float] = {}
+
+    def update(self, opponent: str, score: float) -> None:
+        self.wins[opponent] = self.decay * self.wins.get(opponent, 0.0) + float(score)
+        self.games[opponent] = self.decay * self.games.get(opponent, 0.0) + 1.0
+
+    def update_from_matches(self, results: Iterable[MatchResult], hero: str) -> None:
+        """Fold in every pairwise outcome of ``hero`` in ``results`` (in order)."""
+        for result in results:
+            for a, b, score_a, _ in result.pairwise_outcomes():
+                if a == hero:
+                    self.update(b, score_a)
+                elif b == hero:
+                    self.update(a, 1.0 - score_a)
+
+    def win_rate(self, opponent: str) -> float:
+        wins, games = self.wins.get(opponent, 0.0), self.games.get(opponent, 0.0)
+        return (wins + 0.5 * self.prior_games) / (games + self.prior_games)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema_version": self.SCHEMA_VERSION,
+            "decay": self.decay,
+            "prior_games": self.prior_games,
+            "wins": dict(self.wins),
+            "games": dict(self.games),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> WinRateTable:
+        if data.get("schema_version") != cls.SCHEMA_VERSION:
+            raise ValueError(
+                f"win-rate table schema_version {data.get('schema_version')!r}, expected "
+                f"{cls.SCHEMA_VERSION}"
+            )
+        table = cls(float(data["decay"]), float(data["prior_games"]))  # type: ignore[arg-type]
+        table.wins = {str(k): float(v) for k, v in dict(data["wins"]).items()}  # type: ignore[call-overload]
+        table.games = {str(k): float(v) for k, v in dict(data["games"]).items()}  # type: ignore[call-overload]
+        return table
+
+
+def exploit_weight(win_rate: float, weighting: str = "hard") -> float:
+    """AlphaStar's PFSP weighting of an opponent by the hero's win rate ``p`` against it.
+
+    ``"hard"``: ``(1 - p) ** 2`` — most weight on opponents the hero still loses to, none on
+    ones it always beats. ``"variance"``: ``p * (1 - p)`` — most weight on even matches.
+    """
+    if weighting == "hard":
+        return (1.0 - win_rate) ** 2
+    if weighting == "variance":
+        return win_rate * (1.0 - win_rate)
+    raise ValueError(f"unknown PFSP weighting {weighting!r}; use 'hard' or 'variance'")
+
+
+class PFSPMatchmaker:
+    """Prioritised fictitious self-play opponent sampling over a league snapshot.
+
+    Each draw first picks a bucket with the target shares, then an opponent in it:
+
+    - mirror: the current hero itself (pure self-play);
+    - peers: league agents other than the hero with rating within ``peer_window`` of the hero,
+      uniformly;
+    - exploitable: past checkpoints rated *below* the hero (it should now beat them), weighted
+      by :func:`exploit_weight` of the hero's decayed win rate against them — those it still
+      loses to come first, and ones it reliably beats drop out;
+    - baselines: the fixed bots, uniformly.
+
+    Fallback: a bucket with no member (or only zero weights) is skipped and the shares of the
+    others are renormalised, so e.g. with no peers the remaining 60% split 30:20:10. Cold start:
+    until ``min_checkpoints`` checkpoints exist, every draw is a baseline (spec §1).
+    ``mode="tiered"`` instead uses the spec's simple weights (5.0 within 100 rating, 2.0 within
+    300, else 0.5; baselines x2) over all agents. Retired checkpoints
+    (``extra["retired"]``) are never drawn. Draws use the ``seed``-ed generator only.
+    """
+
+    def __init__(
+        self,
+        *,
+        shares: BucketShares | None = None,
+        peer_window: float = 100.0,
+        weighting: str = "hard",
+        mode: str = "pfsp",
+        min_checkpoints: int = 2,
+        seed: int | None = 0,
+    ) -> None:
+        if mode not in ("pfsp", "tiered"):
+            raise ValueError(f"unknown matchmaking mode {mode!r}; use 'pfsp' or 'tiered'")
+        exploit_weight(0.5, weighting)  # validates the name early
+        self.shares = shares or BucketShares()
+        self.peer_window = peer_window
+        self.weighting = weighting
+        self.mode = mode
+        self.min_checkpoints = min_checkpoints
+        self.rng = np.random.default_rng(seed)
+
+    def buckets(
+        self,
+        state: LeagueState,
+        hero: str,
+        hero_elo: float,
+        win_rates: WinRateTable | None = None,
+    ) -> dict[Bucket, dict[str, float]]:
+        """The members of each bucket with their (unnormalised) weights."""
+        agents = [a for a in state.agents.values() if not a.extra.get("retired")]
+        baselines = {a.name: 1.0 for a in agents if a.is_baseline}
+        if len(state.checkpoints) < self.min_checkpoints:
+            return {Bucket.BASELINES: baselines}
+        win_rates = win_rates or WinRateTable()
+        others = [a for a in agents if a.name != hero]
+        peers = {a.name: 1.0 for a in others if abs(a.elo - hero_elo) <= self.peer_window}
+        exploitable = {
+            a.name: exploit_weight(win_rates.win_rate(a.name), self.weighting)
+            for a in others
+            if a.type == AgentKind.CHECKPOINT and a.elo < hero_elo
+        }
+        return {
+            Bucket.MIRROR: {hero: 1.0},
+            Bucket.PEERS: peers,
+            Bucket.EXPLOITABLE: {n: w for n, w in exploitable.items() if w > 0},
+            Bucket.BASELINES: baselines,
+        }
+
+    def sample(
+        self,
+        state: LeagueState,
+        hero: str,
+        hero_elo: float,
+        k: int = 1,
+        win_rates: WinRateTable | None = None,
+    ) -> list[Draw]:
+        """``k`` independent draws (with replacement). Raises ``ValueError`` on an empty league."""
+        if self.mode == "tiered":
+            return self._sample_tiered(state, hero, hero_elo, k)
+        members = {b: m for b, m in self.buckets(state, hero, hero_elo, win_rates).items() if m}
+        if not members:
+            raise ValueError("the league has no agent to sample; create it with baselines")
+        target = self.shares.as_dict()
+        names = list(members)
+        shares = np.array([target.get(b, 0.0) for b in names])
+        if shares.sum() <= 0:  # e.g. cold start with a zero baseline share
+            shares = np.ones(len(names))
+        shares = shares / shares.sum()
+        draws = []
+        for _ in range(k):
+            bucket = names[int(self.rng.choice(len(names), p=shares))]
+            candidates = list(members[bucket])
+            weights = np.array([members[bucket][c] for c in candidates])
+            probs = weights / weights.sum()
+            j = int(self.rng.choice(len(candidates), p=probs))
+            draws.append(self._draw(state, hero, candidates[j], bucket, float(probs[j])))
+        return draws
+
+    def _sample_tiered(self, state: LeagueState, hero: str, hero_elo: float, k: int) -> list[Draw]:
+        # The spec's §8 MVP: tiered weights by rating gap, baselines boosted.
+        candidates = [a for a in state.agents.values() if not a.extra.get("retired")]
+        if not candidates:
+            raise ValueError("the league has no agent to sample; create it with baselines")
+        weights = []
+        for agent in candidates:
+            diff = abs(agent.elo - hero_elo)
+            weight = 5.0 if diff < 100 else 2.0 if diff < 300 else 0.5
+            weights.append(weight * (2.0 if agent.is_baseline else 1.0))
+        probs = np.array(weights) / sum(weights)
+        picks = self.rng.choice(len(candidates), size=k, p=probs)
+        return [
+            self._draw(state, hero, candidates[j].name, Bucket.TIERED, float(probs[j]))
+            for j in picks
+        ]
+
+    @staticmethod
+    def _draw(state: LeagueState, hero: str, name: str, bucket: Bucket, prob: float) -> Draw:
+        agent = state.agents.get(name)
+        if name == hero:
+            kind = OpponentType.SELF
+        elif agent is not None and agent.is_baseline:
+            kind = OpponentType.BASELINE
+        else:
+            kind = OpponentType.HISTORICAL
+        return Draw(name, bucket, kind, None if agent is None else agent.elo, prob)
