@@ -164,7 +164,8 @@ def puct_select(tree, g, node, c_puct, fpu_value, virtual_loss):
             visits += pending
             value_sum -= virtual_loss * pending
         q = value_sum / visits if visits > 0 else fpu_value
-        score = q + c_puct * tree.prior[g, node, a] * sqrt_n / (1.0 + visits)
+        # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
+        score = q + c_puct * float(tree.prior[g, node, a]) * sqrt_n / (1.0 + visits)
         if score > best_score:
             best_score = score
             best_action = a
@@ -212,7 +213,7 @@ def sanitize_priors(priors, legal, out):
     bad = False
     for a in range(priors.shape[0]):
         if legal[a]:
-            p = priors[a]
+            p = float(priors[a])
             if not math.isfinite(p) or p < 0.0:
                 bad = True
             else:
@@ -225,7 +226,7 @@ def sanitize_priors(priors, legal, out):
             out[a] = 1.0 / n_legal if legal[a] else 0.0
         return True
     for a in range(priors.shape[0]):
-        out[a] = priors[a] / total if legal[a] else 0.0
+        out[a] = float(priors[a]) / total if legal[a] else 0.0
     return False
 
 
@@ -258,7 +259,7 @@ def expand_backup(
         depth = path_depth[g, slot]
         leaf = path_nodes[g, slot, depth]
         fallback = sanitize_priors(priors[row], legal[row], tree.prior[g, leaf])
-        value = values[row]
+        value = float(values[row])
         if not math.isfinite(value):
             value = 0.0
             fallback = True
