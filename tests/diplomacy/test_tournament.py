@@ -1,0 +1,126 @@
+"""Tournaments: rotated cluster seating, Elo from each game, match log, the eval CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("diplomacy")
+
+from typer.testing import CliRunner
+
+from leaguezero.cli import app
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.tournament import run_tournament, seat_powers
+from leaguezero.league.matchlog import read_matches
+
+
+def test_seating_rotates_hero_and_clusters() -> None:
+    rng = random.Random(0)
+    for game_idx in range(7):
+        seating = seat_powers("hero", ["A", "B"], game_idx, 2, rng)
+        order = [seating[POWERS[(game_idx + k) % 7]] for k in range(7)]
+        assert order == ["hero", "A", "A", "A", "B", "B", "B"]
+    six = seat_powers("hero", ["A", "B", "C", "D", "E", "F"], 3, 6, rng)
+    assert six["GERMANY"] == "hero" and sorted(six.values()) == [*sorted("ABCDEF"), "hero"]
+    assert seat_powers("hero", ["A", "B", "C"], 0, 1, rng) == {
+        power: ("hero" if power == "AUSTRIA" else "A") for power in POWERS
+    }
+    base = seat_powers(None, ["random_bot"], 0, 6, rng)
+    assert base["AUSTRIA"] is None and base["TURKEY"] == "random_bot"
+    with pytest.raises(ValueError, match="at least one opponent"):
+        seat_powers("hero", [], 0, 6, rng)
+
+
+def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
+    cfg = DiplomacyConfig(seed=4, max_years=2, games_dir=str(tmp_path / "games"))
+    log_path = tmp_path / "matches.ndjson"
+    result = run_tournament(
+        cfg,
+        "greedy_bot",
+        ["random_bot", "chaos_bot"],
+        games=3,
+        matchlog=log_path,
+        ratings={"random_bot": 800.0},
+    )
+    report = result.report()
+    assert [g["hero_power"] for g in report["per_game"]] == ["AUSTRIA", "ENGLAND", "FRANCE"]
+    hero = report["hero"]
+    assert hero["seats"] == 3 and 0 <= hero["win_rate"] <= 1
+    assert report["opponents"]["random_bot"]["seats"] == 9
+    assert report["opponents"]["random_bot"]["rating_before"] == 800.0
+    assert hero["rating_before"] == 1000.0
+    total_change = hero["rating_change"] + sum(
+        o["rating_change"] for o in report["opponents"].values()
+    )
+    assert total_change == pytest.approx(0.0, abs=1e-9)  # the update is zero-sum
+    wins = hero["wins"] + sum(o["wins"] for o in report["opponents"].values())
+    assert wins == pytest.approx(3.0)  # one win per game, shared on ties
+    matches = read_matches(log_path)
+    assert len(matches) == 3 and all(len(m.participants) == 7 for m in matches)
+    assert matches[0].game == "diplomacy" and matches[0].meta["hero_power"] == "AUSTRIA"
+    assert {p.seat for p in matches[1].participants} == set(POWERS)
+    assert len(list((tmp_path / "games").glob("*.json"))) == 3
+
+
+def test_self_play_moves_no_rating() -> None:
+    cfg = DiplomacyConfig(seed=1, max_years=2, games_dir=None)
+    report = run_tournament(cfg, "random_bot", ["random_bot"], games=2).report()
+    assert report["hero"]["rating_change"] == 0.0
+    assert set(report["opponents"]) == {"random_bot"}
+
+
+def test_eval_cli_json(tmp_path) -> None:
+    runner = CliRunner()
+    args = [
+        "diplomacy",
+        "eval",
+        "--hero",
+        "greedy_bot",
+        "--opponents",
+        "random_bot",
+        "--games",
+        "2",
+        "--seed",
+        "1",
+        "--set",
+        "max_years=2",
+        "--json",
+        "--out-dir",
+        str(tmp_path),
+        "--matchlog",
+        str(tmp_path / "log.ndjson"),
+    ]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    for key in ("win_rate", "mean_score", "mean_sos", "rating_before", "rating_after"):
+        assert key in report["hero"]
+    assert report["games"] == 2 and report["config"]["max_years"] == 2
+    assert len(read_matches(tmp_path / "log.ndjson")) == 2
+
+
+def test_eval_cli_errors_are_one_line() -> None:
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["diplomacy", "eval", "--hero", "adapter_v3", "--opponents", "random_bot"]
+    )
+    assert out.exit_code == 2 and "unknown agent(s) adapter_v3" in out.output
+    out = runner.invoke(
+        app,
+        [
+            "diplomacy",
+            "eval",
+            "--hero",
+            "random_bot",
+            "--opponents",
+            "random_bot",
+            "--set",
+            "max_years=0",
+        ],
+    )
+    assert out.exit_code == 2 and "max_years" in out.output
+    assert len(out.output.strip().splitlines()) == 1
