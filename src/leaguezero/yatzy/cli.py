@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.yatzy.cli_oracle import oracle_app
+
 app = typer.Typer(
     name="yz",
     help="2-player Scandinavian Yatzy: rules, oracle, AlphaZero self-play, training, gating.",
@@ -20,6 +22,7 @@ rules_app = typer.Typer(help="The rules engine: scores and legal actions.", no_a
 config_app = typer.Typer(help="Configs: show the resolved config.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 app.add_typer(config_app, name="config")
+app.add_typer(oracle_app, name="oracle")
 
 DiceArg = tuple[int, int, int, int, int]
 ConfigOpt = Annotated[
@@ -162,3 +165,9 @@ def match(
 from leaguezero.yatzy.cli_infer import register as register_infer  # noqa: E402 (needs app)
 
 register_infer(app)
+
+
+# Commands defined in their own modules (kept light: heavy imports happen inside commands).
+from leaguezero.yatzy.cli_run import register as _register_run_commands  # noqa: E402
+
+_register_run_commands(app)

@@ -210,10 +210,11 @@ def diagnose_match(oracle: Oracle, result, dice_mode: int = DICE_KEYED) -> dict[
     is_a = np.concatenate(is_a_list)
     games = len(result.actions)
     return {
-        "a": summarize(_select(diag, is_a), games),
-        "b": summarize(_select(diag, ~is_a), games),
+        "a": summarize(select_decisions(diag, is_a), games),
+        "b": summarize(select_decisions(diag, ~is_a), games),
     }
 
 
-def _select(diag: DecisionDiagnostics, sel: np.ndarray) -> DecisionDiagnostics:
+def select_decisions(diag: DecisionDiagnostics, sel: np.ndarray) -> DecisionDiagnostics:
+    """The decisions where ``sel`` (bool [N]) is True."""
     return DecisionDiagnostics(**{k: v[sel] for k, v in diag.__dict__.items()})

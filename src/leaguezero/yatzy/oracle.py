@@ -38,8 +38,6 @@ from leaguezero.yatzy.tables import (
     MARK_OFFSET,
     NUM_ACTIONS,
     NUM_CATEGORIES,
-    NUM_DICE_SETS,
-    NUM_KEEP_MASKS,
     NUM_KEPT,
     UPPER_BONUS_THRESHOLD,
 )
@@ -177,7 +175,7 @@ def mover_boards(states: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def default_table_path() -> Path:
-    """The cached table's path: ``<user cache>/oracle/<variant>-<precision>-solver<v>-t<n>.table``."""
+    """The cached table: ``<user cache>/oracle/<variant>-<precision>-solver<v>-t<n>.table``."""
     import platformdirs
     import yatzy_solver as ys
 
@@ -295,24 +293,3 @@ def load_oracle(
     """Load the oracle (building the cached table on first use); memoised per table path."""
     resolved = ensure_table(Path(path) if path is not None else None, progress)
     return _load(resolved.resolve())
-
-
-__all__ = [
-    "EXPECTED_START_VALUE",
-    "NUM_DICE_SETS",
-    "NUM_KEEP_MASKS",
-    "TIE_EPS",
-    "Oracle",
-    "OracleError",
-    "action_to_code",
-    "avail_to_filled",
-    "check_board",
-    "code_to_action",
-    "code_tables",
-    "default_table_path",
-    "ensure_table",
-    "filled_to_avail",
-    "load_oracle",
-    "mover_boards",
-    "situation_notation",
-]
