@@ -21,7 +21,7 @@ from leaguezero.az.tree import (
 )
 
 
-def run_bandit(priors, values, sims, c_puct, fpu_value=0.0):
+def run_bandit(priors, values, sims, c_puct, fpu_reduction=0.0):
     """PUCT on a one-level tree whose arm ``a`` always returns ``values[a]``; root visits [A]."""
     num_actions = len(priors)
     tree = allocate_tree(1, sims + 2, num_actions)
@@ -31,7 +31,7 @@ def run_bandit(priors, values, sims, c_puct, fpu_value=0.0):
     nodes = np.zeros(2, np.int32)
     actions = np.zeros(1, np.int32)
     for _ in range(sims):
-        a = puct_select(tree, 0, root, c_puct, fpu_value, 1.0)
+        a = puct_select(tree, 0, root, c_puct, fpu_reduction, 1.0)
         child = find_child(tree, 0, root, a, 0)
         if child == UNVISITED:
             child = add_node(tree, 0, root, a, 0, 0, NODE_TERMINAL)
@@ -114,17 +114,21 @@ def test_puct_select_matches_the_reference_on_random_nodes(virtual_loss):
     num_actions = 12
     tree = allocate_tree(1, 1, num_actions)
     add_node(tree, 0, UNVISITED, UNVISITED, 0, 0, NODE_EXPANDED)
-    reference = ReferencePUCT(None, None, c_puct=1.3, fpu_value=-0.1, virtual_loss=virtual_loss)
+    reference = ReferencePUCT(None, None, c_puct=1.3, fpu_reduction=-0.1, virtual_loss=virtual_loss)
     reference.game = type("G", (), {"num_actions": num_actions})()
     for _ in range(300):
         legal, prior, visits, value_sum, pending = _random_node(rng, num_actions)
         tree.legal[0, 0], tree.prior[0, 0] = legal, prior
         tree.edge_visits[0, 0], tree.edge_value_sum[0, 0] = visits, value_sum
         tree.edge_pending[0, 0] = pending
+        tree.node_visits[0, 0] = visits.sum() + 1
+        tree.node_value_sum[0, 0] = -value_sum.sum() + rng.uniform(-1, 1)
         node = Node(player=0, status=EXPANDED, prior=[float(p) for p in prior], legal=list(legal))
         node.edge_visits = {a: int(v) for a, v in enumerate(visits)}
         node.edge_value = {a: float(w) for a, w in enumerate(value_sum)}
         node.edge_pending = {a: int(p) for a, p in enumerate(pending)}
+        node.visits = int(tree.node_visits[0, 0])
+        node.value_sum = float(tree.node_value_sum[0, 0])
         assert puct_select(tree, 0, 0, 1.3, -0.1, virtual_loss) == reference.select(node)
 
 

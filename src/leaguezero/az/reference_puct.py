@@ -66,14 +66,14 @@ class ReferencePUCT:
         evaluator: Evaluator,
         *,
         c_puct: float = 1.5,
-        fpu_value: float = 0.0,
+        fpu_reduction: float = 0.0,
         max_inflight: int = 1,
         virtual_loss: float = 1.0,
     ) -> None:
         self.game = game
         self.evaluator = evaluator
         self.c_puct = c_puct
-        self.fpu_value = fpu_value
+        self.fpu_reduction = fpu_reduction
         self.max_inflight = max_inflight
         self.virtual_loss = virtual_loss
 
@@ -86,6 +86,8 @@ class ReferencePUCT:
             if use_pending:
                 n_sum += node.edge_pending.get(a, 0)
         sqrt_n = math.sqrt(n_sum)
+        parent_q = node.value_sum / node.visits if node.visits > 0 else 0.0
+        fpu_value = parent_q - self.fpu_reduction
         best, best_score = -1, -math.inf
         for a in legal:
             visits = float(node.edge_visits.get(a, 0))
@@ -94,7 +96,7 @@ class ReferencePUCT:
                 pending = node.edge_pending.get(a, 0)
                 visits += pending
                 value_sum -= self.virtual_loss * pending
-            q = value_sum / visits if visits > 0 else self.fpu_value
+            q = value_sum / visits if visits > 0 else fpu_value
             score = q + self.c_puct * node.prior[a] * sqrt_n / (1.0 + visits)
             if score > best_score:
                 best, best_score = a, score

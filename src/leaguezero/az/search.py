@@ -94,7 +94,7 @@ class SearchParams:
     """PUCT knobs shared by every game (see ``MctsSection`` for the Yatzy config)."""
 
     c_puct: float = 1.5
-    fpu_value: float = 0.0  # Q of an edge never taken
+    fpu_reduction: float = 0.0  # an edge never taken gets Q = parent's mean value - this
     max_inflight_per_game: int = 1
     virtual_loss: float = 1.0  # 0 disables reservations (pending descents invisible)
     dirichlet_alpha: float = 0.3

@@ -134,11 +134,14 @@ def find_child(tree, g, node, action, key):
 
 
 @njit(cache=True)
-def puct_select(tree, g, node, c_puct, fpu_value, virtual_loss):
+def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss):
     """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
 
     ``N_sum = 1 + sum_a N(s,a)`` (the 1 is the node's own evaluation, so the first descent
-    already follows the priors). Unvisited edges use ``Q = fpu_value``. With ``virtual_loss > 0``
+    already follows the priors). An edge never taken gets the node's own mean value less
+    ``fpu_reduction`` (first-play urgency relative to the parent, as in Leela Zero and mctx's
+    ``qtransform_by_parent_and_siblings``): a fixed FPU of 0 would let one positive first visit
+    lock the search onto it whenever the position is good for the mover. With ``virtual_loss > 0``
     every descent in flight through an edge counts as a visit of value ``-virtual_loss``, which
     steers concurrent descents apart; ``virtual_loss = 0`` makes pending descents invisible.
     Ties go to the lowest action index, so search is deterministic given its inputs.
@@ -152,6 +155,9 @@ def puct_select(tree, g, node, c_puct, fpu_value, virtual_loss):
             if use_pending:
                 n_sum += tree.edge_pending[g, node, a]
     sqrt_n = math.sqrt(n_sum)
+    node_visits = tree.node_visits[g, node]
+    parent_q = tree.node_value_sum[g, node] / node_visits if node_visits > 0 else 0.0
+    fpu_value = parent_q - fpu_reduction
     best_action = -1
     best_score = -np.inf
     for a in range(num_actions):

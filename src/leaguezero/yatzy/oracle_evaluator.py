@@ -9,8 +9,9 @@
   (plus the opponent's expected score, the same for every action of the mover): with enough
   simulations its best move is the oracle's.
 * :class:`PointsEvaluator`: a cheap deterministic stub (priors from the points each mark scores
-  now, value from the score difference); every row depends only on its own features, so the
-  search kernels and the reference can be compared row for row, and goldens stay stable.
+  now, value from the score difference and the best mark available now); every row depends
+  only on its own features, so the search kernels and the reference can be compared row for
+  row, and goldens stay stable.
 
 Both read the positions back from the v1 features (the Evaluator protocol passes features, not
 states): boards, scores, dice and rerolls are recoverable exactly from schema 1.
@@ -122,7 +123,7 @@ _KEEP_LOGITS = np.array([bin(m).count("1") * 0.1 for m in range(NUM_KEEP_MASKS)]
 
 
 class PointsEvaluator:
-    """Deterministic stub: marks scored by their points now, value from the score lead."""
+    """Deterministic stub: marks scored by their points now, value from the lead and dice."""
 
     feature_schema_id = FEATURE_SCHEMA_ID
     num_features = NUM_FEATURES
@@ -132,5 +133,7 @@ class PointsEvaluator:
         logits = np.zeros(legal.shape, np.float32)
         logits[:, :NUM_KEEP_MASKS] = _KEEP_LOGITS
         logits[:, MARK_OFFSET:] = 3.0 * features[:, OFF_POINTS : OFF_POINTS + NUM_CATEGORIES]
-        value = np.tanh(2.0 * features[:, OFF_DIFF]).astype(np.float32)
+        points = features[:, OFF_POINTS : OFF_POINTS + NUM_CATEGORIES]
+        # The lead, plus the best mark available now: keeps are not all worth less than marks.
+        value = np.tanh(2.0 * features[:, OFF_DIFF] + points.max(axis=1)).astype(np.float32)
         return masked_softmax(logits, legal), value

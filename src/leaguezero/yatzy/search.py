@@ -129,7 +129,7 @@ def begin_roots(tree, counters, batch, root_states, active):
 
 
 @njit(cache=True)
-def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_value, virtual_loss):
+def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss):
     """Walk from the root to a leaf, adding the leaf if its outcome is new.
 
     ``nodes`` int32 [D + 1], ``actions`` int32 [D]: the slot's path buffers. Returns
@@ -139,7 +139,7 @@ def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_value, virtual_loss
     nodes[0] = ROOT_INDEX
     depth = 0
     while tree.node_status[g, node] == NODE_EXPANDED:
-        action = puct_select(tree, g, node, c_puct, fpu_value, virtual_loss)
+        action = puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss)
         apply_action(sim_state, action)
         key = chance_key(sim_state)
         child = find_child(tree, g, node, action, key)
@@ -159,7 +159,7 @@ def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_value, virtual_loss
 @njit(cache=True)
 def select_leaves(
     tree, counters, batch, root_states, root_seeds, active, budgets, max_inflight,
-    c_puct, fpu_value, virtual_loss, terminal_scale, sim_state,
+    c_puct, fpu_reduction, virtual_loss, terminal_scale, sim_state,
 ):  # fmt: skip
     """One lockstep round: up to ``max_inflight`` new leaves per active tree, batched.
 
@@ -180,7 +180,7 @@ def select_leaves(
             descent_state(root_states[g], root_seeds[g], counters[g, C_DESCENTS], sim_state)
             counters[g, C_DESCENTS] += 1
             depth, is_new = _descend(
-                tree, g, nodes, actions, sim_state, c_puct, fpu_value, virtual_loss
+                tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss
             )
             leaf = nodes[depth]
             if tree.node_status[g, leaf] == NODE_TERMINAL:
@@ -237,7 +237,7 @@ class YatzyKernels:
     def select(self, tree, counters, batch, root_states, root_seeds, active, budgets, params):
         return select_leaves(
             tree, counters, batch, root_states, root_seeds, active, budgets,
-            params.max_inflight_per_game, params.c_puct, params.fpu_value, params.virtual_loss,
+            params.max_inflight_per_game, params.c_puct, params.fpu_reduction, params.virtual_loss,
             self.terminal_scale, self._sim_state,
         )  # fmt: skip
 
@@ -248,7 +248,7 @@ def make_search(
     *,
     max_games: int = 1,
     seed: int = 0,
-    fpu_value: float = 0.0,
+    fpu_reduction: float = 0.0,
     terminal_scale: float = 0.0,
 ) -> LockstepSearch:
     """A :class:`LockstepSearch` over Yatzy with the knobs of ``mcts`` (defaults if None)."""
@@ -257,7 +257,7 @@ def make_search(
         raise ValueError(f"evaluator has {evaluator.num_actions} actions, Yatzy has {NUM_ACTIONS}")
     params = SearchParams(
         c_puct=mcts.c_puct,
-        fpu_value=fpu_value,
+        fpu_reduction=fpu_reduction,
         max_inflight_per_game=mcts.max_inflight_per_game,
         virtual_loss=mcts.virtual_loss,
         dirichlet_alpha=mcts.dirichlet_alpha,
