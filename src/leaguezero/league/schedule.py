@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from leaguezero.common.events import EventWriter
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.tracking import emit_checkpoint_added
 from leaguezero.league.types import AgentInfo
 
 RECENT_EVERY = 10
@@ -100,3 +103,31 @@ def retire_candidates(
             continue
         out.append(agent.name)
     return out
+
+
+def promote_if_scheduled(
+    registry: LeagueRegistry,
+    *,
+    name: str,
+    path: str | None,
+    step: int,
+    current_elo: float,
+    parent: str | None = None,
+    events: EventWriter | None = None,
+) -> AgentInfo | None:
+    """The checkpointer: add the snapshot to the league when the schedule says so.
+
+    Decides and adds under one registry lock (two trainers cannot both add a "first"
+    checkpoint), stores the promotion reasons in ``extra["reasons"]``, and emits
+    ``league.checkpoint_added``. The new entry's rating starts at its parent's (see
+    :meth:`LeagueState.add_checkpoint`). Returns the new agent, or None when not scheduled.
+    """
+    with registry.update() as state:
+        reasons = promotion_reasons(step, current_elo, state)
+        if not reasons:
+            return None
+        agent = state.add_checkpoint(
+            name, path=path, step=step, parent=parent, extra={"reasons": reasons}
+        )
+    emit_checkpoint_added(events, agent, reasons)
+    return agent

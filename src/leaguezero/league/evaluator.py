@@ -1,0 +1,362 @@
+"""The asynchronous league evaluator (league spec §2): rate a new checkpoint without pausing
+training.
+
+Every ``every`` training steps the trainer calls :meth:`AsyncEvaluator.maybe_submit`; the job
+runs in a separate process (``multiprocessing`` "spawn" context — a fresh interpreter, the
+local stand-in for Modal's ``spawn()``; a Ray task can run :func:`run_evaluation` unchanged).
+The job:
+
+1. loads ``league.json`` and picks gatekeepers for the challenger (:func:`choose_gatekeepers`:
+   the anchor baseline, the previous best checkpoint, the most recent earlier snapshot);
+2. runs the game's tournament, a callable named by import path ``"package.module:function"``
+   so that a fresh process can find it, called as
+   ``fn(challenger: AgentInfo, gatekeepers: list[AgentInfo], seed=..., **tournament_kwargs)``
+   and returning ``list[MatchResult]`` (agent paths are resolved to absolute paths first);
+3. appends the results to the match log (kind ``"evaluation"``, the challenger's step);
+4. recomputes ratings — by default the batch Bradley–Terry refit of the whole evaluation log
+   anchored at the registry's anchor, with bootstrap intervals (``method="refit"``), or the
+   spec's online multi-player Elo over the new games (``method="elo"``) — and stores them in
+   ``league.json`` under the file lock;
+5. emits ``league.elo_updated``.
+
+The registry is only written through :meth:`LeagueRegistry.update` (atomic replace under a
+lock), so a job that crashes or is killed at any point leaves it readable and consistent. A job
+that exits non-zero is reported (``league.evaluation_failed``) and retried up to
+``max_retries`` times. One job runs at a time; a request that arrives while one runs replaces
+any older waiting request (``league.evaluation_skipped``), so a slow evaluator never builds an
+unbounded queue behind training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing as mp
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from leaguezero.common.events import EventWriter
+from leaguezero.league.matchlog import MatchLog
+from leaguezero.league.rating import apply_elo_sequential, fit_ratings
+from leaguezero.league.registry import LeagueRegistry, LeagueState
+from leaguezero.league.tracking import emit_elo_updated
+from leaguezero.league.types import AgentInfo, MatchResult
+
+Tournament = Callable[..., list[MatchResult]]
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """Everything one evaluation needs; plain data so it crosses process boundaries."""
+
+    registry_path: str
+    matchlog_path: str
+    events_path: str | None
+    challenger: str
+    step: int
+    tournament: str  # "package.module:function"
+    tournament_kwargs: dict[str, Any] = field(default_factory=dict)
+    gatekeepers: tuple[str, ...] | None = None  # None: choose_gatekeepers
+    method: str = "refit"  # "refit" (batch Bradley–Terry) or "elo" (online, spec §2)
+    elo_k: float = 32.0
+    bootstrap: int = 100
+    seed: int = 0
+
+
+def import_callable(spec: str) -> Tournament:
+    """Resolve ``"package.module:function"``; raises ``ValueError`` with what went wrong."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"tournament {spec!r}: expected 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"tournament {spec!r}: cannot import {module_name} ({err})") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"tournament {spec!r}: {module_name} has no function {attr!r}")
+    return fn
+
+
+def choose_gatekeepers(state: LeagueState, challenger: str) -> list[str]:
+    """The spec's basket: the anchor baseline ("random"), the previous best checkpoint, and the
+    most recent snapshot before the challenger — distinct, excluding the challenger."""
+    picks: list[str] = []
+    if state.anchor is not None:
+        picks.append(state.anchor[0])
+    elif state.baselines:
+        picks.append(min(state.baselines, key=lambda a: a.elo).name)
+    others = [a for a in state.checkpoints if a.name != challenger and not a.extra.get("retired")]
+    if others:
+        picks.append(max(others, key=lambda a: (a.elo, a.step or 0)).name)
+        own = state.agents.get(challenger)
+        own_step = own.step if own is not None and own.step is not None else None
+        earlier = [a for a in others if own_step is None or (a.step or 0) < own_step]
+        if earlier:
+            picks.append(earlier[-1].name)
+    return list(dict.fromkeys(p for p in picks if p != challenger))
+
+
+def _with_absolute_path(registry: LeagueRegistry, agent: AgentInfo) -> AgentInfo:
+    if agent.path is None:
+        return agent
+    return dataclasses.replace(agent, path=str(registry.resolve(agent.path)))
+
+
+def run_evaluation(job: EvalJob) -> dict[str, Any]:
+    """Run one evaluation in this process (see the module docstring); returns a summary."""
+    registry = LeagueRegistry(job.registry_path)
+    events = EventWriter(job.events_path) if job.events_path else None
+    state = registry.load()
+    if job.challenger not in state.agents:
+        raise ValueError(f"challenger {job.challenger!r} is not in {job.registry_path}")
+    gatekeepers = list(job.gatekeepers or choose_gatekeepers(state, job.challenger))
+    missing = [g for g in gatekeepers if g not in state.agents]
+    if missing:
+        raise ValueError(f"gatekeepers not in the league: {', '.join(missing)}")
+    tournament = import_callable(job.tournament)
+    challenger = _with_absolute_path(registry, state.agents[job.challenger])
+    keepers = [_with_absolute_path(registry, state.agents[g]) for g in gatekeepers]
+    started = time.time()
+    results = tournament(challenger, keepers, seed=job.seed, **job.tournament_kwargs)
+    results = [
+        dataclasses.replace(r, step=job.step, kind="evaluation", meta={**r.meta, "eval": True})
+        for r in results
+    ]
+    log = MatchLog(job.matchlog_path)
+    log.extend(results)
+
+    intervals: dict[str, tuple[float, float]] = {}
+    games: dict[str, float] = {}
+    with registry.update() as state:
+        anchor = state.anchor
+        if job.method == "refit":
+            if anchor is None:
+                raise ValueError("league has no rating anchor; recreate it with baselines")
+            fit = fit_ratings(
+                log.read(kind="evaluation"),
+                anchor=anchor[0],
+                anchor_elo=anchor[1],
+                bootstrap=job.bootstrap,
+                seed=job.seed,
+            )
+            # Only agents with games get a fitted rating; the rest keep theirs.
+            ratings = {n: r for n, r in fit.ratings.items() if fit.games.get(n, 0.0) > 0}
+            intervals = {n: iv for n, iv in fit.intervals().items() if n in ratings}
+            games = {n: round(fit.games[n], 3) for n in ratings}
+        elif job.method == "elo":
+            ratings = apply_elo_sequential(results, state.ratings(), k=job.elo_k)
+            if anchor is not None:
+                ratings[anchor[0]] = anchor[1]  # the anchor stays fixed, as in the refit
+        else:
+            raise ValueError(f"unknown rating method {job.method!r}; use 'refit' or 'elo'")
+        state.record_matches(results)
+        state.set_ratings(ratings, intervals=intervals, step=job.step)
+        baselines = [a.name for a in state.baselines]
+        known = {n: v for n, v in ratings.items() if n in state.agents}
+    emit_elo_updated(
+        events,
+        step=job.step,
+        challenger=job.challenger,
+        ratings=known,
+        intervals=intervals,
+        games=games,
+        baselines=baselines,
+        method=job.method,
+    )
+    summary = {
+        "challenger": job.challenger,
+        "step": job.step,
+        "gatekeepers": gatekeepers,
+        "games": len(results),
+        "challenger_elo": known.get(job.challenger),
+        "seconds": round(time.time() - started, 3),
+    }
+    if events is not None:
+        events.emit("league.evaluation_finished", **summary)
+        events.close()
+    return summary
+
+
+def _job_main(job: EvalJob, threads: int) -> None:
+    # A background evaluator must not fight the trainer for cores (see DESIGN: 2 torch threads
+    # beside a busy process ran 30-70x slower than 1). Set before the tournament imports torch
+    # or numba, which read these at import; importing torch here would cost seconds per job.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    try:
+        run_evaluation(job)
+    except BaseException:
+        if job.events_path:
+            with EventWriter(job.events_path) as events:
+                events.emit(
+                    "league.evaluation_error",
+                    challenger=job.challenger,
+                    step=job.step,
+                    error=traceback.format_exc(limit=5),
+                )
+        raise
+
+
+@dataclass
+class _Running:
+    job: EvalJob
+    process: mp.process.BaseProcess
+    attempt: int
+
+
+class AsyncEvaluator:
+    """Runs :func:`run_evaluation` jobs in background processes for a training loop.
+
+    Call :meth:`maybe_submit` every step and :meth:`poll` now and then (it is cheap); call
+    :meth:`close` (or use as a context manager) at the end to wait for the last job. Failed jobs
+    (non-zero exit, including being killed) are reported and retried ``max_retries`` times.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry_path: str | os.PathLike,
+        matchlog_path: str | os.PathLike,
+        events_path: str | os.PathLike | None,
+        tournament: str,
+        tournament_kwargs: dict[str, Any] | None = None,
+        every: int = 50,
+        method: str = "refit",
+        bootstrap: int = 100,
+        max_retries: int = 2,
+        threads: int = 1,
+        seed: int = 0,
+    ) -> None:
+        import_callable(tournament)  # fail fast in the trainer, not in a background process
+        if every < 1:
+            raise ValueError(f"evaluator every must be >= 1, got {every}")
+        self.registry_path = str(registry_path)
+        self.matchlog_path = str(matchlog_path)
+        self.events_path = None if events_path is None else str(events_path)
+        self.events = EventWriter(events_path) if events_path is not None else None
+        self.tournament = tournament
+        self.tournament_kwargs = dict(tournament_kwargs or {})
+        self.every = every
+        self.method = method
+        self.bootstrap = bootstrap
+        self.max_retries = max_retries
+        self.threads = threads
+        self.seed = seed
+        self._ctx = mp.get_context("spawn")
+        self._running: _Running | None = None
+        self._waiting: EvalJob | None = None
+        self.completed: list[EvalJob] = []
+        self.failed: list[EvalJob] = []
+
+    def maybe_submit(self, step: int, challenger: str) -> bool:
+        """Submit an evaluation of ``challenger`` when ``step`` is a multiple of ``every``."""
+        if step % self.every != 0:
+            return False
+        self.submit(step, challenger)
+        return True
+
+    def submit(self, step: int, challenger: str, gatekeepers: list[str] | None = None) -> None:
+        """Queue an evaluation; starts at once if no job is running."""
+        job = EvalJob(
+            registry_path=self.registry_path,
+            matchlog_path=self.matchlog_path,
+            events_path=self.events_path,
+            challenger=challenger,
+            step=step,
+            tournament=self.tournament,
+            tournament_kwargs=self.tournament_kwargs,
+            gatekeepers=None if gatekeepers is None else tuple(gatekeepers),
+            method=self.method,
+            bootstrap=self.bootstrap,
+            seed=self.seed + step,
+        )
+        if self._waiting is not None:
+            self._emit("league.evaluation_skipped", job=self._waiting, replaced_by=challenger)
+        self._waiting = job
+        self.poll()
+
+    def poll(self) -> None:
+        """Reap a finished job (reporting and retrying failures) and start a waiting one."""
+        running = self._running
+        if running is not None and not running.process.is_alive():
+            running.process.join()
+            code = running.process.exitcode
+            self._running = None
+            if code == 0:
+                self.completed.append(running.job)
+            else:
+                retry = running.attempt < self.max_retries
+                self._emit(
+                    "league.evaluation_failed",
+                    job=running.job,
+                    exitcode=code,
+                    attempt=running.attempt,
+                    retrying=retry,
+                )
+                if retry:
+                    self._start(running.job, running.attempt + 1)
+                else:
+                    self.failed.append(running.job)
+        if self._running is None and self._waiting is not None:
+            job, self._waiting = self._waiting, None
+            self._start(job, 0)
+
+    @property
+    def busy(self) -> bool:
+        return self._running is not None or self._waiting is not None
+
+    def running_pid(self) -> int | None:
+        return None if self._running is None else self._running.process.pid
+
+    def wait(self, timeout: float = 600.0) -> bool:
+        """Block until no job runs or waits (retries included); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.busy:
+            if time.monotonic() > deadline:
+                return False
+            if self._running is not None:
+                self._running.process.join(0.05)
+            self.poll()
+        return True
+
+    def close(self, timeout: float = 600.0) -> None:
+        finished = self.wait(timeout)
+        if not finished and self._running is not None:
+            self._running.process.terminate()
+            self._running.process.join(10)
+        if self.events is not None:
+            self.events.close()
+
+    def __enter__(self) -> AsyncEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, job: EvalJob, attempt: int) -> None:
+        process = self._ctx.Process(
+            target=_job_main, args=(job, self.threads), name=f"league-eval-{job.step}"
+        )
+        process.start()
+        self._running = _Running(job, process, attempt)
+        self._emit("league.evaluation_started", job=job, attempt=attempt, pid=process.pid)
+
+    def _emit(self, event: str, *, job: EvalJob, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(event, challenger=job.challenger, step=job.step, **fields)
+
+
+def evaluator_paths(run_dir: str | os.PathLike) -> dict[str, Path]:
+    """The conventional file names inside a run directory."""
+    run = Path(run_dir)
+    return {
+        "registry": run / "league.json",
+        "matchlog": run / "league_matches.ndjson",
+        "events": run / "events.ndjson",
+    }

@@ -1,0 +1,53 @@
+"""A tiny game for evaluator tests, importable by path from a fresh process.
+
+Each agent has a true strength on the Elo scale (``extra["strength"]``, else its rating); a game
+between two agents is won with the Elo/Bradley–Terry probability. Real randomness, seeded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from leaguezero.league.rating import expected_score
+from leaguezero.league.types import AgentInfo, MatchResult, Participant
+
+
+def coin_tournament(
+    challenger: AgentInfo,
+    gatekeepers: list[AgentInfo],
+    *,
+    seed: int,
+    games_per_opponent: int = 20,
+    sleep: float = 0.0,
+    crash_marker: str | None = None,
+) -> list[MatchResult]:
+    if crash_marker is not None and not Path(crash_marker).exists():
+        Path(crash_marker).touch()
+        os._exit(3)  # die like a crashed worker: no cleanup, no exception
+    if sleep:
+        time.sleep(sleep)
+    rng = np.random.default_rng(seed)
+    strength = {a.name: float(a.extra.get("strength", a.elo)) for a in [challenger, *gatekeepers]}
+    results = []
+    for keeper in gatekeepers:
+        p = expected_score(strength[challenger.name], strength[keeper.name])
+        for g in range(games_per_opponent):
+            win = float(rng.random() < p)
+            seats = [(challenger.name, win), (keeper.name, 1.0 - win)]
+            if g % 2:
+                seats.reverse()  # side-swapped pairs, as a 2-player game would
+            results.append(
+                MatchResult(
+                    participants=tuple(Participant(a, i, s) for i, (a, s) in enumerate(seats)),
+                    game="coin",
+                )
+            )
+    return results
+
+
+def broken_tournament(challenger, gatekeepers, *, seed):
+    raise RuntimeError("the game blew up")
