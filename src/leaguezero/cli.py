@@ -12,6 +12,7 @@ import typer
 
 from leaguezero import __version__
 from leaguezero.diplomacy.cli import app as diplomacy_app
+from leaguezero.league.cli import app as league_app
 from leaguezero.yatzy.cli import app as yatzy_app
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app.add_typer(yatzy_app, name="yatzy", help="2-player Yatzy (AlphaZero); also av
 app.add_typer(
     diplomacy_app, name="diplomacy", help="No-press Diplomacy: bots, rollouts, tournaments."
 )
+app.add_typer(league_app, name="league", help="Inspect a run's league: agents, ratings, matches.")
 
 
 @app.command()

@@ -1,0 +1,119 @@
+"""``leaguezero league``: inspect and maintain a run's league (registry, match log, ratings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def show(
+    run_dir: Path = typer.Argument(..., help="Run directory holding league.json."),
+    recent: int = typer.Option(10, help="How many recent matches to list."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead."),
+) -> None:
+    """Print the agents with ratings and intervals, and the most recent matches."""
+    from leaguezero.league.evaluator import evaluator_paths
+    from leaguezero.league.matchlog import MatchLogError, read_matches
+    from leaguezero.league.registry import LeagueRegistry, RegistryError
+
+    paths = evaluator_paths(run_dir)
+    try:
+        state = LeagueRegistry(paths["registry"]).load()
+        matches = read_matches(paths["matchlog"])[-recent:] if recent > 0 else []
+    except (RegistryError, MatchLogError) as err:
+        _fail(str(err))
+    agents = sorted(state.agents.values(), key=lambda a: -a.elo)
+    if as_json:
+        out = {
+            "metadata": state.metadata,
+            "agents": {a.name: a.to_dict() for a in agents},
+            "recent_matches": [m.to_dict() for m in matches],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    meta = state.metadata
+    best_elo = "-" if meta.get("best_elo") is None else f"{meta['best_elo']:.0f}"
+    console.print(
+        f"league [bold]{meta.get('run_name')}[/]: {len(state.checkpoints)} checkpoints, "
+        f"{len(state.baselines)} baselines; best {meta.get('best_agent')} "
+        f"({best_elo}); "
+        f"anchor {meta.get('anchor')} = {meta.get('anchor_elo')}"
+    )
+    table = Table("agent", "type", "elo", "interval", "matches", "step", "parent")
+    for a in agents:
+        interval = "" if a.elo_low is None else f"[{a.elo_low:.0f}, {a.elo_high:.0f}]"
+        name = a.name + (" (retired)" if a.extra.get("retired") else "")
+        table.add_row(
+            name,
+            a.type.value,
+            f"{a.elo:.0f}",
+            interval,
+            str(a.matches),
+            "" if a.step is None else str(a.step),
+            a.parent or "",
+        )
+    console.print(table)
+    if matches:
+        recent_table = Table("step", "kind", "seats (agent: score)")
+        for m in matches:
+            seats = ", ".join(f"{p.agent}: {p.score:g}" for p in m.participants)
+            recent_table.add_row(str(m.step), m.kind, seats)
+        console.print(recent_table)
+
+
+@app.command()
+def refit(
+    run_dir: Path = typer.Argument(..., help="Run directory holding league.json."),
+    bootstrap: int = typer.Option(200, help="Bootstrap resamples for the intervals."),
+    seed: int = typer.Option(0, help="Seed of the bootstrap."),
+) -> None:
+    """Recompute every rating from the evaluation match log (batch Bradley–Terry refit)."""
+    from leaguezero.league.evaluator import evaluator_paths
+    from leaguezero.league.matchlog import MatchLogError, read_matches
+    from leaguezero.league.rating import fit_ratings
+    from leaguezero.league.registry import LeagueRegistry, RegistryError
+
+    paths = evaluator_paths(run_dir)
+    try:
+        results = read_matches(paths["matchlog"], kind="evaluation")
+        registry = LeagueRegistry(paths["registry"])
+        with registry.update() as state:
+            if state.anchor is None:
+                _fail("league.json has no rating anchor")
+            name, elo = state.anchor
+            fit = fit_ratings(results, anchor=name, anchor_elo=elo, bootstrap=bootstrap, seed=seed)
+            rated = {n: r for n, r in fit.ratings.items() if fit.games.get(n, 0) > 0}
+            intervals = {n: iv for n, iv in fit.intervals().items() if n in rated}
+            state.set_ratings(rated, intervals=intervals)
+    except (RegistryError, MatchLogError) as err:
+        _fail(str(err))
+    typer.echo(f"refit {len(rated)} agents from {len(results)} evaluation matches")
+
+
+@app.command()
+def plot(
+    run_dir: Path = typer.Argument(..., help="Run directory holding events.ndjson."),
+    out: Path | None = typer.Option(None, help="PNG path (default RUN_DIR/league_elo.png)."),
+) -> None:
+    """Write the League/Elo_Rating chart (Hero, Past_Best, baselines vs step) as a PNG."""
+    from leaguezero.league.evaluator import evaluator_paths
+    from leaguezero.league.tracking import plot_elo
+
+    events = evaluator_paths(run_dir)["events"]
+    if not events.exists():
+        _fail(f"{events} does not exist; no evaluation has run in {run_dir}")
+    typer.echo(str(plot_elo(events, out or Path(run_dir) / "league_elo.png")))
