@@ -110,12 +110,21 @@ class GateSection(Section):
     sprt_alpha: float = Field(0.05, gt=0, lt=0.5, description="SPRT false-promotion rate.")
     sprt_beta: float = Field(0.05, gt=0, lt=0.5, description="SPRT missed-promotion rate.")
     seed_set: str = Field("dev-v1", description="Name of the persisted gating seed set.")
+    sims: int = Field(
+        16, ge=0, description="Search budget per decision in gating games (0 = raw policy)."
+    )
 
 
 class OracleEvalSection(Section):
     """Solitaire evaluation against the exact oracle (PRD §12.3)."""
 
-    games: int = Field(200, ge=1, description="Solitaire games per agent in oracle-eval.")
+    games: int = Field(
+        100, ge=0, description="Mirror-match games (2 boards each) per agent; 0 skips."
+    )
+    match_games: int = Field(
+        100, ge=0, description="Games of best vs greedy and vs oracle per iteration; 0 skips."
+    )
+    sims: int = Field(16, ge=0, description="Search budget per decision (0 = raw policy).")
     guardrail_delta: float | None = Field(
         None,
         description="Block promotion if the candidate's solitaire mean drops by more (points).",

@@ -39,6 +39,7 @@ class MatchResult:
     a_scores: np.ndarray  # int64 [pairs, 2] (column 0: A in seat 0)
     b_scores: np.ndarray  # int64 [pairs, 2]
     actions: list[list[int]] = field(default_factory=list)  # per game, if recorded
+    final_states: np.ndarray | None = None  # int64 [games, STATE_LEN]; game 2i has A in seat 0
 
 
 def play_match(
@@ -49,15 +50,26 @@ def play_match(
     *,
     record_actions: bool = False,
     progress: Callable[[int], None] | None = None,
+    seeds: np.ndarray | None = None,
+    on_decision: Callable[[bool, np.ndarray, np.ndarray], None] | None = None,
 ) -> MatchResult:
     """Play ``games`` games (rounded up to an even number: pairs of side-swapped games).
 
-    ``progress`` (if given) is called with the number of decisions made in each step.
+    ``seeds`` (int64 [pairs]) overrides the episode seeds derived from ``seed`` (gating uses a
+    persisted seed set). ``progress`` (if given) is called with the number of decisions made in
+    each step; ``on_decision(is_a, states [n, 16], actions [n])`` sees every decision before it
+    is applied (diagnostics such as oracle regret).
     """
-    if games < 1:
-        raise ValueError("games must be at least 1")
-    pairs = (games + 1) // 2
-    seeds = episode_seeds(seed, pairs)
+    if seeds is None:
+        if games < 1:
+            raise ValueError("games must be at least 1")
+        pairs = (games + 1) // 2
+        seeds = episode_seeds(seed, pairs)
+    else:
+        seeds = np.asarray(seeds, dtype=np.int64)
+        pairs = len(seeds)
+        if pairs < 1:
+            raise ValueError("seeds must hold at least one episode seed")
     n = 2 * pairs
     states = np.zeros((n, STATE_LEN), dtype=np.int64)
     new_matches(states, np.repeat(seeds, 2), DICE_KEYED)
@@ -77,6 +89,8 @@ def play_match(
             if rows.size == 0:
                 continue
             chosen = np.asarray(agent.act(states, rows), dtype=np.int64)
+            if on_decision is not None:
+                on_decision(is_a, states[rows], chosen)
             if record_actions:
                 for r, a in zip(rows.tolist(), chosen.tolist(), strict=True):
                     actions[r].append(a)
@@ -97,4 +111,5 @@ def play_match(
         a_scores=a_scores,
         b_scores=b_scores,
         actions=actions,
+        final_states=states,
     )

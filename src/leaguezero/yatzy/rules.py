@@ -313,3 +313,10 @@ def terminal_mask(states, out):
         out[g] = is_terminal(states[g])
         n += out[g]
     return n
+
+
+@njit(cache=True)
+def legal_mask_batch(states, rows, out):
+    """``out[j] = legal_mask(states[rows[j]])``; out bool [len(rows), 47]."""
+    for j in range(rows.shape[0]):
+        legal_mask(states[rows[j]], out[j])

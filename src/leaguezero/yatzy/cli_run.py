@@ -1,0 +1,271 @@
+"""``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
+``gate`` and ``oracle-eval`` (PRD §13.3)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.yatzy.cli import ConfigOpt, SetOpt, fail, load_yatzy_config
+
+OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _setup_threads(cfg) -> None:
+    # Processes share the cores: two torch threads under load ran 30-70x slower than one.
+    import torch
+
+    torch.set_num_threads(cfg.run.torch_threads)
+
+
+def _load_oracle(table: Path | None):
+    from leaguezero.yatzy.oracle import load_oracle
+
+    return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))
+
+
+@contextmanager
+def _progress(enabled: bool = True):
+    """A rich progress display and a reporter ``(phase, advance, total)`` for it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), transient=True, disable=not enabled,
+    )  # fmt: skip
+    tasks: dict[str, int] = {}
+
+    def report(phase: str, advance: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total or None)
+        elif total:
+            progress.reset(tasks[phase], total=total)
+        if advance:
+            progress.advance(tasks[phase], advance)
+
+    with progress:
+        yield report, progress
+
+
+def run(
+    config: ConfigOpt = None,
+    out: OutOpt = Path("runs/yatzy"),
+    set_: SetOpt = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the run in --out where it stopped.")
+    ] = False,
+    oracle_table: Annotated[Path | None, typer.Option(help="Oracle table file.")] = None,
+) -> None:
+    """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
+    from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.yatzy.config import YatzyConfig
+    from leaguezero.yatzy.loop import RunDir, init_run, run_iteration, summary_line
+
+    run_dir = RunDir(out)
+    if resume:
+        if not (run_dir.root / "config.yaml").exists():
+            raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
+        if config is not None:
+            raise fail("--resume uses the run's own config.yaml; change it with --set instead")
+        try:
+            cfg = load_config(YatzyConfig, run_dir.root / "config.yaml", set_ or [])
+        except ConfigError as err:
+            raise fail(str(err)) from None
+    else:
+        if run_dir.root.exists() and any(run_dir.root.iterdir()):
+            raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
+        cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    init_run(cfg, run_dir)
+    oracle = _load_oracle(oracle_table)
+    start = run_dir.read_state()["iteration"] + 1
+    if start > cfg.run.iterations:
+        typer.echo(f"{out}: all {cfg.run.iterations} iterations are done")
+        return
+    typer.echo(f"run {out}: iterations {start}..{cfg.run.iterations} (config {out}/config.yaml)")
+    for it in range(start, cfg.run.iterations + 1):
+        with _progress(sys.stderr.isatty()) as (report, _):
+            record = run_iteration(cfg, run_dir, it, report, oracle)
+        typer.echo(summary_line(record))
+    typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
+
+
+def selfplay(
+    best: Annotated[Path, typer.Option(help="Checkpoint to play with (local inference).")],
+    out: OutOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    infer: Annotated[
+        str | None, typer.Option(help="local | unix:///path | tcp://host:port")
+    ] = None,
+    games: Annotated[int | None, typer.Option(help="Games (default: config).")] = None,
+    seed: Annotated[int, typer.Option(help="Self-play seed.")] = 0,
+    worker: Annotated[int, typer.Option(help="Worker id (names its shards).")] = 0,
+) -> None:
+    """Self-play games into replay shards under OUT/replay/iter_0000 (resumable)."""
+    from leaguezero.common.config import write_resolved_config
+    from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.loop import make_selfplay_evaluator
+    from leaguezero.yatzy.selfplay import run_selfplay
+
+    cfg = load_yatzy_config(
+        config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]
+    )
+    _setup_threads(cfg)
+    if cfg.selfplay.infer == "local" and not best.is_file():
+        raise fail(f"--best {best} does not exist")
+    out.mkdir(parents=True, exist_ok=True)
+    write_resolved_config(cfg, out)
+    evaluator = make_selfplay_evaluator(cfg, best)
+    n = games or cfg.selfplay.games_per_iteration
+    with _progress(sys.stderr.isatty()) as (report, _):
+        stats = run_selfplay(
+            cfg, evaluator, out / "replay" / "iter_0000", games=n, seed=seed, worker=worker,
+            roots_log=EventWriter(out / "logs" / "mcts_roots.ndjson"),
+            progress=lambda k: report("selfplay", k, n),
+        )  # fmt: skip
+    EventWriter(out / "logs" / "iteration_stats.ndjson").emit("selfplay", **stats.to_dict())
+    typer.echo(json.dumps(stats.to_dict()))
+
+
+def train(
+    replay: Annotated[Path, typer.Option(help="Replay folder (with iter_NNNN subfolders).")],
+    best: Annotated[Path, typer.Option(help="Best checkpoint: the candidate starts from it.")],
+    out: Annotated[Path, typer.Option(help="Candidate checkpoint to write.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Train a candidate from the best net on the replay window (fresh optimizer)."""
+    from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
+    from leaguezero.az.replay import ReplayError, load_window, window_iterations
+    from leaguezero.az.train import TrainSettings, train_candidate
+    from leaguezero.yatzy.model_agent import YATZY_SCHEMA, load_yatzy_model
+    from leaguezero.yatzy.net import MODEL_KIND
+    from leaguezero.yatzy.selfplay import SHARD_SCHEMA
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    try:
+        model, meta = load_yatzy_model(best, cfg.run.device)
+        iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
+        if not iters:
+            raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
+        window = window_iterations(replay, iters[-1], cfg.train.window_iterations)
+        data = load_window(replay, window, SHARD_SCHEMA)
+    except (CheckpointError, ReplayError) as err:
+        raise fail(str(err)) from None
+    settings = TrainSettings(
+        cfg.train.steps, cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay,
+        cfg.train.value_lambda, cfg.train.aux_margin_lambda, cfg.run.seed, cfg.run.device,
+    )  # fmt: skip
+    with _progress(sys.stderr.isatty()) as (report, _):
+        report("train", 0, settings.steps)
+        rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+    save_checkpoint(out, model, kind=MODEL_KIND, kwargs=model.kwargs(), schema=YATZY_SCHEMA,
+                    train_step=meta.train_step + settings.steps)  # fmt: skip
+    typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
+
+
+def gate(
+    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
+    cand: Annotated[Path, typer.Option(help="Candidate checkpoint.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed_sets: Annotated[Path, typer.Option(help="Folder of persisted seed sets.")] = Path(
+        "seedsets"
+    ),
+    json_out: JsonOpt = False,
+) -> None:
+    """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
+    from leaguezero.yatzy.gate import load_seed_set, run_gate
+    from leaguezero.yatzy.model_agent import ModelAgent
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    try:
+        opts = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct}
+        cand_agent = ModelAgent.from_spec(str(cand), **opts)
+        best_agent = ModelAgent.from_spec(str(best), **opts)
+    except (FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
+    with _progress(sys.stderr.isatty() and not json_out) as (report, _):
+        report("gate", 0, 2 * len(seeds))
+        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
+    out = result.to_dict()
+    if json_out:
+        typer.echo(json.dumps(out))
+        return
+    s = result.summary
+    typer.echo(
+        f"candidate win rate {s.a_win_rate:.4f} ± {s.a_win_rate_se:.4f} over {s.games} games; "
+        f"score diff {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f}; SPRT llr "
+        f"{result.sprt.llr:.2f} in [{result.sprt.lower:.2f}, {result.sprt.upper:.2f}] -> "
+        f"{'PROMOTE' if result.promote else 'keep best'} ({result.reason})"
+    )
+
+
+def oracle_eval(
+    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
+    cand: Annotated[Path | None, typer.Option(help="Candidate checkpoint.")] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed: Annotated[int, typer.Option(help="Evaluation seed.")] = 0,
+    oracle_table: Annotated[Path | None, typer.Option(help="Oracle table file.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Solitaire stats and oracle regret for the oracle, best and candidate."""
+    from leaguezero.yatzy.evaluation import solitaire_eval
+    from leaguezero.yatzy.model_agent import ModelAgent
+    from leaguezero.yatzy.oracle_agent import OracleAgent
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    oracle = _load_oracle(oracle_table)
+    games = cfg.oracle_eval.games or 100
+    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
+    agents = {"oracle": OracleAgent(oracle=oracle)}
+    try:
+        agents["best"] = ModelAgent.from_spec(str(best), **opts)
+        if cand is not None:
+            agents["candidate"] = ModelAgent.from_spec(str(cand), **opts)
+    except (FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    results = {}
+    for name, agent in agents.items():
+        res = solitaire_eval(agent, oracle, games, seed)
+        res.pop("scores")
+        results[name] = res
+    delta = cfg.oracle_eval.guardrail_delta
+    if cand is not None and delta is not None:
+        results["guardrail_ok"] = results["candidate"]["mean"] >= results["best"]["mean"] - delta
+    if json_out:
+        typer.echo(json.dumps(results))
+        return
+    typer.echo(
+        f"{'agent':<10}{'mean':>8}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}{'regret/g':>9}"
+    )
+    for name, r in results.items():
+        if isinstance(r, dict):
+            typer.echo(
+                f"{name:<10}{r['mean']:>8.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
+                f"{r['bonus_rate']:>7.2f}{r['oracle_match_rate']:>7.3f}"
+                f"{r['mean_regret_per_game']:>9.1f}"
+            )
+    if "guardrail_ok" in results:
+        typer.echo(f"guardrail (delta {delta}): {'ok' if results['guardrail_ok'] else 'FAILED'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the ``yz`` app."""
+    app.command("run")(run)
+    app.command("selfplay")(selfplay)
+    app.command("train")(train)
+    app.command("gate")(gate)
+    app.command("oracle-eval")(oracle_eval)

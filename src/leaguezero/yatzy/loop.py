@@ -1,0 +1,294 @@
+"""The AlphaZero loop (``yz run``): self-play -> train -> gate -> (oracle eval) -> promote.
+
+Everything lives in the run directory, and every phase leaves a file behind that marks it done,
+so a run killed at any point resumes with ``--resume`` where it stopped (KataGo's habit: the
+pieces talk through files)::
+
+    RUN/config.yaml                      resolved config (the one --resume uses)
+    RUN/run_state.json                   last finished iteration and phases (atomic)
+    RUN/models/best.pt                   current best; best_0000.pt is the initial net
+    RUN/models/candidate_0003.pt         candidate trained in iteration 3
+    RUN/replay/iter_0003/shard_*.safetensors (+ .meta.json)
+    RUN/gate/iter_0003.json              gating result; RUN/gate/seedsets/<name>.json
+    RUN/eval/iter_0003.json              oracle evaluation
+    RUN/logs/iteration_stats.ndjson      one event per iteration (always)
+    RUN/logs/mcts_roots.ndjson           sampled search roots
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from leaguezero.az.checkpoint import save_checkpoint
+from leaguezero.az.replay import load_window, window_iterations
+from leaguezero.az.train import TrainSettings, train_candidate
+from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
+from leaguezero.common.config import write_resolved_config
+from leaguezero.common.events import EventWriter
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.model_agent import YATZY_SCHEMA, ModelAgent, load_yatzy_model
+from leaguezero.yatzy.net import MODEL_KIND, build_net
+from leaguezero.yatzy.selfplay import SHARD_SCHEMA, SelfPlayStats, run_selfplay
+
+RUN_STATE_VERSION = 1
+PHASES = ("selfplay", "train", "gate", "eval", "promote")
+
+Reporter = Callable[[str, int, int], None]  # (phase, advance, total)
+
+
+class RunDir:
+    """Paths and small state files of a run directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.models = self.root / "models"
+        self.replay = self.root / "replay"
+        self.gate = self.root / "gate"
+        self.eval = self.root / "eval"
+        self.logs = self.root / "logs"
+        self.best = self.models / "best.pt"
+        self.state_path = self.root / "run_state.json"
+
+    def candidate(self, it: int) -> Path:
+        return self.models / f"candidate_{it:04d}.pt"
+
+    def read_state(self) -> dict:
+        if not self.state_path.exists():
+            return {"schema_version": RUN_STATE_VERSION, "iteration": 0, "phases": []}
+        state = json.loads(self.state_path.read_text())
+        if state.get("schema_version") != RUN_STATE_VERSION:
+            raise ValueError(f"{self.state_path} has an unknown schema_version")
+        return state
+
+    def write_state(self, iteration: int, phases: list[str], **extra: object) -> None:
+        atomic_write_json(
+            self.state_path,
+            {"schema_version": RUN_STATE_VERSION, "iteration": iteration, "phases": phases,
+             **extra},
+        )  # fmt: skip
+
+
+def init_run(cfg: YatzyConfig, run: RunDir) -> None:
+    """Create a run directory with its resolved config and the initial best network."""
+    for folder in (run.models, run.replay, run.gate, run.eval, run.logs):
+        folder.mkdir(parents=True, exist_ok=True)
+    write_resolved_config(cfg, run.root)
+    if not run.best.exists():
+        net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, cfg.run.seed)
+        save_checkpoint(run.models / "best_0000.pt", net, kind=MODEL_KIND, kwargs=net.kwargs(),
+                        schema=YATZY_SCHEMA, extra={"iteration": 0})  # fmt: skip
+        shutil.copyfile(run.models / "best_0000.pt", run.best)
+    if not run.state_path.exists():
+        run.write_state(0, [])
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    atomic_write_bytes(dst, src.read_bytes())
+    meta = Path(str(src) + ".meta.json")
+    if meta.exists():
+        atomic_write_bytes(Path(str(dst) + ".meta.json"), meta.read_bytes())
+
+
+def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path):
+    """The self-play evaluator: the best net in process, or the inference server's client."""
+    from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.tables import NUM_ACTIONS
+
+    if cfg.selfplay.infer == "local":
+        from leaguezero.az.inference.local import TorchEvaluator
+
+        model, _ = load_yatzy_model(best_path, cfg.run.device)
+        return TorchEvaluator(model, FEATURE_SCHEMA_ID, cfg.run.device)
+    from leaguezero.az.inference.client import InferenceClient
+
+    return InferenceClient(
+        cfg.selfplay.infer,
+        feature_schema_id=FEATURE_SCHEMA_ID,
+        num_actions=NUM_ACTIONS,
+        max_pending_total=cfg.infer.max_pending_total,
+    )
+
+
+def run_iteration(
+    cfg: YatzyConfig,
+    run: RunDir,
+    it: int,
+    report: Reporter,
+    oracle,
+) -> dict:
+    """Run (or finish) iteration ``it``; returns its summary record."""
+    state = run.read_state()
+    phases: list[str] = list(state["phases"]) if state["iteration"] == it - 1 else []
+    record: dict = dict(state.get("partial", {})) if phases else {}
+    record["iteration"] = it
+    events_roots = EventWriter(run.logs / "mcts_roots.ndjson", iteration=it)
+
+    def done(phase: str) -> None:
+        phases.append(phase)
+        run.write_state(it - 1, phases, partial=record)
+
+    if "selfplay" not in phases:
+        evaluator = make_selfplay_evaluator(cfg, run.best)
+        games = cfg.selfplay.games_per_iteration
+        report("selfplay", 0, games)
+        stats: SelfPlayStats = run_selfplay(
+            cfg, evaluator, run.replay / f"iter_{it:04d}", games=games,
+            seed=cfg.run.seed * 100_003 + it, roots_log=events_roots,
+            oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+            progress=lambda n: report("selfplay", n, games),
+        )  # fmt: skip
+        record["selfplay"] = stats.to_dict()
+        done("selfplay")
+
+    if "train" not in phases:
+        model, _ = load_yatzy_model(run.best, cfg.run.device)
+        window = window_iterations(run.replay, it, cfg.train.window_iterations)
+        data = load_window(run.replay, window, SHARD_SCHEMA)
+        settings = TrainSettings(
+            steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+            weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
+            aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
+            seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
+        )  # fmt: skip
+        report("train", 0, settings.steps)
+        rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+        save_checkpoint(
+            run.candidate(it), model, kind=MODEL_KIND, kwargs=model.kwargs(),
+            schema=YATZY_SCHEMA, train_step=it * cfg.train.steps,
+            extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
+        )  # fmt: skip
+        record["train"] = {**asdict(rep), "window": window}
+        done("train")
+
+    if "gate" not in phases:
+        from leaguezero.yatzy.gate import load_seed_set, run_gate
+
+        sims = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct}
+        cand = ModelAgent.from_spec(str(run.candidate(it)), **sims)
+        best = ModelAgent.from_spec(str(run.best), **sims)
+        seeds = load_seed_set(run.gate / "seedsets", cfg.gate.seed_set, cfg.gate.max_games // 2)
+        report("gate", 0, 2 * len(seeds))
+        result = run_gate(cand, best, cfg.gate, seeds, progress=lambda n: report("gate", n, 0))
+        atomic_write_json(run.gate / f"iter_{it:04d}.json", result.to_dict())
+        record["gate"] = result.to_dict()
+        done("gate")
+
+    if "eval" not in phases:
+        record["eval"] = _evaluate(cfg, run, it, oracle, report)
+        atomic_write_json(run.eval / f"iter_{it:04d}.json", record["eval"])
+        done("eval")
+
+    if "promote" not in phases:
+        promote = bool(record["gate"]["promote"])
+        reason = record["gate"]["reason"]
+        delta = cfg.oracle_eval.guardrail_delta
+        ev = record.get("eval", {})
+        guarded = promote and delta is not None and "candidate" in ev and "best" in ev
+        if guarded and ev["candidate"]["mean"] < ev["best"]["mean"] - delta:
+            promote, reason = False, "guardrail"
+        if promote:
+            _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
+            _copy_atomic(run.candidate(it), run.best)
+        record["promoted"] = promote
+        record["promotion_reason"] = reason
+        done("promote")
+
+    EventWriter(run.logs / "iteration_stats.ndjson").emit("iteration", **_flat(record))
+    run.write_state(it, [])
+    return record
+
+
+def _oracle_values(oracle, states: np.ndarray) -> np.ndarray:
+    from leaguezero.yatzy.oracle_dp import oracle_action_values
+    from leaguezero.yatzy.tables import NUM_ACTIONS
+
+    out = np.empty((len(states), NUM_ACTIONS))
+    oracle_action_values(oracle.values, states, np.arange(len(states), dtype=np.int64), out)
+    return out
+
+
+def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) -> dict:
+    """Solitaire stats of candidate and best against the oracle, and best vs greedy / oracle."""
+    from leaguezero.yatzy.agents import make_agent
+    from leaguezero.yatzy.evaluation import solitaire_eval
+    from leaguezero.yatzy.match import play_match
+    from leaguezero.yatzy.oracle_agent import OracleAgent
+
+    out: dict = {}
+    if oracle is None:
+        return out
+    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
+    seed = cfg.run.seed * 31 + it
+    games = cfg.oracle_eval.games
+    total = 2 * games + 2 * cfg.oracle_eval.match_games
+    report("eval", 0, total)
+    if games:
+        for name, path in (("candidate", run.candidate(it)), ("best", run.best)):
+            res = solitaire_eval(ModelAgent.from_spec(str(path), **opts), oracle, games, seed)
+            res.pop("scores")
+            out[name] = res
+            report("eval", games, 0)
+    if cfg.oracle_eval.match_games:
+        cand = ModelAgent.from_spec(str(run.candidate(it)), **opts)
+        for name, opp in (("greedy", make_agent("greedy")), ("oracle", OracleAgent(oracle=oracle))):
+            s = play_match(cand, opp, cfg.oracle_eval.match_games, seed).summary
+            out[f"vs_{name}"] = s.to_dict()
+            report("eval", cfg.oracle_eval.match_games, 0)
+    return out
+
+
+def _flat(record: dict) -> dict:
+    """The iteration record with the headline numbers lifted to the top level."""
+    out = {"iteration": record["iteration"], "promoted": record.get("promoted"),
+           "promotion_reason": record.get("promotion_reason")}  # fmt: skip
+    sp = record.get("selfplay", {})
+    tr = record.get("train", {})
+    gt = record.get("gate", {})
+    ev = record.get("eval", {})
+    out.update(
+        selfplay_games=sp.get("games"), sims_per_s=sp.get("sims_per_s"),
+        decisions_per_s=sp.get("decisions_per_s"), fallbacks=sp.get("fallbacks"),
+        loss_policy=tr.get("loss_policy"), loss_value=tr.get("loss_value"),
+        loss_margin=tr.get("loss_margin"), loss_total=tr.get("loss_total"),
+        gate_win_rate=gt.get("a_win_rate"), gate_win_rate_se=gt.get("a_win_rate_se"),
+        gate_games=gt.get("games"), gate_score_diff=gt.get("score_diff_mean"),
+        gate_score_diff_se=gt.get("score_diff_se"),
+    )  # fmt: skip
+    cand = ev.get("candidate", {})
+    out.update(
+        solitaire_mean=cand.get("mean"), solitaire_bonus_rate=cand.get("bonus_rate"),
+        oracle_match_rate=cand.get("oracle_match_rate"),
+        mean_regret_per_game=cand.get("mean_regret_per_game"),
+        best_solitaire_mean=ev.get("best", {}).get("mean"),
+        win_rate_vs_greedy=ev.get("vs_greedy", {}).get("a_win_rate"),
+        win_rate_vs_oracle=ev.get("vs_oracle", {}).get("a_win_rate"),
+    )  # fmt: skip
+    out["detail"] = record
+    return out
+
+
+def summary_line(record: dict) -> str:
+    """One line per iteration for the terminal."""
+    f = _flat(record)
+
+    def num(key: str, fmt: str) -> str:
+        v = f.get(key)
+        return format(v, fmt) if isinstance(v, int | float) and not math.isnan(v) else "-"
+
+    gate = f"{num('gate_win_rate', '.3f')}±{num('gate_win_rate_se', '.3f')}"
+    verdict = "PROMOTED" if f["promoted"] else "kept best"
+    return (
+        f"iter {f['iteration']:>3} | sp {num('selfplay_games', 'd')} games "
+        f"{num('sims_per_s', ',.0f')} sims/s | loss p {num('loss_policy', '.3f')} "
+        f"v {num('loss_value', '.3f')} m {num('loss_margin', '.3f')} | gate {gate} "
+        f"({num('gate_games', 'd')} g, {f['promotion_reason']}) {verdict} | solitaire "
+        f"{num('solitaire_mean', '.1f')} regret/g {num('mean_regret_per_game', '.1f')} | "
+        f"vs greedy {num('win_rate_vs_greedy', '.2f')} vs oracle {num('win_rate_vs_oracle', '.2f')}"
+    )

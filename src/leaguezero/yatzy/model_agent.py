@@ -1,0 +1,88 @@
+"""Match agents backed by a network checkpoint: ``model:PATH[?key=value&...]``.
+
+Options (query string or keyword arguments):
+
+* ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
+  ``sims=0`` plays the raw policy (most probable legal action, no search);
+* ``c_puct``, ``max_inflight_per_game`` as in the ``mcts`` config section;
+* ``device`` (``cpu`` | ``cuda``).
+
+Evaluation mode always: no root noise, temperature 0, deterministic ties and chance streams
+seeded from the position, so the same states give the same moves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from leaguezero.az.checkpoint import CheckpointError, SchemaIds, load_checkpoint
+from leaguezero.az.inference.local import TorchEvaluator
+from leaguezero.yatzy.config import MctsSection
+from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, encode_batch
+from leaguezero.yatzy.net import MODEL_CONSTRUCTORS
+from leaguezero.yatzy.rules import legal_mask_batch
+from leaguezero.yatzy.search import SearchAgent
+from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
+
+YATZY_SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
+_SEARCH_KEYS = {"budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game"}
+
+
+def load_yatzy_model(path: str | Path, device: str = "cpu"):
+    """(model in eval mode, checkpoint meta) for a Yatzy checkpoint; schema ids are checked."""
+    return load_checkpoint(path, MODEL_CONSTRUCTORS, expect=YATZY_SCHEMA, device=device)
+
+
+class PolicyAgent:
+    """Plays the most probable legal action of the network's policy (no search)."""
+
+    deterministic = True
+
+    def __init__(self, evaluator: TorchEvaluator, name: str) -> None:
+        self.evaluator = evaluator
+        self.name = name
+
+    def act(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        feats = np.zeros((len(rows), self.evaluator.num_features), np.float32)
+        legal = np.zeros((len(rows), NUM_ACTIONS), np.bool_)
+        encode_batch(states, rows, feats)
+        legal_mask_batch(states, rows, legal)
+        priors, _ = self.evaluator.evaluate(feats, legal)
+        return np.argmax(np.where(legal, priors, -1.0), axis=1).astype(np.int64)
+
+
+class ModelAgent:
+    """Factory for checkpoint-backed agents (see the module docstring)."""
+
+    @staticmethod
+    def from_spec(spec: str, seed: int = 0, **options: object):
+        path_text, _, query = spec.partition("?")
+        opts: dict[str, object] = dict(parse_qsl(query))
+        opts.update(options)
+        path = Path(path_text)
+        if not path.is_file():
+            raise FileNotFoundError(f"model checkpoint {path} does not exist")
+        device = str(opts.pop("device", "cpu"))
+        try:
+            model, _ = load_yatzy_model(path, device)
+        except CheckpointError as err:
+            raise ValueError(str(err)) from None
+        evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, device)
+        search = {k: v for k, v in opts.items() if k in _SEARCH_KEYS}
+        sims = opts.pop("sims", None)
+        unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
+        if unknown:
+            raise ValueError(
+                f"unknown model option(s) {', '.join(sorted(unknown))}: use sims, "
+                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, device"
+            )
+        if sims is not None:
+            if int(sims) == 0:
+                return PolicyAgent(evaluator, name=f"model:{path}")
+            search.setdefault("budget_reroll", int(sims))
+            search.setdefault("budget_mark", int(sims))
+        mcts = MctsSection(**search, dirichlet_epsilon=0.0, temperature=0.0)
+        return SearchAgent(evaluator, mcts, name=f"model:{path}", salt=seed)

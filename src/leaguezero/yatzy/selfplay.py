@@ -1,0 +1,256 @@
+"""Self-play: many games per worker in lockstep, one batched search per decision round.
+
+Every active game needs a decision at every round (someone is always to move), so one
+:class:`~leaguezero.az.search.LockstepSearch` call searches all of them with one evaluator batch
+per simulation round. A finished game's decisions become replay samples at once (whole games per
+shard add, so a killed worker loses at most the games in flight) and its slot starts a new game.
+
+Self-play uses the fast RNG dice (``DICE_RNG``), root Dirichlet noise and temperature on the
+executed move for the first ``temperature_decisions`` decisions of each player; targets are always
+the normalised visit counts.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.replay import Batch, ShardSchema, ShardWriter, games_on_disk
+from leaguezero.az.tree import C_FALLBACKS
+from leaguezero.common.events import EventWriter
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES, encode_batch
+from leaguezero.yatzy.rules import (
+    DICE_RNG,
+    S_DICE,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    STATE_LEN,
+    apply_actions_batch,
+    legal_mask_batch,
+    new_match,
+    terminal_mask,
+)
+from leaguezero.yatzy.search import make_search
+from leaguezero.yatzy.tables import ACTION_SPACE_ID, DICE, NUM_ACTIONS, RULESET_ID
+
+MAX_DECISIONS = 90  # 30 turns x at most 3 decisions
+PROTOCOL_VERSION = 1
+
+SHARD_SCHEMA = ShardSchema(
+    protocol_version=PROTOCOL_VERSION,
+    feature_schema_id=FEATURE_SCHEMA_ID,
+    action_space_id=ACTION_SPACE_ID,
+    ruleset_id=RULESET_ID,
+    num_features=NUM_FEATURES,
+    num_actions=NUM_ACTIONS,
+)
+
+OracleValues = Callable[[np.ndarray], np.ndarray]  # states [N, 16] -> values [N, 47] (NaN)
+
+
+@dataclass
+class SelfPlayStats:
+    games: int
+    decisions: int
+    samples: int
+    sims: int
+    evals: int
+    fallbacks: int
+    collisions: int
+    seconds: float
+    evaluate_seconds: float
+    sims_per_s: float
+    decisions_per_s: float
+    mean_score: float
+    seat0_win_rate: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def run_selfplay(
+    cfg: YatzyConfig,
+    evaluator: Evaluator,
+    out_dir: str | Path,
+    *,
+    games: int,
+    seed: int,
+    worker: int = 0,
+    roots_log: EventWriter | None = None,
+    oracle_values: OracleValues | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> SelfPlayStats:
+    """Play ``games`` self-play games into replay shards under ``out_dir``.
+
+    Resumable: games already in complete shards of this ``worker`` count towards ``games``.
+    ``roots_log`` receives a sampled ``mcts_root`` event per ``selfplay.root_log_rate``
+    (with the oracle's best action and the regret of the chosen one if ``oracle_values``).
+    ``progress(n)`` is called with the number of games finished at each step.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done_before = games_on_disk(out_dir, worker)
+    remaining = max(0, games - done_before)
+    if progress is not None and done_before:
+        progress(min(done_before, games))
+    writer = ShardWriter(
+        out_dir, SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples
+    )
+    rng = np.random.default_rng([seed, worker, done_before])
+    num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
+    search = make_search(evaluator, cfg.mcts, max_games=num_slots, seed=int(rng.integers(2**62)))
+
+    states = np.zeros((num_slots, STATE_LEN), np.int64)
+    active = np.zeros(num_slots, np.bool_)
+    done = np.zeros(num_slots, np.bool_)
+    n_dec = np.zeros(num_slots, np.int64)
+    per_player = np.zeros((num_slots, 2), np.int64)
+    feats = np.zeros((num_slots, MAX_DECISIONS, NUM_FEATURES), np.float32)
+    legal = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.bool_)
+    pis = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.float32)
+    movers = np.zeros((num_slots, MAX_DECISIONS), np.int64)
+    row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
+    row_legal = np.zeros((num_slots, NUM_ACTIONS), np.bool_)
+
+    started = finished = 0
+    totals = dict(decisions=0, samples=0, sims=0, evals=0, fallbacks=0, collisions=0)
+    eval_seconds = 0.0
+    scores: list[int] = []
+    seat0_points = 0.0
+    margin_scale = cfg.train.margin_scale
+
+    def start_game(slot: int) -> None:
+        nonlocal started
+        new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
+        active[slot] = True
+        n_dec[slot] = 0
+        per_player[slot] = 0
+        started += 1
+
+    for slot in range(num_slots):
+        if started < remaining:
+            start_game(slot)
+
+    t0 = time.perf_counter()
+    while active.any():
+        rows = np.flatnonzero(active).astype(np.int64)
+        n = len(rows)
+        movers_now = states[rows, S_PLAYER]
+        temps = np.where(
+            per_player[rows, movers_now] < cfg.mcts.temperature_decisions,
+            cfg.mcts.temperature,
+            0.0,
+        )
+        encode_batch(states, rows, row_feats[:n])
+        legal_mask_batch(states, rows, row_legal[:n])
+        roots = np.ascontiguousarray(states[rows])
+        seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
+        result = search.run(
+            roots, seeds, add_noise=cfg.mcts.dirichlet_epsilon > 0, temperature=temps
+        )
+        eval_seconds += result.stats["evaluate_seconds"]
+        for key in ("sims", "evals", "fallbacks", "collisions"):
+            totals[key] += int(result.stats[key])
+        totals["decisions"] += n
+        d = n_dec[rows]
+        feats[rows, d] = row_feats[:n]
+        legal[rows, d] = row_legal[:n]
+        pis[rows, d] = result.pi
+        movers[rows, d] = movers_now
+        n_dec[rows] += 1
+        per_player[rows, movers_now] += 1
+        if roots_log is not None and cfg.selfplay.root_log_rate > 0:
+            picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
+            if picked.size:
+                _log_roots(roots_log, roots[picked], result, picked, oracle_values, rows)
+        apply_actions_batch(states, rows, result.actions)
+
+        terminal_mask(states, done)
+        for slot in np.flatnonzero(done & active):
+            k = int(n_dec[slot])
+            final = states[slot, S_SCORE : S_SCORE + 2]
+            who = movers[slot, :k]
+            diff = (final[who] - final[1 - who]).astype(np.float32)
+            writer.add(
+                Batch(
+                    feats[slot, :k].copy(),
+                    legal[slot, :k].astype(np.uint8),
+                    pis[slot, :k].copy(),
+                    np.sign(diff).astype(np.float32),
+                    np.tanh(diff / margin_scale).astype(np.float32),
+                ),
+                games=1,
+            )
+            totals["samples"] += k
+            scores.extend(int(v) for v in final)
+            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
+            finished += 1
+            active[slot] = False
+            if started < remaining:
+                start_game(slot)
+            if progress is not None:
+                progress(1)
+    writer.flush()
+    seconds = time.perf_counter() - t0
+    return SelfPlayStats(
+        games=finished,
+        decisions=totals["decisions"],
+        samples=totals["samples"],
+        sims=totals["sims"],
+        evals=totals["evals"],
+        fallbacks=totals["fallbacks"],
+        collisions=totals["collisions"],
+        seconds=seconds,
+        evaluate_seconds=eval_seconds,
+        sims_per_s=totals["sims"] / max(seconds, 1e-9),
+        decisions_per_s=totals["decisions"] / max(seconds, 1e-9),
+        mean_score=float(np.mean(scores)) if scores else math.nan,
+        seat0_win_rate=seat0_points / finished if finished else math.nan,
+    )
+
+
+def _log_roots(
+    log: EventWriter,
+    roots: np.ndarray,
+    result,
+    picked: np.ndarray,
+    oracle_values: OracleValues | None,
+    rows: np.ndarray,
+) -> None:
+    """One ``mcts_root`` event per sampled root (PRD §10.2, §15.1)."""
+    values = oracle_values(roots) if oracle_values is not None else None
+    for j, i in enumerate(picked.tolist()):
+        pi = result.pi[i]
+        legal_idx = np.flatnonzero(result.raw_priors[i] > 0) if pi.sum() else np.array([], int)
+        p = pi[pi > 0].astype(np.float64)
+        record = {
+            "slot": int(rows[i]),
+            "player": int(roots[j, S_PLAYER]),
+            "rerolls_left": int(roots[j, S_REROLLS]),
+            "dice": [int(v) for v in DICE[roots[j, S_DICE]]],
+            "raw_priors": {int(a): round(float(result.raw_priors[i, a]), 4) for a in legal_idx},
+            "noisy_priors": {int(a): round(float(result.noisy_priors[i, a]), 4) for a in legal_idx},
+            "visits": {
+                int(a): round(float(pi[a]) * float(result.counters[i, 0]), 1)
+                for a in np.flatnonzero(pi)
+            },  # fmt: skip
+            "pi_entropy": float(-(p * np.log(p)).sum()),
+            "pi_max": float(pi.max()),
+            "fallback": bool(result.counters[i, C_FALLBACKS] > 0),
+            "root_value": float(result.root_value[i]),
+            "action": int(result.actions[i]),
+        }
+        if values is not None:
+            v = values[j]
+            best = int(np.nanargmax(v))
+            record["oracle_action"] = best
+            record["oracle_regret"] = float(np.nanmax(v) - v[int(result.actions[i])])
+        log.emit("mcts_root", **record)

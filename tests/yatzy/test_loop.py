@@ -1,0 +1,88 @@
+"""The main job end to end: `yz run` on the smoke config, and resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from leaguezero.az.replay import complete_shards, games_on_disk
+from leaguezero.common.events import read_events
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
+
+
+def _yz(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "leaguezero", "yatzy", *args],
+        capture_output=True, text=True, env=env, timeout=600, **kw,
+    )  # fmt: skip
+
+
+def test_smoke_run_produces_every_artifact(tmp_path):
+    out = tmp_path / "smoke"
+    result = _yz("run", "--config", str(SMOKE), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "iter   2" in result.stdout
+    assert (out / "config.yaml").exists()
+    for it in (1, 2):
+        shards = complete_shards(out / "replay" / f"iter_{it:04d}")
+        assert shards and games_on_disk(out / "replay" / f"iter_{it:04d}") == 48
+        assert (out / "models" / f"candidate_{it:04d}.pt").exists()
+        decision = json.loads((out / "gate" / f"iter_{it:04d}.json").read_text())
+        assert decision["reason"] in {"sprt_h1", "sprt_h0", "threshold"}
+        assert decision["games"] >= 2 and "score_diff_se" in decision
+    stats = read_events(out / "logs" / "iteration_stats.ndjson")
+    assert [e["iteration"] for e in stats] == [1, 2]
+    assert stats[0]["loss_total"] > 0 and stats[0]["sims_per_s"] > 0
+    assert stats[0]["solitaire_mean"] > 0 and 0 <= stats[0]["oracle_match_rate"] <= 1
+    roots = read_events(out / "logs" / "mcts_roots.ndjson")
+    assert roots and {"raw_priors", "noisy_priors", "visits", "pi_entropy", "oracle_regret"} <= set(
+        roots[0]
+    )
+    # Running it again without --resume refuses to overwrite.
+    again = _yz("run", "--config", str(SMOKE), "--out", str(out))
+    assert again.returncode == 2 and "--resume" in again.stderr
+
+
+def test_run_killed_during_selfplay_resumes_and_completes(tmp_path):
+    out = tmp_path / "killed"
+    args = ["--set", "selfplay.concurrent_games=6", "--set", "selfplay.shard_samples=200"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "leaguezero", "yatzy", "run", "--config", str(SMOKE),
+         "--out", str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    first = out / "replay" / "iter_0001"
+    deadline = time.time() + 300
+    while time.time() < deadline and len(complete_shards(first)) < 2:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_at_kill = games_on_disk(first)
+    assert 0 < done_at_kill < 48, "the kill should land in the middle of self-play"
+    result = _yz("run", "--out", str(out), "--resume")
+    assert result.returncode == 0, result.stderr
+    assert games_on_disk(first) == 48  # the missing games were played, none twice
+    stats = read_events(out / "logs" / "iteration_stats.ndjson")
+    assert [e["iteration"] for e in stats] == [1, 2]
+    finished = _yz("run", "--out", str(out), "--resume")
+    assert finished.returncode == 0 and "all 2 iterations are done" in finished.stdout
+
+
+@pytest.mark.slow
+def test_default_config_iteration(tmp_path):
+    """One iteration of the default local config (minutes): the real job, not the smoke."""
+    out = tmp_path / "local"
+    result = _yz("run", "--config", str(ROOT / "configs" / "yatzy_local_cpu.yaml"), "--out",
+                 str(out), "--set", "run.iterations=1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
