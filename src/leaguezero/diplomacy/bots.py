@@ -29,7 +29,7 @@ import random
 from typing import ClassVar
 
 from leaguezero.diplomacy.env import DiplomacyEnv
-from leaguezero.diplomacy.mapinfo import distance, move_distances, nearest
+from leaguezero.diplomacy.mapinfo import adjacent_provinces, move_distances, nearest
 
 WAIVE = "WAIVE"
 
@@ -115,13 +115,14 @@ class ChaosBot(Bot):
             for unit in state.units
         }
         unowned = set(env.game.map.scs) - set(env.game.powers[power].centers)
+        attackable = foreign_units | unowned
         orders = []
         for options in legal.values():
             moves = [o for o in options if is_move(o)]
             if not moves:
                 orders.append(next((o for o in options if o.endswith(" H")), options[0]))
                 continue
-            attacks = [o for o in moves if move_destination(o)[:3] in foreign_units | unowned]
+            attacks = [o for o in moves if move_destination(o)[:3] in attackable]
             orders.append(self.rng.choice(attacks or moves))
         return orders
 
@@ -158,8 +159,21 @@ class GreedyBot(Bot):
                 if name != power:
                     enemy_units.append(unit)
 
+        adjacent = adjacent_provinces(game.map_name)
+        # Provinces some enemy unit could enter this phase.
+        enemy_reach = set().union(*(adjacent[u[0]].get(u[2:], ()) for u in enemy_units))
+
         def threatened(province: str) -> bool:
-            return any(distance(dist, u[0], u[2:], province) == 1 for u in enemy_units)
+            return province in enemy_reach
+
+        memo: dict[tuple[str, str], int] = {}
+
+        def to_target(unit_type: str, loc: str) -> int:
+            # Many moves of one power share destinations; each distance is computed once.
+            key = (unit_type, loc)
+            if key not in memo:
+                memo[key] = nearest(dist, unit_type, loc, targets)
+            return memo[key]
 
         orders: dict[str, str] = {}
         busy: set[str] = set()  # units holding to capture or defend a centre
@@ -171,7 +185,7 @@ class GreedyBot(Bot):
                 orders[loc] = hold  # capture it this autumn / keep it
                 busy.add(loc)
                 continue
-            here = nearest(dist, unit_type, loc, targets)
+            here = to_target(unit_type, loc)
             best = (-10.0 * here - 5.0, hold, province)  # holding is worse than closing in
             for order in options:
                 if not is_move(order):
@@ -181,7 +195,7 @@ class GreedyBot(Bot):
                     # Empty centres first; an occupied one may bounce but is still worth a try.
                     value = 100.0 - (30.0 if dest[:3] in occupant else 0.0)
                 else:
-                    value = -10.0 * nearest(dist, unit_type, dest, targets)
+                    value = -10.0 * to_target(unit_type, dest)
                 value += self.rng.random()  # tie-break, seeded
                 if value > best[0]:
                     best = (value, order, dest[:3])

@@ -66,6 +66,26 @@ def config_show(config: ConfigOpt = None, set_: SetOpt = None) -> None:
     typer.echo(config_to_yaml(load_diplomacy_config(config, set_)), nl=False)
 
 
+CONFIG_HEADER = """No-press Diplomacy on a local CPU (2 cores): bots, rollouts and tournaments.
+leaguezero diplomacy eval --config configs/diplomacy_local_cpu.yaml --hero greedy_bot \\
+    --opponents random_bot --games 14
+Regenerate: leaguezero diplomacy config write configs/diplomacy_local_cpu.yaml"""
+
+
+@config_app.command("write")
+def config_write(
+    path: Annotated[Path, typer.Argument(help="Where to write the commented YAML.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Write the resolved config as YAML with every key commented (atomically)."""
+    from leaguezero.common.atomic import atomic_write_text
+    from leaguezero.common.config import commented_yaml
+
+    atomic_write_text(path, commented_yaml(load_diplomacy_config(config, set_), CONFIG_HEADER))
+    typer.echo(str(path))
+
+
 @app.command("eval")
 def eval_cmd(
     hero: Annotated[str, typer.Option("--hero", help="The agent under test, e.g. greedy_bot.")],

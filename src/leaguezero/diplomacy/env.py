@@ -72,6 +72,7 @@ class DiplomacyEnv:
         self._cache_key: tuple[str, int] | None = None
         self._possible: dict[str, list[str]] = {}
         self._orderable: dict[str, list[str]] = {}
+        self._legal: dict[str, dict[str, list[str]]] = {}  # power -> sorted legal orders
 
     # ----------------------------------------------------------------- phase info
     @property
@@ -117,6 +118,7 @@ class DiplomacyEnv:
         self._cache_key = key
         self._orderable = self.game.get_orderable_locations()
         self._possible = self.game.get_all_possible_orders()
+        self._legal = {}
 
     def orderable_locations(self, power: str) -> list[str]:
         """Locations where ``power`` must give an order this phase (units, retreats, builds)."""
@@ -131,7 +133,14 @@ class DiplomacyEnv:
         phase for the whole board and shared by all powers.
         """
         self._refresh()
-        return {loc: sorted(self._possible.get(loc, ())) for loc in self._orderable.get(power, ())}
+        legal = self._legal.get(power)
+        if legal is None:
+            legal = {
+                loc: sorted(self._possible.get(loc, ())) for loc in self._orderable.get(power, ())
+            }
+            self._legal[power] = legal
+        # Callers get their own dict and lists: a policy may mutate what it is handed.
+        return {loc: list(orders) for loc, orders in legal.items()}
 
     def adjustment_count(self, power: str) -> int:
         """Builds (> 0) or disbands (< 0) ``power`` owes in an adjustment phase; 0 otherwise."""

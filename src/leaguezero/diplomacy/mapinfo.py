@@ -63,6 +63,18 @@ def move_distances(map_name: str = "standard") -> Distances:
     return out
 
 
+@functools.cache
+def adjacent_provinces(map_name: str = "standard") -> dict[str, dict[str, frozenset[str]]]:
+    """{unit_type: {location: provinces one move away}} (the distance-1 ring)."""
+    return {
+        unit_type: {
+            loc: frozenset(p for p, steps in provinces.items() if steps == 1)
+            for loc, provinces in per_source.items()
+        }
+        for unit_type, per_source in move_distances(map_name).items()
+    }
+
+
 def distance(distances: Distances, unit_type: str, loc: str, province: str) -> int:
     """Moves for a ``unit_type`` unit at ``loc`` to reach ``province`` (UNREACHABLE if never)."""
     return distances[unit_type].get(loc, {}).get(province[:3], UNREACHABLE)

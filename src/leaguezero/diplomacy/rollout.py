@@ -71,6 +71,8 @@ class RolloutResult:
     seconds: float
     saved_game: str | None = None
     steps: list[HeroStep] = field(default_factory=list)
+    # Every phase's submitted orders, all powers: [{"phase": "S1901M", "orders": {power: [...]}}]
+    order_history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (trajectory included)."""
@@ -175,9 +177,12 @@ def run_rollout(
     invalid = dict.fromkeys(POWERS, 0)
     missing = dict.fromkeys(POWERS, 0)
     steps: list[HeroStep] = []
+    order_history: list[dict[str, Any]] = []
     final_year = env.year or 0
     while not env.done:
         final_year = env.year or final_year
+        phase_orders: dict[str, list[str]] = {}
+        order_history.append({"phase": env.phase, "orders": phase_orders})
         for power in POWERS:
             legal = env.legal_orders(power)
             if not legal:
@@ -190,6 +195,7 @@ def run_rollout(
             invalid[power] += bad
             missing[power] += absent
             env.set_orders(power, submitted)
+            phase_orders[power] = submitted
             if power == hero_power:
                 steps.append(HeroStep(env.phase, observation, legal, raw, submitted, bad, absent))
         env.process()
@@ -220,6 +226,7 @@ def run_rollout(
         ended_by=ended_by,
         seconds=0.0,
         steps=steps,
+        order_history=order_history,
     )
     target_dir = save_dir if save_dir is not None else cfg.games_dir
     if target_dir is not None:
