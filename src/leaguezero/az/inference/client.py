@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from leaguezero.az.evaluator import masked_softmax
 from leaguezero.az.inference.endpoint import Endpoint, connect, parse_endpoints
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -142,7 +141,7 @@ class InferenceClient:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`evaluate` for a given ``model_id`` (e.g. best vs candidate in gating)."""
         reply: Reply = self.submit(features, legal, model_id).result()
-        return masked_softmax(reply.logits, legal), reply.values.copy()
+        return softmax_masked_logits(reply.logits), reply.values.copy()
 
     def for_model(self, model_id: int) -> ModelEvaluator:
         """An Evaluator view of this client that asks ``model_id`` (shares the connection)."""
@@ -295,6 +294,21 @@ class InferenceClient:
         for ticket in tickets:
             if not ticket.future.done():
                 ticket.future.set_exception(ConnectionError(str(err)))
+
+
+def softmax_masked_logits(logits: np.ndarray) -> np.ndarray:
+    """Row softmax of server logits [N, A] whose illegal entries are already ``-inf``.
+
+    float32 and ~10x faster than the generic float64 ``masked_softmax`` (it runs once per leaf
+    batch on the search thread); rows with no legal action give all-zero priors.
+    """
+    row_max = logits.max(axis=1, keepdims=True)  # [N, 1]; -inf for all-illegal rows
+    row_max[~np.isfinite(row_max)] = 0.0
+    e = np.exp(logits - row_max)  # exp(-inf) = 0 for illegal actions
+    total = e.sum(axis=1, keepdims=True)
+    total[total == 0] = 1.0
+    e /= total
+    return e
 
 
 class ModelEvaluator:

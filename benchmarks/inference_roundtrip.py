@@ -1,0 +1,83 @@
+"""Evals/s of a 2x256 YatzyNet: in-process TorchEvaluator vs the socket server, batch 256.
+
+One command, one process tree: starts ``yz infer-server`` (1 torch thread) on a Unix socket,
+times blocking ``evaluate`` calls of the same batches both ways (interleaved rounds, so load
+from other processes hits both alike) and prints the ratio socket / in-process. A lockstep
+search makes exactly this call once per leaf batch, so the ratio bounds benchmark (b).
+
+    python benchmarks/inference_roundtrip.py [--batch 256] [--seconds 3] [--bind tcp://127.0.0.1:0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from leaguezero.az.inference.client import InferenceClient
+from leaguezero.az.inference.local import TorchEvaluator
+from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
+from leaguezero.yatzy.net import build_net
+from leaguezero.yatzy.tables import NUM_ACTIONS
+
+
+def rate(evaluate, features, legal, seconds: float) -> float:
+    """Rows evaluated per second by repeated ``evaluate`` calls for about ``seconds``."""
+    evaluate(features, legal)  # warm-up
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        evaluate(features, legal)
+        calls += 1
+    return calls * len(features) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bind", default="", help="default: a Unix socket in a temp folder")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    bind = args.bind or f"unix://{tempfile.mkdtemp()}/bench.sock"
+    cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", "dummy",
+           "--bind", bind, "--device", args.device, "--metrics-port", "-1",
+           "--set", "model.hidden=256", "--set", "model.blocks=2"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=env)  # fmt: skip
+    try:
+        address = re.match(r"listening on (\S+)", server.stdout.readline()).group(1)
+        rng = np.random.default_rng(0)
+        features = rng.standard_normal((args.batch, NUM_FEATURES)).astype(np.float32)
+        legal = rng.random((args.batch, NUM_ACTIONS)) < 0.5
+        local = TorchEvaluator(build_net(hidden=256, blocks=2), FEATURE_SCHEMA_ID, args.device)
+        with InferenceClient(address, feature_schema_id=FEATURE_SCHEMA_ID,
+                             num_actions=NUM_ACTIONS) as client:  # fmt: skip
+            p_local, _ = local.evaluate(features, legal)
+            p_sock, _ = client.evaluate(features, legal)
+            assert np.allclose(p_local, p_sock, atol=1e-5), "server and local nets differ"
+            local_rates, sock_rates = [], []
+            for _ in range(args.rounds):
+                local_rates.append(rate(local.evaluate, features, legal, args.seconds))
+                sock_rates.append(rate(client.evaluate, features, legal, args.seconds))
+        lo, so = np.median(local_rates), np.median(sock_rates)
+        print(f"batch {args.batch}, 2x256 YatzyNet, {args.device}, {address.split(':')[0]}")
+        print(f"  in-process  {lo:10.0f} evals/s  ({args.batch / lo * 1e3:.2f} ms/batch)")
+        print(f"  socket      {so:10.0f} evals/s  ({args.batch / so * 1e3:.2f} ms/batch)")
+        print(f"  ratio socket/in-process  {so / lo:.2f}  (target >= 0.7)")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
