@@ -1,0 +1,59 @@
+"""The Diplomacy config: the shipped YAML is current, overrides validate with one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from leaguezero.cli import app
+from leaguezero.common.config import ConfigError, commented_yaml, load_config
+from leaguezero.diplomacy.cli import CONFIG_HEADER
+from leaguezero.diplomacy.config import DiplomacyConfig
+
+SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "diplomacy_local_cpu.yaml"
+
+
+def test_shipped_config_loads_and_is_regenerated_text() -> None:
+    cfg = load_config(DiplomacyConfig, SHIPPED)
+    # A changed field (name, default, description) must come with a regenerated file:
+    # leaguezero diplomacy config write configs/diplomacy_local_cpu.yaml
+    assert SHIPPED.read_text(encoding="utf-8") == commented_yaml(cfg, CONFIG_HEADER)
+    for line in SHIPPED.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            assert "  # " in line, f"undocumented key: {line}"
+
+
+def test_bad_values_are_one_line_errors() -> None:
+    with pytest.raises(ConfigError, match="max_years") as err:
+        load_config(DiplomacyConfig, None, ["max_years=0"])
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(DiplomacyConfig, None, ["max_yaers=3"])
+
+
+def test_play_command_saves_a_game(tmp_path) -> None:
+    pytest.importorskip("diplomacy")
+    agents = "greedy_bot,random_bot,chaos_bot,random_bot,random_bot,chaos_bot,random_bot"
+    out = CliRunner().invoke(
+        app,
+        [
+            "diplomacy",
+            "play",
+            "--agents",
+            agents,
+            "--hero-power",
+            "austria",
+            "--set",
+            "max_years=1",
+            "--out-dir",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert summary["hero_power"] == "AUSTRIA" and summary["hero_steps"] >= 2
+    assert Path(summary["saved_game"]).exists()
