@@ -91,7 +91,7 @@ def run(
     typer.echo(f"run {out}: iterations {start}..{cfg.run.iterations} (config {out}/config.yaml)")
     for it in range(start, cfg.run.iterations + 1):
         with _progress(sys.stderr.isatty()) as (report, _):
-            record = run_iteration(cfg, run_dir, it, report, oracle)
+            record = run_iteration(cfg, run_dir, it, report, oracle, oracle_table)
         typer.echo(summary_line(record))
     typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
 

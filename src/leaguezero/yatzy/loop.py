@@ -122,6 +122,7 @@ def run_iteration(
     it: int,
     report: Reporter,
     oracle,
+    oracle_table: Path | None = None,
 ) -> dict:
     """Run (or finish) iteration ``it``; returns its summary record."""
     state = run.read_state()
@@ -135,15 +136,24 @@ def run_iteration(
         run.write_state(it - 1, phases, partial=record)
 
     if "selfplay" not in phases:
-        evaluator = make_selfplay_evaluator(cfg, run.best)
         games = cfg.selfplay.games_per_iteration
+        seed = cfg.run.seed * 100_003 + it
         report("selfplay", 0, games)
-        stats: SelfPlayStats = run_selfplay(
-            cfg, evaluator, run.replay / f"iter_{it:04d}", games=games,
-            seed=cfg.run.seed * 100_003 + it, roots_log=events_roots,
-            oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
-            progress=lambda n: report("selfplay", n, games),
-        )  # fmt: skip
+        if cfg.selfplay.workers > 1:
+            from leaguezero.yatzy.workers import run_selfplay_workers
+
+            stats: SelfPlayStats = run_selfplay_workers(
+                cfg, run.best, run.replay / f"iter_{it:04d}", games=games, seed=seed,
+                roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
+        else:
+            stats = run_selfplay(
+                cfg, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
+                games=games, seed=seed, roots_log=events_roots,
+                oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
         record["selfplay"] = stats.to_dict()
         done("selfplay")
 

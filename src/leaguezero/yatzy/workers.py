@@ -1,0 +1,126 @@
+"""Several self-play worker processes on one machine.
+
+Each worker is a separate process (spawned, so numba and torch start clean) that runs
+:func:`leaguezero.yatzy.selfplay.run_selfplay` on its share of the games with its own worker id,
+so its shards and its resume point are its own. Workers evaluate in process (each loads the best
+checkpoint, one torch thread each) or share one inference server (``selfplay.infer`` =
+``unix://...`` / ``tcp://...``), where their batches merge into bigger GPU batches.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.selfplay import SelfPlayStats
+
+
+def split_games(games: int, workers: int) -> list[int]:
+    """Games per worker: as even as possible, the first ones take the remainder."""
+    base, extra = divmod(games, workers)
+    return [base + (1 if w < extra else 0) for w in range(workers)]
+
+
+def _worker_main(
+    cfg_json: str,
+    best_path: str,
+    out_dir: str,
+    games: int,
+    seed: int,
+    worker: int,
+    roots_log: str | None,
+    oracle_table: str | None,
+    counter,
+) -> None:
+    import torch
+
+    from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.loop import _oracle_values, make_selfplay_evaluator
+    from leaguezero.yatzy.selfplay import run_selfplay
+
+    cfg = YatzyConfig.model_validate_json(cfg_json)
+    torch.set_num_threads(cfg.run.torch_threads)
+    evaluator = make_selfplay_evaluator(cfg, Path(best_path))
+    oracle = None
+    if roots_log is not None:
+        from leaguezero.yatzy.oracle import load_oracle
+
+        oracle = load_oracle(oracle_table)
+
+    def progress(n: int) -> None:
+        with counter.get_lock():
+            counter.value += n
+
+    stats = run_selfplay(
+        cfg, evaluator, out_dir, games=games, seed=seed, worker=worker,
+        roots_log=EventWriter(roots_log) if roots_log else None,
+        oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle is not None else None,
+        progress=progress,
+    )  # fmt: skip
+    Path(out_dir, f".worker_{worker:02d}.stats.json").write_text(json.dumps(stats.to_dict()))
+
+
+def run_selfplay_workers(
+    cfg: YatzyConfig,
+    best_path: Path,
+    out_dir: Path,
+    *,
+    games: int,
+    seed: int,
+    roots_log: Path | None = None,
+    oracle_table: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> SelfPlayStats:
+    """Run ``cfg.selfplay.workers`` processes; returns their combined statistics.
+
+    Raises RuntimeError naming the workers that failed (their finished games stay on disk and a
+    rerun resumes them).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = mp.get_context("spawn")
+    counter = ctx.Value("q", 0)
+    procs = []
+    for w, share in enumerate(split_games(games, cfg.selfplay.workers)):
+        args = (cfg.model_dump_json(), str(best_path), str(out_dir), share, seed, w,
+                str(roots_log) if roots_log else None,
+                str(oracle_table) if oracle_table else None, counter)  # fmt: skip
+        proc = ctx.Process(target=_worker_main, args=args, name=f"selfplay-{w}")
+        proc.start()
+        procs.append(proc)
+    seen = 0
+    start = time.perf_counter()
+    while any(p.is_alive() for p in procs):
+        time.sleep(0.2)
+        value = counter.value
+        if progress is not None and value > seen:
+            progress(value - seen)
+        seen = value
+    failed = [p.name for p in procs if p.exitcode != 0]
+    if failed:
+        raise RuntimeError(
+            f"self-play worker(s) {', '.join(failed)} failed; finished games are on disk, "
+            "rerun (or --resume) to complete the iteration"
+        )
+    if progress is not None and counter.value > seen:
+        progress(counter.value - seen)
+    parts = [
+        json.loads((out_dir / f".worker_{w:02d}.stats.json").read_text()) for w in range(len(procs))
+    ]
+    seconds = time.perf_counter() - start
+    keys = ("games", "decisions", "samples", "sims", "evals", "fallbacks", "collisions")
+    total = {k: sum(p[k] for p in parts) for k in keys}
+    games_done = max(total["games"], 1)
+    return SelfPlayStats(
+        **total,
+        seconds=seconds,
+        evaluate_seconds=sum(p["evaluate_seconds"] for p in parts),
+        sims_per_s=total["sims"] / seconds,
+        decisions_per_s=total["decisions"] / seconds,
+        mean_score=sum(p["mean_score"] * p["games"] for p in parts if p["games"]) / games_done,
+        seat0_win_rate=sum(p["seat0_win_rate"] * p["games"] for p in parts if p["games"])
+        / games_done,
+    )
