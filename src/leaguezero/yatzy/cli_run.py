@@ -262,6 +262,80 @@ def oracle_eval(
         typer.echo(f"guardrail (delta {delta}): {'ok' if results['guardrail_ok'] else 'FAILED'}")
 
 
+def play(
+    model: Annotated[
+        str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")
+    ] = "greedy",
+    seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
+    seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
+    sims: Annotated[int, typer.Option(help="Search budget of a model opponent.")] = 64,
+    no_oracle: Annotated[bool, typer.Option(help="Play without the oracle's verdicts.")] = False,
+) -> None:
+    """Play a game against an agent in the terminal; the oracle judges each of your moves."""
+    from leaguezero.yatzy.agents import AgentSpecError, make_agent
+    from leaguezero.yatzy.play import play_game
+
+    spec = model
+    if Path(model).is_file():
+        spec = f"model:{model}"
+    try:
+        agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
+    except (AgentSpecError, FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    oracle = None if no_oracle else _load_oracle(None)
+    typer.echo(__import__("leaguezero.yatzy.play", fromlist=["x"]).__doc__.split("\n\n")[1])
+
+    def ask(prompt: str) -> str:
+        try:
+            return input(prompt)
+        except EOFError:
+            return "quit"
+
+    try:
+        mine, theirs = play_game(agent, seed, seat, ask, typer.echo, oracle)
+    except KeyboardInterrupt:
+        typer.echo("game abandoned")
+        raise typer.Exit(1) from None
+    verdict = "you win" if mine > theirs else "you lose" if mine < theirs else "a draw"
+    typer.echo(f"final: you {mine}, {agent.name} {theirs}: {verdict}")
+
+
+profile_app = typer.Typer(help="Profile self-play (cProfile + torch.profiler).")
+
+
+@profile_app.command("selfplay")
+def profile_selfplay_cmd(
+    out: OutOpt,
+    best: Annotated[Path | None, typer.Option(help="Checkpoint (default: a fresh net).")] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    games: Annotated[int, typer.Option(help="Games to profile.")] = 32,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+) -> None:
+    """Run self-play under the profilers and write the reports into OUT/profile."""
+    from leaguezero.az.inference.local import TorchEvaluator
+    from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.model_agent import load_yatzy_model
+    from leaguezero.yatzy.net import build_net
+    from leaguezero.yatzy.profiling import profile_selfplay
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    if best is not None:
+        if not best.is_file():
+            raise fail(f"--best {best} does not exist")
+        model, _ = load_yatzy_model(best, cfg.run.device)
+    else:
+        model = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head)
+    evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, cfg.run.device)
+    summary = profile_selfplay(cfg, evaluator, out / "profile", games, seed)
+    typer.echo(
+        f"{summary['games']} games, {summary['sims_per_s']:,.0f} sims/s; network "
+        f"{100 * summary['network_share']:.0f}% of wall time, search and the rest "
+        f"{100 * summary['search_share']:.0f}%. Reports: {out / 'profile'}"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to the ``yz`` app."""
     app.command("run")(run)
@@ -269,3 +343,5 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train)
     app.command("gate")(gate)
     app.command("oracle-eval")(oracle_eval)
+    app.command("play")(play)
+    app.add_typer(profile_app, name="profile")

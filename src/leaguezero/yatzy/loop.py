@@ -241,9 +241,8 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     report("eval", 0, total)
     if games:
         for name, path in (("candidate", run.candidate(it)), ("best", run.best)):
-            res = solitaire_eval(ModelAgent.from_spec(str(path), **opts), oracle, games, seed)
-            res.pop("scores")
-            out[name] = res
+            # The per-board scores stay in eval/iter_NNNN.json for the report's histogram.
+            out[name] = solitaire_eval(ModelAgent.from_spec(str(path), **opts), oracle, games, seed)
             report("eval", games, 0)
     if cfg.oracle_eval.match_games:
         cand = ModelAgent.from_spec(str(run.candidate(it)), **opts)
@@ -280,7 +279,13 @@ def _flat(record: dict) -> dict:
         win_rate_vs_greedy=ev.get("vs_greedy", {}).get("a_win_rate"),
         win_rate_vs_oracle=ev.get("vs_oracle", {}).get("a_win_rate"),
     )  # fmt: skip
-    out["detail"] = record
+    detail = dict(record)
+    if "eval" in detail:  # per-board score lists live in eval/iter_NNNN.json, not in the log
+        detail["eval"] = {
+            k: {kk: vv for kk, vv in v.items() if kk != "scores"} if isinstance(v, dict) else v
+            for k, v in detail["eval"].items()
+        }
+    out["detail"] = detail
     return out
 
 
