@@ -117,3 +117,41 @@ def test_truncated_reply_is_malformed() -> None:
     body = _body(encode_reply(1, np.zeros((2, 4), np.float32), np.zeros(2, np.float32)))
     with pytest.raises(ProtocolError, match="shorter"):
         decode_reply(body[:-3])
+
+
+# ---------------------------------------------------------------------------- endpoints
+def test_parse_endpoints() -> None:
+    from leaguezero.az.inference.endpoint import Endpoint, parse_endpoint, parse_endpoints
+
+    assert parse_endpoint("unix:///tmp/y.sock") == Endpoint("unix", path="/tmp/y.sock")
+    tcp = parse_endpoint("tcp://127.0.0.1:5000")
+    assert tcp == Endpoint("tcp", host="127.0.0.1", port=5000) and tcp.is_loopback
+    v6 = parse_endpoint("tcp://[::1]:7")
+    assert v6.host == "::1" and v6.is_loopback and str(v6) == "tcp://[::1]:7"
+    assert not parse_endpoint("tcp://0.0.0.0:1").is_loopback
+    assert not parse_endpoint("tcp://gpu-box:1").is_loopback
+    many = parse_endpoints("unix:///a.sock, tcp://localhost:9")
+    assert [str(e) for e in many] == ["unix:///a.sock", "tcp://localhost:9"]
+
+
+@pytest.mark.parametrize(
+    "text", ["", "unix://rel.sock", "tcp://host", "tcp://:80", "tcp://h:99999", "http://x:1"]
+)
+def test_bad_endpoints_are_clear(text: str) -> None:
+    from leaguezero.az.inference.endpoint import EndpointError, parse_endpoints
+
+    with pytest.raises(EndpointError, match=r"unix:///path/to\.sock or tcp://HOST:PORT"):
+        parse_endpoints(text)
+
+
+def test_client_softmax_of_masked_logits_matches_reference() -> None:
+    from leaguezero.az.evaluator import masked_softmax
+    from leaguezero.az.inference.client import softmax_masked_logits
+
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((20, 47)) * 10).astype(np.float32)
+    legal = rng.random((20, 47)) < 0.3
+    legal[0] = False
+    got = softmax_masked_logits(np.where(legal, logits, -np.inf).astype(np.float32))
+    np.testing.assert_allclose(got, masked_softmax(logits, legal), atol=1e-6)
+    assert np.all(got[0] == 0)

@@ -345,3 +345,14 @@ def test_tcp_loopback_works_and_public_bind_needs_the_flag(checkpoints) -> None:
 def test_client_without_server_fails_with_a_clear_error(tmp_path) -> None:
     with pytest.raises(ConnectionError, match="no inference server at unix://"):
         client_for(f"unix://{tmp_path}/none.sock", connect_timeout_s=0.3)
+
+
+def test_model_specs_parse() -> None:
+    from leaguezero.yatzy.cli_infer import parse_model_specs
+
+    specs = parse_model_specs(["best.pt", "candidate=c.pt", "3=dummy"])
+    assert specs == {0: "best.pt", 1: "c.pt", 3: "dummy"}
+    with pytest.raises(ValueError, match="twice"):
+        parse_model_specs(["a.pt", "best=b.pt"])
+    with pytest.raises(ValueError, match="ID=PATH"):
+        parse_model_specs(["champion=x.pt"])

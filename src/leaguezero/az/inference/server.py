@@ -136,7 +136,8 @@ class InferenceServer:
             served.model.to(self.device).eval()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lz-forward")
         self._queues: dict[int, _Queue] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task] = []  # one batcher per model_id
+        self._control_tasks: set[asyncio.Task] = set()
         self._connections: set[_Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._unix_inode: tuple[str, int] | None = None
@@ -169,9 +170,10 @@ class InferenceServer:
         """Stop accepting, drop connections, stop batchers and the executor, remove the socket."""
         if self._server is not None:
             self._server.close()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._control_tasks]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for conn in list(self._connections):
             conn.closed = True
             conn.writer.close()
@@ -224,7 +226,9 @@ class InferenceServer:
             self._error(conn, err.request_id, err.status, err.message)
             return
         if isinstance(request, ControlRequest):
-            self._tasks.append(asyncio.create_task(self._control(conn, request)))
+            task = asyncio.create_task(self._control(conn, request))
+            self._control_tasks.add(task)  # keep a reference until done (asyncio holds weak ones)
+            task.add_done_callback(self._control_tasks.discard)
             return
         served = self.models.get(request.model_id)
         rid = request.request_id
