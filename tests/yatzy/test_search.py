@@ -189,3 +189,15 @@ def test_state_seeds_depend_on_the_whole_state():
     changed[:, 9] += 1  # the episode seed alone
     state_seeds(changed, 0, b)
     assert (a != b).all()
+
+
+def test_search_agent_is_deterministic_in_a_match():
+    from leaguezero.yatzy.match import play_match
+    from leaguezero.yatzy.search import SearchAgent
+
+    mcts = MctsSection(budget_reroll=6, budget_mark=4)
+    a = SearchAgent(PointsEvaluator(), mcts, name="a")
+    b = SearchAgent(PointsEvaluator(), mcts, name="b")
+    result = play_match(a, b, games=4, seed=3)
+    assert result.summary.a_win_rate == 0.5
+    np.testing.assert_array_equal(result.a_scores, result.b_scores[:, ::-1])

@@ -36,7 +36,15 @@ from leaguezero.yatzy.features import (
     OFF_SCORE,
     OFF_UPPER,
 )
-from leaguezero.yatzy.rules import S_AVAIL, S_DICE, S_REROLLS, S_SCORE, S_UPPER, STATE_LEN
+from leaguezero.yatzy.rules import (
+    S_AVAIL,
+    S_DICE,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    S_UPPER,
+    STATE_LEN,
+)
 from leaguezero.yatzy.tables import (
     COUNTS,
     MARK_OFFSET,
@@ -100,7 +108,8 @@ class OracleValueEvaluator:
     def action_values(self, states: np.ndarray) -> np.ndarray:
         """The mover's expected final score after each action: float64 [N, 47], NaN if illegal."""
         option = self.oracle.option_values(states)
-        return option + states[:, S_SCORE, None]
+        mover = states[:, S_PLAYER]
+        return option + states[np.arange(len(states)), S_SCORE + mover][:, None]
 
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         states = decode_features(features)
