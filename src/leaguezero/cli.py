@@ -7,6 +7,7 @@ Only CLI modules wire concrete pieces together; heavy imports happen inside comm
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -27,6 +28,21 @@ app.add_typer(
     diplomacy_app, name="diplomacy", help="No-press Diplomacy: bots, rollouts, tournaments."
 )
 app.add_typer(league_app, name="league", help="Inspect a run's league: agents, ratings, matches.")
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `yz run`."),
+) -> None:
+    """Write RUN_DIR/report.html: learning curves, strength, regret, histograms, Elo."""
+    from leaguezero.yatzy.report import build_report
+
+    try:
+        path = build_report(run_dir)
+    except FileNotFoundError as err:
+        typer.secho(str(err), err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {path} (open it in a browser)")
 
 
 @app.command()

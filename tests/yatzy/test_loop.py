@@ -86,3 +86,20 @@ def test_default_config_iteration(tmp_path):
     result = _yz("run", "--config", str(ROOT / "configs" / "yatzy_local_cpu.yaml"), "--out",
                  str(out), "--set", "run.iterations=1")  # fmt: skip
     assert result.returncode == 0, result.stderr
+
+
+def test_report_of_a_run(tmp_path):
+    out = tmp_path / "run"
+    result = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
+    assert result.returncode == 0, result.stderr
+    rep = subprocess.run(
+        [sys.executable, "-m", "leaguezero", "report", str(out)], capture_output=True, text=True
+    )
+    assert rep.returncode == 0, rep.stderr
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 5 and "<table>" in page
+    missing = subprocess.run(
+        [sys.executable, "-m", "leaguezero", "report", str(tmp_path / "nope")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "not a yz run directory" in missing.stderr

@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (same-folder temp file + fsync + os.replace)."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (same-folder temp file + fsync + os.replace).
+
+    ``mode`` sets the file's permissions (mkstemp would leave them owner-only).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            os.fchmod(f.fileno(), mode)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
