@@ -53,11 +53,13 @@ def main() -> None:
     match_rate = args.match_games / (time.perf_counter() - t0)
 
     print(f"threads {args.threads}, {args.games} games, best of {args.repeats}")
-    print(
-        f"  yatzy-solver simulate   {args.games / theirs:10,.0f} games/s  (mean {their_mean:.2f})"
+    rows = (
+        ("yatzy-solver simulate", args.games / theirs, their_mean),
+        ("leaguezero oracle (numba)", args.games / ours, our_mean),
     )
-    print(f"  leaguezero oracle (numba) {args.games / ours:10,.0f} games/s  (mean {our_mean:.2f})")
-    print(f"  ratio                     {theirs / ours:10.2f}x  (target >= 3x)")
+    for label, rate, mean in rows:
+        print(f"  {label:27s}{rate:10,.0f} games/s  (mean {mean:.2f})")
+    print(f"  {'ratio':27s}{theirs / ours:10.2f}x  (target >= 3x)")
     print(
         f"  2-player oracle-vs-oracle via act(): {match_rate:,.0f} games/s "
         f"({2 * match_rate:,.0f} solitaire boards/s)"

@@ -22,13 +22,17 @@ from leaguezero.yatzy.tables import NUM_ACTIONS
 class OracleAgent:
     """Optimal solitaire play from the exact solver's values; deterministic.
 
-    ``table_path`` overrides the cached solver table (``--oracle-table``).
+    ``table_path`` overrides the cached solver table (``--oracle-table``); ``oracle`` reuses an
+    already loaded one.
     """
 
     deterministic = True
 
     def __init__(
-        self, table_path: str | os.PathLike | None = None, name: str = "oracle", oracle=None
+        self,
+        table_path: str | os.PathLike | None = None,
+        name: str = "oracle",
+        oracle: Oracle | None = None,
     ) -> None:
         self.name = name
         self.oracle: Oracle = oracle if oracle is not None else load_oracle(table_path)
