@@ -48,7 +48,10 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
 def _check_agents(names: list[str]) -> None:
     # Only bots can be played from the command line until the model providers land; say so
     # before any game starts rather than from inside the first rollout.
-    from leaguezero.diplomacy.bots import BOTS
+    try:
+        from leaguezero.diplomacy.bots import BOTS
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
 
     unknown = [name for name in names if name not in BOTS]
     if unknown:
