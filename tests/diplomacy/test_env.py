@@ -96,3 +96,12 @@ def test_saved_game_errors(tmp_path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(SavedGameError, match="not JSON"):
         load_saved_game(tmp_path / "bad.json")
+
+
+def test_direct_board_edits_need_invalidate() -> None:
+    env = DiplomacyEnv()
+    assert "PAR" in env.legal_orders("FRANCE")
+    env.game.set_units("FRANCE", ["A BUR"], reset=True)
+    assert "PAR" in env.legal_orders("FRANCE")  # cached for this phase
+    env.invalidate()
+    assert list(env.legal_orders("FRANCE")) == ["BUR"]

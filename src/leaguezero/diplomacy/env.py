@@ -120,6 +120,10 @@ class DiplomacyEnv:
         self._possible = self.game.get_all_possible_orders()
         self._legal = {}
 
+    def invalidate(self) -> None:
+        """Forget the cached legal orders; call it after editing ``self.game`` directly."""
+        self._cache_key = None
+
     def orderable_locations(self, power: str) -> list[str]:
         """Locations where ``power`` must give an order this phase (units, retreats, builds)."""
         self._refresh()
