@@ -238,6 +238,20 @@ def test_two_models_hot_swap_and_failed_loads(checkpoints, tmp_path) -> None:
                     client.load_model(0, str(bad))
                 assert info.value.status == Status.LOAD_FAILED
             np.testing.assert_allclose(best.evaluate(features, legal)[1], want[2], atol=1e-5)
+            # The CLI path: `yz infer-load` puts the first net back as best.
+            cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-load", "--bind",
+                   server.address, "--model", f"best={checkpoints[1]}"]  # fmt: skip
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and '"0"' in done.stdout, done.stderr
+            np.testing.assert_allclose(best.evaluate(features, legal)[1], want[1], atol=1e-5)
+            # SIGHUP reloads every model from its path: overwrite candidate's file, then signal.
+            make_checkpoint(checkpoints[2], seed=3)
+            server.proc.send_signal(signal.SIGHUP)
+            want3 = expected(3, features, legal).values
+            deadline = time.monotonic() + 30
+            while not np.allclose(candidate.evaluate(features, legal)[1], want3, atol=1e-5):
+                assert time.monotonic() < deadline, "SIGHUP did not reload the candidate"
+                time.sleep(0.05)
     finally:
         assert server.stop() == 0
 
@@ -273,6 +287,8 @@ def test_restart_reconnects_and_resends_in_flight_requests(checkpoints, tmp_path
             want = expected(1, features, legal)
             np.testing.assert_allclose(fut.result(timeout=60).values, want.values, atol=1e-5)
         assert client.stats.reconnects >= 1 and client.stats.resent >= 100
+        assert client.stats.requests == 300 and client.stats.latency_counts.sum() == 300
+        assert client.stats.latency_quantile_s(0.9) >= 0.1  # the held/resent ones waited long
         assert client.pending_rows == 0
     finally:
         client.close()
@@ -356,3 +372,18 @@ def test_model_specs_parse() -> None:
         parse_model_specs(["a.pt", "best=b.pt"])
     with pytest.raises(ValueError, match="ID=PATH"):
         parse_model_specs(["champion=x.pt"])
+
+
+@pytest.mark.gpu
+def test_cuda_server_matches_cpu_reference(checkpoints, tmp_path) -> None:
+    server = start_server("--model", str(checkpoints[1]), "--bind", f"unix://{tmp_path}/g.sock",
+                          "--device", "cuda")  # fmt: skip
+    features, legal = random_batch(np.random.default_rng(10), 256)
+    try:
+        with client_for(server.address) as client:
+            reply = client.submit(features, legal).result(timeout=60)
+        want = expected(1, features, legal)
+        np.testing.assert_allclose(reply.values, want.values, atol=1e-4)
+        np.testing.assert_allclose(reply.logits, want.logits, atol=1e-4)
+    finally:
+        assert server.stop() == 0
