@@ -123,8 +123,14 @@ def run_iteration(
     report: Reporter,
     oracle,
     oracle_table: Path | None = None,
+    league=None,
 ) -> dict:
-    """Run (or finish) iteration ``it``; returns its summary record."""
+    """Run (or finish) iteration ``it``; returns its summary record.
+
+    ``league`` (a :class:`leaguezero.yatzy.league_run.LeagueRun`, league mode only) plays
+    self-play against league opponents, adds the candidate to the league by the schedule and
+    starts its background rating after training (phase ``league``).
+    """
     state = run.read_state()
     phases: list[str] = list(state["phases"]) if state["iteration"] == it - 1 else []
     record: dict = dict(state.get("partial", {})) if phases else {}
@@ -139,7 +145,14 @@ def run_iteration(
         games = cfg.selfplay.games_per_iteration
         seed = cfg.run.seed * 100_003 + it
         report("selfplay", 0, games)
-        if cfg.selfplay.workers > 1:
+        if league is not None:  # league mode: the hero against sampled opponents, in process
+            stats = league.selfplay(
+                it, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
+                games=games, seed=seed, roots_log=events_roots,
+                oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
+        elif cfg.selfplay.workers > 1:
             from leaguezero.yatzy.workers import run_selfplay_workers
 
             stats: SelfPlayStats = run_selfplay_workers(
@@ -177,6 +190,10 @@ def run_iteration(
         record["train"] = {**asdict(rep), "window": window}
         done("train")
 
+    if league is not None and "league" not in phases:
+        league.after_train(it, run.candidate(it))
+        done("league")
+
     if "gate" not in phases:
         from leaguezero.yatzy.gate import load_seed_set, run_gate
 
@@ -212,6 +229,8 @@ def run_iteration(
 
     EventWriter(run.logs / "iteration_stats.ndjson").emit("iteration", **_flat(record))
     run.write_state(it, [])
+    if league is not None:
+        league.end_iteration(it)
     return record
 
 
