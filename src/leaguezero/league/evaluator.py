@@ -228,6 +228,7 @@ class AsyncEvaluator:
         tournament_kwargs: dict[str, Any] | None = None,
         every: int = 50,
         method: str = "refit",
+        elo_k: float = 32.0,
         bootstrap: int = 100,
         max_retries: int = 2,
         threads: int = 1,
@@ -244,6 +245,7 @@ class AsyncEvaluator:
         self.tournament_kwargs = dict(tournament_kwargs or {})
         self.every = every
         self.method = method
+        self.elo_k = elo_k
         self.bootstrap = bootstrap
         self.max_retries = max_retries
         self.threads = threads
@@ -273,6 +275,7 @@ class AsyncEvaluator:
             tournament_kwargs=self.tournament_kwargs,
             gatekeepers=None if gatekeepers is None else tuple(gatekeepers),
             method=self.method,
+            elo_k=self.elo_k,
             bootstrap=self.bootstrap,
             seed=self.seed + step,
         )

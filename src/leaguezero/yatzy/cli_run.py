@@ -61,6 +61,14 @@ def run(
         bool, typer.Option(help="Continue the run in --out where it stopped.")
     ] = False,
     oracle_table: Annotated[Path | None, typer.Option(help="Oracle table file.")] = None,
+    league: Annotated[
+        bool,
+        typer.Option(
+            "--league",
+            help="League training: the hero plays PFSP-sampled opponents, checkpoints join "
+            "RUN/league.json and are rated in the background (sets league.enabled=true).",
+        ),
+    ] = False,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
     from leaguezero.common.config import ConfigError, load_config
@@ -68,6 +76,8 @@ def run(
     from leaguezero.yatzy.loop import RunDir, init_run, run_iteration, summary_line
 
     run_dir = RunDir(out)
+    if league:
+        set_ = [*(set_ or []), "league.enabled=true"]
     if resume:
         if not (run_dir.root / "config.yaml").exists():
             raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
@@ -89,16 +99,38 @@ def run(
         typer.echo(f"{out}: all {cfg.run.iterations} iterations are done")
         return
     typer.echo(f"run {out}: iterations {start}..{cfg.run.iterations} (config {out}/config.yaml)")
-    for it in range(start, cfg.run.iterations + 1):
-        with _progress(sys.stderr.isatty()) as (report, _):
-            record = run_iteration(cfg, run_dir, it, report, oracle, oracle_table)
-        typer.echo(summary_line(record))
+    league_run = None
+    if cfg.league.enabled:
+        from leaguezero.league.registry import RegistryError
+        from leaguezero.yatzy.league_run import LeagueRun
+
+        try:
+            league_run = LeagueRun(cfg, run_dir, oracle=oracle, oracle_table=oracle_table)
+        except (RegistryError, RuntimeError) as err:
+            raise fail(str(err)) from None
+    try:
+        for it in range(start, cfg.run.iterations + 1):
+            with _progress(sys.stderr.isatty()) as (report, _):
+                record = run_iteration(
+                    cfg, run_dir, it, report, oracle, oracle_table, league=league_run
+                )
+            typer.echo(summary_line(record))
+    except BaseException:
+        if league_run is not None:  # stop a running evaluation; --resume submits it again
+            league_run.close(timeout=0)
+        raise
+    if league_run is not None:
+        typer.echo("league: waiting for the last evaluation ...")
+        league_run.close()
+        typer.echo(f"league: {out}/league.json, {out}/league_matches.ndjson, {out}/league_elo.png")
     typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
 
 
 def selfplay(
-    best: Annotated[Path, typer.Option(help="Checkpoint to play with (local inference).")],
     out: OutOpt,
+    best: Annotated[
+        Path | None, typer.Option(help="Checkpoint to play with (needed for --infer local).")
+    ] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     infer: Annotated[
@@ -118,8 +150,8 @@ def selfplay(
         config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]
     )
     _setup_threads(cfg)
-    if cfg.selfplay.infer == "local" and not best.is_file():
-        raise fail(f"--best {best} does not exist")
+    if cfg.selfplay.infer == "local" and (best is None or not best.is_file()):
+        raise fail(f"--best {best} does not exist (local inference needs a checkpoint)")
     out.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, out)
     evaluator = make_selfplay_evaluator(cfg, best)
@@ -336,6 +368,23 @@ def profile_selfplay_cmd(
     )
 
 
+def init_model(
+    out: Annotated[Path, typer.Option("--out", help="Checkpoint file to write.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+) -> None:
+    """Write a freshly initialised YatzyNet checkpoint (the start of a hand-run workflow)."""
+    from leaguezero.az.checkpoint import save_checkpoint
+    from leaguezero.yatzy.model_agent import YATZY_SCHEMA
+    from leaguezero.yatzy.net import MODEL_KIND, build_net
+
+    cfg = load_yatzy_config(config, set_)
+    net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed)
+    save_checkpoint(out, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=YATZY_SCHEMA)
+    typer.echo(f"wrote {out}")
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to the ``yz`` app."""
     app.command("run")(run)
@@ -344,4 +393,5 @@ def register(app: typer.Typer) -> None:
     app.command("gate")(gate)
     app.command("oracle-eval")(oracle_eval)
     app.command("play")(play)
+    app.command("init-model")(init_model)
     app.add_typer(profile_app, name="profile")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
 
@@ -142,6 +142,68 @@ class InferSection(Section):
     )
 
 
+class LeagueSection(Section):
+    """League training (docs/yatzy_league.md): PFSP opponents, checkpoint schedule, async Elo."""
+
+    enabled: bool = Field(
+        False, description="Train the hero against league opponents (also: yz run --league)."
+    )
+    mode: Literal["pfsp", "tiered"] = Field(
+        "pfsp", description="Opponent sampling: PFSP buckets, or the spec's tiered weights."
+    )
+    mirror_share: float = Field(0.30, ge=0, le=1, description="PFSP share: the current self.")
+    peers_share: float = Field(0.40, ge=0, le=1, description="PFSP share: agents within +-window.")
+    exploitable_share: float = Field(
+        0.20, ge=0, le=1, description="PFSP share: past checkpoints the hero should beat."
+    )
+    baselines_share: float = Field(0.10, ge=0, le=1, description="PFSP share: the fixed bots.")
+    peer_window: float = Field(100.0, gt=0, description="Elo distance that makes a peer.")
+    weighting: Literal["hard", "variance"] = Field(
+        "hard", description="Exploitable weight: (1-p)^2 (hard) or p(1-p) (variance)."
+    )
+    min_checkpoints: int = Field(
+        2, ge=0, description="Cold start: baselines only until this many checkpoints exist."
+    )
+    mirror_both_seats: bool = Field(
+        True, description="Mirror games record both seats (both are the searched hero)."
+    )
+    opponent_sims: int = Field(
+        0, ge=0, description="Search budget of past-checkpoint opponents (0 = raw policy)."
+    )
+    eval_every: int = Field(1, ge=1, description="Rate the new checkpoint every N iterations.")
+    eval_games: int = Field(
+        40, ge=2, description="Evaluator games per gatekeeper (paired, side-swapped)."
+    )
+    eval_sims: int = Field(
+        0, ge=0, description="Search budget of checkpoints in evaluator games (0 = raw policy)."
+    )
+    eval_extra_gatekeepers: list[str] = Field(
+        ["greedy"], description="Baselines added to the spec's gatekeepers (random, best, recent)."
+    )
+    rating: Literal["refit", "elo"] = Field(
+        "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
+    )
+    k_factor: float = Field(32.0, gt=0, description="Elo k-factor (rating: elo).")
+    bootstrap: int = Field(100, ge=0, description="Bootstrap resamples for rating intervals.")
+    random_elo: float = Field(800.0, description="Initial (anchor) rating of the random bot.")
+    greedy_elo: float = Field(1000.0, description="Initial rating of the greedy bot.")
+    oracle_elo: float = Field(1400.0, description="Initial rating of the oracle bot.")
+    base_model_elo: float = Field(
+        800.0, description="Initial rating of base_model (the untrained initial net)."
+    )
+    wandb: bool = Field(False, description="Also log to Weights & Biases (extra 'wandb').")
+    wandb_mode: Literal["offline", "online"] = Field(
+        "offline", description="wandb mode; offline needs no network (wandb sync later)."
+    )
+
+    @model_validator(mode="after")
+    def _shares_sum_to_one(self) -> LeagueSection:
+        total = self.mirror_share + self.peers_share + self.exploitable_share + self.baselines_share
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"the four league *_share values must sum to 1, they sum to {total:g}")
+        return self
+
+
 class YatzyConfig(Section):
     """Everything a Yatzy AlphaZero run needs; ``configs/yatzy_local_cpu.yaml`` is the default."""
 
@@ -153,3 +215,4 @@ class YatzyConfig(Section):
     gate: GateSection = GateSection()
     oracle_eval: OracleEvalSection = OracleEvalSection()
     infer: InferSection = InferSection()
+    league: LeagueSection = LeagueSection()
