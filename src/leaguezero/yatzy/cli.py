@@ -171,3 +171,7 @@ register_infer(app)
 from leaguezero.yatzy.cli_run import register as _register_run_commands  # noqa: E402
 
 _register_run_commands(app)
+
+from leaguezero.yatzy.cli_bench import register as _register_bench  # noqa: E402
+
+_register_bench(app)
