@@ -137,3 +137,15 @@ def test_impossible_boards_and_bad_tables_are_one_line_errors(tmp_path) -> None:
         O.load_oracle(bad)
     name = O.default_table_path().name
     assert "yatzy-scandinavian" in name and f"t{O.TABLE_FORMAT_VERSION}" in name
+
+
+@pytest.mark.slow
+def test_a_missing_table_is_built_once_and_appears_atomically(tmp_path) -> None:
+    path = tmp_path / "cache" / "t.table"
+    messages: list[str] = []
+    assert O.ensure_table(path, progress=messages.append) == path
+    assert path.is_file() and len(messages) == 1 and str(path) in messages[0]
+    O.ensure_table(path, progress=messages.append)
+    assert len(messages) == 1  # found, not rebuilt
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert abs(O.load_oracle(path).expected_score - O.EXPECTED_START_VALUE) < 1e-6
