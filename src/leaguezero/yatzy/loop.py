@@ -96,7 +96,7 @@ def _copy_atomic(src: Path, dst: Path) -> None:
         atomic_write_bytes(Path(str(dst) + ".meta.json"), meta.read_bytes())
 
 
-def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path):
+def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     """The self-play evaluator: the best net in process, or the inference server's client."""
     from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
     from leaguezero.yatzy.tables import NUM_ACTIONS
@@ -108,12 +108,16 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path):
         return TorchEvaluator(model, FEATURE_SCHEMA_ID, cfg.run.device)
     from leaguezero.az.inference.client import InferenceClient
 
-    return InferenceClient(
+    client = InferenceClient(
         cfg.selfplay.infer,
         feature_schema_id=FEATURE_SCHEMA_ID,
         num_actions=NUM_ACTIONS,
         max_pending_total=cfg.infer.max_pending_total,
     )
+    if best_path is not None and best_path.is_file():
+        # The server may have started with another model: make it serve this run's best.
+        client.load_model(0, str(best_path.resolve()))
+    return client
 
 
 def run_iteration(
