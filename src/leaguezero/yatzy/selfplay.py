@@ -241,7 +241,7 @@ def _log_roots(
             "visits": {
                 int(a): round(float(pi[a]) * float(result.counters[i, 0]), 1)
                 for a in np.flatnonzero(pi)
-            },  # fmt: skip
+            },
             "pi_entropy": float(-(p * np.log(p)).sum()),
             "pi_max": float(pi.max()),
             "fallback": bool(result.counters[i, C_FALLBACKS] > 0),
