@@ -87,7 +87,7 @@ def infer_server(
     import torch
 
     from leaguezero.az.checkpoint import CheckpointError
-    from leaguezero.az.inference.endpoint import EndpointError, parse_endpoint
+    from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
     from leaguezero.az.inference.server import (
         InferenceServer,
         ServerError,
@@ -124,7 +124,7 @@ def infer_server(
 
     try:
         asyncio.run(serve_forever(server, endpoint, metrics_bind, ready))
-    except ServerError as err:
+    except (ServerError, BindError) as err:
         raise fail(str(err)) from None
     except OSError as err:  # e.g. the TCP or metrics port is taken
         raise fail(f"cannot serve on {endpoint}: {err.strerror or err}") from None

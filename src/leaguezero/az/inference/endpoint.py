@@ -7,13 +7,19 @@ issue); today's client uses exactly one.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import stat
 from dataclasses import dataclass
 from typing import Literal
 
 
 class EndpointError(ValueError):
     """An address that is not ``unix:///path`` or ``tcp://host:port``."""
+
+
+class BindError(RuntimeError):
+    """A server address that cannot (or must not) be bound; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -93,4 +99,39 @@ def connect(endpoint: Endpoint, timeout_s: float | None = 5.0) -> socket.socket:
     except BaseException:
         sock.close()
         raise
+    return sock
+
+
+def bind_unix_owner_only(path: str) -> socket.socket:
+    """A bound, owner-only (0o600) Unix socket at ``path``; a stale socket file is removed first.
+
+    Raises:
+        BindError: the path is a live server's socket, a non-socket file, or cannot be bound.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None:
+        if not stat.S_ISSOCK(mode):
+            raise BindError(f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            os.unlink(path)  # nobody listens: a leftover from a killed server
+        else:
+            raise BindError(f"another server is listening on unix://{path}; stop it first")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the file is created 0o600: no window where others can connect
+    try:
+        sock.bind(path)
+    except OSError as err:
+        sock.close()
+        raise BindError(f"cannot bind unix://{path}: {err.strerror}") from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
     return sock

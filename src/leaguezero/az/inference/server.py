@@ -22,8 +22,6 @@ import json
 import logging
 import os
 import signal
-import socket
-import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.inference.endpoint import Endpoint
+from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
 from leaguezero.az.inference.local import forward_numpy, model_dims
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.protocol import (
@@ -54,7 +52,7 @@ log = logging.getLogger(__name__)
 
 
 class ServerError(RuntimeError):
-    """The server cannot start (address in use, unsafe bind, ...); the message says why."""
+    """The server cannot start (unsafe TCP bind, ...); the message says why."""
 
 
 @dataclass
@@ -147,7 +145,7 @@ class InferenceServer:
     async def start(self, endpoint: Endpoint) -> str:
         """Bind and start serving; returns the bound address (with the real port for ``:0``)."""
         if endpoint.scheme == "unix":
-            sock = _bind_unix(endpoint.path)
+            sock = bind_unix_owner_only(endpoint.path)
             self._unix_inode = (endpoint.path, os.stat(endpoint.path).st_ino)
             self._server = await asyncio.start_unix_server(self._handle, sock=sock)
             self.address = str(endpoint)
@@ -374,37 +372,6 @@ def _forward_and_encode(
                                    margins))  # fmt: skip
         offset = end
     return frames
-
-
-def _bind_unix(path: str) -> socket.socket:
-    """An owner-only (0o600) Unix socket at ``path``; a stale socket file is removed first."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None:
-        if not stat.S_ISSOCK(mode):
-            raise ServerError(f"{path} exists and is not a socket; refusing to replace it")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except (ConnectionRefusedError, FileNotFoundError):
-            os.unlink(path)  # nobody listens: a leftover from a killed server
-        else:
-            raise ServerError(f"another server is listening on unix://{path}; stop it first")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the file is created 0o600: no window where others can connect
-    try:
-        sock.bind(path)
-    except OSError as err:
-        sock.close()
-        raise ServerError(f"cannot bind unix://{path}: {err.strerror}") from None
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    return sock
 
 
 async def serve_forever(
