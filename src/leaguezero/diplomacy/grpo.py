@@ -1,0 +1,268 @@
+"""GRPO for a Diplomacy hero: the trainable-policy interface and the clipped group update.
+
+**The interface** (:class:`GRPOPolicy`) is what both hero kinds implement: the small CPU policy
+network (:mod:`leaguezero.diplomacy.policy`) and the LLM agent with one LoRA adapter per power
+(:mod:`leaguezero.diplomacy.llm`). A game seat is played by an *actor*
+(:meth:`GRPOPolicy.actor`): an object with the rollout's ``get_orders(env, power)`` that also
+appends one :class:`ActionRecord` per sampled action piece to ``actor.records`` (one unit's
+order for the network; one completion for the LLM), holding the log-probability under the
+sampling weights and whatever the policy needs to recompute it later. The trainer keeps only
+the hero power's records (``record.power == hero_power``); mirror seats played by the same
+weights never contribute gradients.
+
+**The update** (:func:`grpo_loss`, :class:`GRPOTrainer`): a step plays a group of G games with
+the same opponents and seating and different seeds. Each game's advantage is the hero's final
+score (league spec §7) normalised within its group, ``A_g = (s_g - mean(s)) / (std(s) + eps)``
+(population std), and every record of game g gets ``A_g``. The loss is PPO's clipped surrogate
+on the per-record ratio ``r = exp(log_prob_new - log_prob_old)``::
+
+    L_pg = -mean_g mean_{i in g} min(r_i A_g, clip(r_i, 1 - eps, 1 + eps) A_g)
+
+plus ``kl_coef`` times the k3 estimator of KL(pi || pi_ref) to a frozen reference (the initial
+policy), ``exp(ref - new) - (ref - new) - 1`` per record. Averaging per game first keeps a long
+game (many units) from outweighing a short one in its group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+
+if TYPE_CHECKING:  # keeps this module importable without the engine
+    from leaguezero.diplomacy.env import DiplomacyEnv
+
+
+@dataclass
+class ActionRecord:
+    """One sampled action piece of a seat: what the trainer needs to score it again.
+
+    ``power``/``phase``: who acted and when; ``old_log_prob``: log pi_old(action) under the
+    weights that sampled it (a float, no graph); ``payload``: policy-specific data for
+    :meth:`GRPOPolicy.log_prob` (board features and chosen index for the network; prompt and
+    completion token ids for the LLM). The trainer never looks inside ``payload``.
+    """
+
+    power: str
+    phase: str
+    old_log_prob: float
+    payload: Any
+
+
+@runtime_checkable
+class Actor(Protocol):
+    """A seat player that records its sampled actions (``records`` grows as it plays)."""
+
+    records: list[ActionRecord]
+
+    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]: ...
+
+
+@runtime_checkable
+class GRPOPolicy(Protocol):
+    """A hero the GRPO trainer can update: the small network or the LLM with LoRA adapters."""
+
+    def actor(self, *, seed: int, temperature: float = 1.0, greedy: bool = False) -> Actor:
+        """A fresh seat player with its own seeded sampler (``greedy``: argmax, for evaluation)."""
+        ...
+
+    def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
+        """``[N]`` float32 log pi(action) of each record under the current weights, differentiable
+        with respect to :meth:`trainable_parameters` (the hero's parameters only)."""
+        ...
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters GRPO updates (network weights; the hero's LoRA adapter)."""
+        ...
+
+    def save(self, path: str | Path) -> Path:
+        """Write a versioned checkpoint atomically; returns the path written."""
+        ...
+
+    def load(self, path: str | Path) -> None:
+        """Replace the weights from a checkpoint; raises ``ValueError`` for a bad or foreign one."""
+        ...
+
+
+def group_advantages(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Group-relative advantages ``(s - mean) / (std + eps)`` along the last axis.
+
+    ``scores``: ``[..., G]`` hero final scores of the G games of a group. Population std
+    (``unbiased=False``), so a group of identical scores gives zeros, not NaN.
+    """
+    mean = scores.mean(dim=-1, keepdim=True)
+    std = scores.std(dim=-1, unbiased=False, keepdim=True)
+    return (scores - mean) / (std + eps)
+
+
+@dataclass
+class LossParts:
+    """The terms of one GRPO loss evaluation (tensors; ``loss`` carries the graph)."""
+
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    kl: torch.Tensor
+    clip_fraction: torch.Tensor
+    ratio_mean: torch.Tensor
+
+
+def grpo_loss(
+    new_log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    game_index: torch.Tensor,
+    *,
+    clip_eps: float = 0.2,
+    ref_log_prob: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> LossParts:
+    """The clipped GRPO objective over N records from some games (see module doc).
+
+    ``new_log_prob``: ``[N]`` with graph; ``old_log_prob``, ``ref_log_prob``: ``[N]`` constants;
+    ``advantages``: ``[N]`` the advantage of each record's game; ``game_index``: ``[N]`` int64
+    game of each record (0..num_games-1), used to average per game and then over games.
+    """
+    if new_log_prob.shape != old_log_prob.shape or new_log_prob.shape != advantages.shape:
+        raise ValueError("new_log_prob, old_log_prob and advantages must all be [N]")
+    n_games = int(game_index.max().item()) + 1 if game_index.numel() else 0
+    counts = torch.bincount(game_index, minlength=n_games).clamp(min=1).to(new_log_prob.dtype)
+    # Each record weighs 1/(its game's records)/(games): a per-game mean, then a mean over games.
+    weight = 1.0 / (counts[game_index] * max(n_games, 1))
+
+    ratio = torch.exp(new_log_prob - old_log_prob)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    policy_loss = -(torch.minimum(unclipped, clipped) * weight).sum()
+    if ref_log_prob is not None and kl_coef > 0:
+        log_ratio_ref = ref_log_prob - new_log_prob
+        kl = ((torch.exp(log_ratio_ref) - log_ratio_ref - 1.0) * weight).sum()
+    else:
+        kl = torch.zeros((), dtype=new_log_prob.dtype)
+    with torch.no_grad():
+        was_clipped = ((ratio - 1.0).abs() > clip_eps).to(new_log_prob.dtype)
+        clip_fraction = (was_clipped * weight).sum()
+        ratio_mean = (ratio * weight).sum()
+    return LossParts(policy_loss + kl_coef * kl, policy_loss, kl, clip_fraction, ratio_mean)
+
+
+@dataclass
+class GameSample:
+    """One finished game of a group, as the trainer sees it."""
+
+    hero_score: float
+    records: list[ActionRecord]  # the hero power's records only
+
+
+class GRPOTrainer:
+    """Clipped policy-gradient updates of a :class:`GRPOPolicy` from groups of games.
+
+    ``reference`` (optional) is a frozen policy (e.g. a copy of the initial weights) whose
+    ``log_prob`` anchors the KL term; ``epochs`` passes over each step's records (the first is
+    on-policy, so its ratios are 1 and only later passes clip).
+    """
+
+    def __init__(
+        self,
+        policy: GRPOPolicy,
+        *,
+        lr: float = 1e-3,
+        clip_eps: float = 0.2,
+        kl_coef: float = 0.0,
+        epochs: int = 1,
+        max_grad_norm: float = 1.0,
+        reference: GRPOPolicy | None = None,
+        adv_eps: float = 1e-6,
+    ) -> None:
+        self.policy = policy
+        self.params = list(policy.trainable_parameters())
+        if not self.params:
+            raise ValueError("the policy has no trainable parameters")
+        self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        self.clip_eps = clip_eps
+        self.kl_coef = kl_coef
+        self.epochs = epochs
+        self.max_grad_norm = max_grad_norm
+        self.reference = reference
+        self.adv_eps = adv_eps
+
+    def step(self, groups: Sequence[Sequence[GameSample]]) -> dict[str, float]:
+        """One update from ``groups`` (each a list of G games sharing opponents and seating).
+
+        Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``clip_fraction``,
+        ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``, ``score_mean``, ``score_std``,
+        ``records``. A step whose groups all have zero advantage (identical scores) or no hero
+        records makes no update and says so with ``records == 0``.
+        """
+        records: list[ActionRecord] = []
+        advantages: list[float] = []
+        game_index: list[int] = []
+        all_scores: list[float] = []
+        adv_abs: list[float] = []
+        n_games = 0
+        for group in groups:
+            scores = torch.tensor([g.hero_score for g in group], dtype=torch.float32)
+            adv = group_advantages(scores, self.adv_eps)
+            all_scores.extend(scores.tolist())
+            adv_abs.extend(adv.abs().tolist())
+            for game, a in zip(group, adv.tolist(), strict=True):
+                if not game.records or a == 0.0:
+                    continue  # no gradient signal; skipping keeps the per-game mean honest
+                records.extend(game.records)
+                advantages.extend([a] * len(game.records))
+                game_index.extend([n_games] * len(game.records))
+                n_games += 1
+        metrics = {
+            "score_mean": float(sum(all_scores) / max(len(all_scores), 1)),
+            "score_std": float(torch.tensor(all_scores).std(unbiased=False)) if all_scores else 0.0,
+            "adv_abs_mean": float(sum(adv_abs) / max(len(adv_abs), 1)),
+            "records": float(len(records)),
+        }
+        if not records:
+            zero = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+            return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0}
+        old = torch.tensor([r.old_log_prob for r in records], dtype=torch.float32)
+        adv_t = torch.tensor(advantages, dtype=torch.float32)
+        index = torch.tensor(game_index, dtype=torch.int64)
+        ref = None
+        if self.reference is not None and self.kl_coef > 0:
+            with torch.no_grad():
+                ref = self.reference.log_prob(records).detach()
+        parts: LossParts | None = None
+        grad_norm = 0.0
+        for _ in range(self.epochs):
+            new = self.policy.log_prob(records)
+            parts = grpo_loss(
+                new,
+                old,
+                adv_t,
+                index,
+                clip_eps=self.clip_eps,
+                ref_log_prob=ref,
+                kl_coef=self.kl_coef,
+            )
+            self.optimizer.zero_grad(set_to_none=True)
+            parts.loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+            grad_norm = float(norm) if math.isfinite(float(norm)) else float("nan")
+            self.optimizer.step()
+        assert parts is not None
+        return {
+            **metrics,
+            "loss": float(parts.loss.detach()),
+            "policy_loss": float(parts.policy_loss.detach()),
+            "kl": float(parts.kl.detach()),
+            "clip_fraction": float(parts.clip_fraction),
+            "ratio_mean": float(parts.ratio_mean),
+            "grad_norm": grad_norm,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer state, for resuming a run."""
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
