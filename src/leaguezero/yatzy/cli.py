@@ -4,11 +4,11 @@ self-play, training, gating and the main loop."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
 from leaguezero.yatzy.cli_oracle import oracle_app
 
 app = typer.Typer(
@@ -25,31 +25,6 @@ app.add_typer(config_app, name="config")
 app.add_typer(oracle_app, name="oracle")
 
 DiceArg = tuple[int, int, int, int, int]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="YAML config file (default: built-in defaults)."),
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", help="Override a config key: --set mcts.c_puct=2.0 (repeatable)."),
-]
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and return the Exit to raise."""
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(code)
-
-
-def load_yatzy_config(config: Path | None, overrides: list[str] | None):
-    """Load a YatzyConfig, turning a validation problem into a one-line CLI error."""
-    from leaguezero.common.config import ConfigError, load_config
-    from leaguezero.yatzy.config import YatzyConfig
-
-    try:
-        return load_config(YatzyConfig, config, overrides or [])
-    except ConfigError as err:
-        raise fail(str(err)) from None
 
 
 @config_app.command("show")

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
+
 MODEL_NAMES = {"best": 0, "candidate": 1}  # gating serves both from one server
 ModelOpt = Annotated[
     list[str] | None,
@@ -169,9 +171,3 @@ def register(app: typer.Typer) -> None:
     app.command("infer-server")(infer_server)
     app.command("infer-load")(infer_load)
     app.command("infer-info")(infer_info)
-
-
-# Imported last: ``yatzy/cli.py`` imports this module to call ``register``, so ``register`` must
-# exist before ``cli`` runs, whichever of the two modules is imported first. The names are only
-# used inside functions and (string) annotations, which typer resolves when the app runs.
-from leaguezero.yatzy.cli import ConfigOpt, SetOpt, fail, load_yatzy_config  # noqa: E402

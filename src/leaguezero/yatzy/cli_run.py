@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.yatzy.cli import ConfigOpt, SetOpt, fail, load_yatzy_config
+from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
