@@ -1,0 +1,105 @@
+"""The one generation interface every LLM backend implements.
+
+``generate(prompts, adapters, max_new_tokens, temperature, seed)`` returns one
+:class:`Completion` per prompt: its text, the sampled token ids and each sampled token's
+log-probability (GRPO's old log-probs). ``adapters[i]`` names the LoRA adapter of row ``i``;
+``None`` is the base model. A call may mix adapters; backends batch what they can.
+
+Conventions all backends keep (so the in-process backend, our server and vLLM agree):
+
+- **Log-probs are raw**: ``log_softmax`` of the model's logits at temperature 1, whatever the
+  sampling temperature (vLLM's default ``raw_logprobs`` mode), so a trainer recomputes the same
+  quantity with one forward pass.
+- **Token ids** are the completion's tokens, end-of-sequence included when it was sampled
+  (its probability is part of the completion's); the text leaves special tokens out.
+- **Seeds**: row ``i`` samples with seed ``seed + i``, so a row's sample does not depend on
+  what else shares its batch (identical prompts in one call still differ). ``temperature``
+  0 is greedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+class LLMError(RuntimeError):
+    """A generation or adapter request that failed; the message is one line for the user."""
+
+
+class UnknownAdapterError(LLMError, KeyError):
+    """A request named an adapter the backend has not loaded."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass
+class Completion:
+    """One sampled completion.
+
+    ``token_ids``: ``[T]`` the sampled tokens; ``logprobs``: ``[T]`` raw log-probability of
+    each (see module doc); ``finish_reason``: ``"stop"`` (end of sequence) or ``"length"``.
+    """
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str = "length"
+    prompt_tokens: int = 0
+    adapter: str | None = None
+
+    @property
+    def logprob_sum(self) -> float:
+        """The completion's log-probability (sum over its tokens)."""
+        return float(sum(self.logprobs))
+
+
+@dataclass
+class GenerationRequest:
+    """One row of a generation call (used by batching servers and clients)."""
+
+    prompt: str
+    adapter: str | None
+    max_new_tokens: int
+    temperature: float
+    seed: int
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class GenerationClient(Protocol):
+    """What an LLM seat needs from a backend: sampling and adapter management by name."""
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        adapters: Sequence[str | None],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> list[Completion]:
+        """One completion per prompt; ``adapters[i]`` None is the base model."""
+        ...
+
+    def load_adapter(self, name: str, path: str) -> None:
+        """Make the adapter saved in folder ``path`` available as ``name``."""
+        ...
+
+    def unload_adapter(self, name: str) -> None:
+        """Forget adapter ``name`` (frees its slot)."""
+        ...
+
+    def list_adapters(self) -> list[str]:
+        """Names of the adapters loaded now."""
+        ...
+
+
+def check_rows(prompts: Sequence[str], adapters: Sequence[str | None]) -> None:
+    """Raise ``ValueError`` unless there is exactly one adapter entry per prompt."""
+    if len(prompts) != len(adapters):
+        raise ValueError(
+            f"generate needs one adapter entry per prompt (None for the base model); got "
+            f"{len(prompts)} prompts and {len(adapters)} adapters"
+        )

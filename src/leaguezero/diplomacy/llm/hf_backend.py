@@ -1,0 +1,434 @@
+"""transformers + peft in-process: one base model, one LoRA adapter per agent, by name.
+
+:class:`HFBackend` holds a causal LM wrapped by peft with any number of named LoRA adapters.
+A generation call may mix adapters row by row (peft's ``adapter_names=[...]``; ``__base__`` is
+the bare model), so the seven seats of a game, or many games, go through one forward pass per
+token. Sampling is our own loop over the KV cache rather than ``model.generate`` because each
+row needs its own seeded generator (see :mod:`.client`) and the raw log-prob of each sampled
+token.
+
+For training, :meth:`HFBackend.logprobs` returns differentiable per-token log-probs of given
+completions under one adapter, and :meth:`HFBackend.trainable_parameters` makes that adapter
+(and nothing else) require gradients, so an optimizer step updates only the hero's adapter.
+
+Adapters are saved as peft folders (``adapter_config.json`` + ``adapter_model.safetensors``,
+what ``vllm serve --enable-lora`` loads) plus ``leaguezero_adapter.json`` (schema version,
+name, rank, prompt version), written to a temporary folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from leaguezero.common.atomic import atomic_write_json
+from leaguezero.diplomacy.llm.client import (
+    Completion,
+    GenerationRequest,
+    LLMError,
+    UnknownAdapterError,
+    check_rows,
+)
+from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
+
+ADAPTER_SCHEMA_VERSION = 1
+ADAPTER_META = "leaguezero_adapter.json"
+BASE = "__base__"  # peft's row name for "no adapter"
+_PLACEHOLDER = "lz_placeholder"  # keeps the model a PeftModel when no real adapter is loaded
+
+
+@dataclass
+class LoraSettings:
+    """LoRA shape of new adapters and the largest rank a loaded one may have."""
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
+    max_lora_rank: int = 16
+
+
+def _lora_config(settings: LoraSettings):
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+class HFBackend:
+    """A base causal LM with named LoRA adapters (see module doc). Thread-safe (one lock).
+
+    ``model``: a transformers causal LM (not yet peft-wrapped); ``tokenizer``: its fast
+    tokenizer; ``model_name``: how the base model is called in requests (``/v1/models``).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        *,
+        lora: LoraSettings | None = None,
+        model_name: str = "base",
+        device: str | torch.device = "cpu",
+        max_batch_size: int = 16,
+    ) -> None:
+        from peft import get_peft_model
+
+        self.lora = lora or LoraSettings()
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.device = torch.device(device)
+        self.max_batch_size = max_batch_size
+        self._lock = threading.RLock()
+        self._trainable: str | None = None
+        model.to(self.device)
+        self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+        self.model = get_peft_model(model, _lora_config(self.lora), adapter_name=_PLACEHOLDER)
+        self.model.eval()  # always: no dropout, and peft only mixes adapters in eval mode
+        self._freeze()
+        eos = getattr(model.config, "eos_token_id", None)
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(tokenizer.eos_token_id)
+        self.eos_ids = eos_ids
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else min(eos_ids, default=0)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        *,
+        lora: LoraSettings | None = None,
+        model_name: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_batch_size: int = 16,
+    ) -> HFBackend:
+        """Load a base model and tokenizer from a local folder (never downloads)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = Path(path)
+        if not (folder / "config.json").exists():
+            raise LLMError(
+                f"base model folder {folder} has no config.json; pass a local folder saved with "
+                "save_pretrained (model and tokenizer files); nothing is downloaded"
+            )
+        torch_dtype = getattr(torch, dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, local_files_only=True, dtype=torch_dtype
+        )
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return cls(
+            model,
+            tokenizer,
+            lora=lora,
+            model_name=model_name or str(path),
+            device=device,
+            max_batch_size=max_batch_size,
+        )
+
+    # ------------------------------------------------------------------ adapters
+    def list_adapters(self) -> list[str]:
+        """Names of the loaded adapters (the placeholder is not one)."""
+        return [n for n in self.model.peft_config if n != _PLACEHOLDER]
+
+    def _check_name(self, name: str) -> None:
+        if not name or name in (BASE, _PLACEHOLDER, self.model_name) or "." in name:
+            raise ValueError(f"{name!r} cannot name an adapter (empty, reserved or has a '.')")
+
+    def add_adapter(self, name: str) -> None:
+        """A new adapter ``name`` with peft's initialisation (B = 0: it starts as the base)."""
+        self._check_name(name)
+        with self._lock:
+            if name in self.model.peft_config:
+                raise ValueError(f"adapter {name!r} is already loaded")
+            self.model.add_adapter(name, _lora_config(self.lora))
+            self._freeze()
+
+    def load_adapter(self, name: str, path: str | os.PathLike) -> None:
+        """Load the adapter saved in folder ``path`` as ``name`` (a peft folder, ours or not)."""
+        self._check_name(name)
+        folder = Path(path)
+        if not (folder / "adapter_config.json").exists():
+            raise LLMError(f"adapter folder {folder} has no adapter_config.json")
+        meta_path = folder / ADAPTER_META
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta.get("schema_version") != ADAPTER_SCHEMA_VERSION:
+                raise LLMError(
+                    f"adapter {folder} has schema_version {meta.get('schema_version')!r}; this "
+                    f"leaguezero reads {ADAPTER_SCHEMA_VERSION}"
+                )
+        rank = int(json.loads((folder / "adapter_config.json").read_text())["r"])
+        if rank > self.lora.max_lora_rank:
+            raise LLMError(
+                f"adapter {folder} has rank {rank} > max_lora_rank {self.lora.max_lora_rank}"
+            )
+        with self._lock:
+            if name in self.model.peft_config:
+                raise ValueError(f"adapter {name!r} is already loaded; names are immutable")
+            self.model.load_adapter(str(folder), adapter_name=name, is_trainable=False)
+            self.model.to(self.device)
+            self._freeze()
+
+    def unload_adapter(self, name: str) -> None:
+        """Delete adapter ``name`` from the model."""
+        with self._lock:
+            if name not in self.list_adapters():
+                raise UnknownAdapterError(f"adapter {name!r} is not loaded")
+            self.model.delete_adapter(name)
+            if self._trainable == name:
+                self._trainable = None
+
+    def save_adapter(self, name: str, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Save adapter ``name`` to folder ``path`` atomically (temp folder, then rename)."""
+        from peft.utils import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        folder = Path(path)
+        if folder.exists() and not overwrite:
+            raise FileExistsError(f"adapter folder {folder} exists; versioned names are immutable")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            with self._lock:
+                if name not in self.list_adapters():
+                    raise UnknownAdapterError(f"adapter {name!r} is not loaded")
+                state = get_peft_model_state_dict(self.model, adapter_name=name)
+                state = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+                config = self.model.peft_config[name]
+                config.save_pretrained(str(tmp))
+            save_file(state, str(tmp / "adapter_model.safetensors"), metadata={"format": "pt"})
+            meta = {
+                "schema_version": ADAPTER_SCHEMA_VERSION,
+                "name": name,
+                "base_model": self.model_name,
+                "rank": config.r,
+                "prompt_version": PROMPT_VERSION,
+            }
+            atomic_write_json(tmp / ADAPTER_META, meta)
+            os.chmod(tmp, 0o755)
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return folder
+
+    def adapter_parameters(self, name: str) -> dict[str, torch.nn.Parameter]:
+        """``{parameter name: parameter}`` of adapter ``name`` (its LoRA A and B matrices)."""
+        marker = f".{name}."
+        params = {n: p for n, p in self.model.named_parameters() if marker in n}
+        if not params:
+            raise UnknownAdapterError(f"adapter {name!r} is not loaded")
+        return params
+
+    def trainable_parameters(self, name: str) -> list[torch.nn.Parameter]:
+        """Make adapter ``name`` the only trainable one and return its parameters."""
+        with self._lock:
+            params = self.adapter_parameters(name)
+            self._trainable = name
+            self._freeze()
+            return list(params.values())
+
+    def _freeze(self) -> None:
+        # peft marks adapters trainable as it adds them; only the designated one may be.
+        marker = f".{self._trainable}." if self._trainable else None
+        for pname, param in self.model.named_parameters():
+            param.requires_grad_(marker is not None and marker in pname)
+
+    def _row_name(self, adapter: str | None) -> str:
+        if adapter is None or adapter == self.model_name:
+            return BASE
+        if adapter not in self.model.peft_config or adapter == _PLACEHOLDER:
+            raise UnknownAdapterError(
+                f"adapter {adapter!r} is not loaded; loaded: {', '.join(self.list_adapters())}"
+            )
+        return adapter
+
+    # ---------------------------------------------------------------- generation
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's token ids, as generation and :meth:`logprobs` both see them."""
+        return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        adapters: Sequence[str | None],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> list[Completion]:
+        """One completion per prompt, adapters mixed per row (see :mod:`.client`)."""
+        check_rows(prompts, adapters)
+        rows = [
+            GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
+            for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
+        ]
+        return self.generate_rows(rows)
+
+    def generate_rows(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
+        """Complete requests that may differ in adapter, length, temperature and seed."""
+        encoded = [self.encode(r.prompt) for r in rows]
+        for r, ids in zip(rows, encoded, strict=True):
+            if r.max_new_tokens < 1:
+                raise ValueError("max_new_tokens must be at least 1")
+            if len(ids) + r.max_new_tokens > self.max_positions:
+                raise LLMError(
+                    f"prompt of {len(ids)} tokens + {r.max_new_tokens} new tokens exceeds the "
+                    f"model's {self.max_positions} positions"
+                )
+        # Similar lengths share a batch: less padding.
+        order = sorted(range(len(rows)), key=lambda i: len(encoded[i]))
+        out: list[Completion | None] = [None] * len(rows)
+        with self._lock, torch.no_grad():
+            names = [self._row_name(r.adapter) for r in rows]
+            for start in range(0, len(order), self.max_batch_size):
+                chunk = order[start : start + self.max_batch_size]
+                done = self._sample(
+                    [rows[i] for i in chunk], [encoded[i] for i in chunk], [names[i] for i in chunk]
+                )
+                for i, completion in zip(chunk, done, strict=True):
+                    out[i] = completion
+        return [c for c in out if c is not None]
+
+    def _sample(
+        self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str]
+    ) -> list[Completion]:
+        """The sampling loop over the KV cache for one batch (left-padded)."""
+        batch = len(rows)
+        width = max(len(ids) for ids in encoded)
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for b, ids in enumerate(encoded):
+            input_ids[b, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            mask[b, width - len(ids) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignore left padding
+        generators = []
+        for r in rows:
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(int(r.seed) & 0xFFFF_FFFF_FFFF_FFFF)
+            generators.append(gen)
+        tokens: list[list[int]] = [[] for _ in rows]
+        logprobs: list[list[float]] = [[] for _ in rows]
+        finish = ["length"] * batch
+        active = [True] * batch
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            adapter_names=names,
+        )
+        next_pos = positions[:, -1:] + 1  # [B, 1]
+        for _ in range(max(r.max_new_tokens for r in rows)):
+            logits = out.logits[:, -1, :].float()  # [B, V]
+            log_p = torch.log_softmax(logits, dim=-1)
+            chosen = [self.pad_id] * batch
+            for b, r in enumerate(rows):
+                if not active[b]:
+                    continue
+                if r.temperature <= 0:
+                    token = int(torch.argmax(logits[b]))
+                else:
+                    probs = torch.softmax(logits[b] / r.temperature, dim=-1)
+                    token = int(torch.multinomial(probs, 1, generator=generators[b]))
+                chosen[b] = token
+                tokens[b].append(token)
+                logprobs[b].append(float(log_p[b, token]))
+                if token in self.eos_ids:
+                    active[b], finish[b] = False, "stop"
+                elif len(tokens[b]) >= r.max_new_tokens:
+                    active[b] = False
+            if not any(active):
+                break
+            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
+            step_ids = torch.tensor(chosen, dtype=torch.long, device=self.device)[:, None]
+            out = self.model(
+                input_ids=step_ids,
+                attention_mask=mask,
+                position_ids=next_pos,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+                logits_to_keep=1,
+                adapter_names=names,
+            )
+            next_pos = next_pos + 1
+        completions = []
+        for b, r in enumerate(rows):
+            text_ids = [t for t in tokens[b] if t not in self.eos_ids]
+            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+            completions.append(
+                Completion(text, tokens[b], logprobs[b], finish[b], len(encoded[b]), r.adapter)
+            )
+        return completions
+
+    # ------------------------------------------------------------------ training
+    def logprobs(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[Sequence[int]],
+        adapter: str | None,
+    ) -> list[torch.Tensor]:
+        """Per-token raw log-probs ``[T_i]`` of each completion's tokens under ``adapter``.
+
+        Differentiable with respect to the adapter's parameters when they require gradients
+        (:meth:`trainable_parameters`). One right-padded forward pass per batch of rows.
+        """
+        if len(prompts) != len(completions):
+            raise ValueError("logprobs needs one completion per prompt")
+        results: list[torch.Tensor] = []
+        with self._lock:
+            name = self._row_name(adapter)
+            for start in range(0, len(prompts), self.max_batch_size):
+                chunk_p = prompts[start : start + self.max_batch_size]
+                chunk_c = completions[start : start + self.max_batch_size]
+                results.extend(self._logprobs_batch(chunk_p, chunk_c, name))
+        return results
+
+    def _logprobs_batch(
+        self, prompts: Sequence[str], completions: Sequence[Sequence[int]], name: str
+    ) -> list[torch.Tensor]:
+        seqs = [(self.encode(p), list(c)) for p, c in zip(prompts, completions, strict=True)]
+        width = max(len(p) + len(c) for p, c in seqs)
+        input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for b, (p, c) in enumerate(seqs):
+            input_ids[b, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
+            mask[b, : len(p) + len(c)] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            use_cache=False,
+            adapter_names=[name] * len(seqs),
+        )
+        log_p = torch.log_softmax(out.logits.float(), dim=-1)  # [B, L, V]
+        results = []
+        for b, (p, c) in enumerate(seqs):
+            if not c:
+                results.append(log_p.new_zeros((0,)))
+                continue
+            # The logits at position t predict token t + 1.
+            steps = log_p[b, len(p) - 1 : len(p) + len(c) - 1]  # [T, V]
+            target = torch.tensor(c, dtype=torch.long, device=self.device)[:, None]
+            results.append(steps.gather(1, target)[:, 0])
+        return results

@@ -1,0 +1,82 @@
+"""A tiny causal LM and tokenizer built on the spot (no downloads), for LLM-path tests.
+
+``build_tiny_lm(folder)`` trains a byte-level BPE tokenizer on Diplomacy prompts of the
+opening position (so prompts stay a few hundred tokens), wraps it in
+``PreTrainedTokenizerFast``, builds a 2-layer Llama with hidden size 32 and saves both with
+``save_pretrained`` into ``folder`` — a folder that ``HFBackend.from_pretrained`` and
+``leaguezero llm serve --base-model`` take like any real model. Deterministic for a seed.
+Shared with the GRPO tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+EOS = "<|eos|>"
+
+
+def diplomacy_corpus() -> list[str]:
+    """Prompts of every power in the opening phase, plus a few answer-like lines."""
+    from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.llm.prompt import build_prompt
+
+    env = DiplomacyEnv(max_years=1)
+    texts = [build_prompt(env, power, env.legal_orders(power)) for power in POWERS]
+    for power in POWERS:
+        texts.extend("\n".join(options) for options in env.legal_orders(power).values())
+    texts.append("A PAR - BUR\nF BRE - MAO\nA MAR H\nEND\n")
+    return texts
+
+
+def build_tokenizer(vocab_size: int = 512, corpus: list[str] | None = None):
+    """A byte-level BPE tokenizer (any text encodes, no unknown tokens) with one EOS/pad."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus if corpus is not None else diplomacy_corpus(), trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
+
+
+def build_tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 32):
+    """A randomly initialised Llama small enough to sample a few hundred tokens per second."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def build_tiny_lm(folder: str | Path, seed: int = 0) -> Path:
+    """Save a tiny model + tokenizer into ``folder`` (created) and return it."""
+    folder = Path(folder)
+    tokenizer = build_tokenizer()
+    model = build_tiny_model(tokenizer, seed=seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
