@@ -46,19 +46,31 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
 
 
 def _check_agents(names: list[str]) -> None:
-    # Only bots can be played from the command line until the model providers land; say so
-    # before any game starts rather than from inside the first rollout.
+    # The command line plays bots and policy checkpoint files (*.pt); say so before any game
+    # starts rather than from inside the first rollout.
     try:
         from leaguezero.diplomacy.bots import BOTS
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
-    unknown = [name for name in names if name not in BOTS]
+    unknown = [name for name in names if name not in BOTS and not Path(name).is_file()]
     if unknown:
         raise fail(
             f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
-            f"{', '.join(BOTS)} (models and adapters need an agent provider)"
+            f"{', '.join(BOTS)} or policy checkpoint files (e.g. runs/ID/checkpoints/hero_v0050.pt)"
         )
+
+
+def _checkpoint_resolver(names: list[str], seed: int, sample: bool):
+    """A resolver for the names that are checkpoint files (None when all are bots)."""
+    from leaguezero.diplomacy.bots import BOTS
+
+    paths = {name: name for name in names if name not in BOTS}
+    if not paths:
+        return None
+    from leaguezero.diplomacy.league_eval import checkpoint_resolver
+
+    return checkpoint_resolver(paths, seed=seed, greedy=not sample)
 
 
 @config_app.command("show")
@@ -113,6 +125,10 @@ def eval_cmd(
     per_game: Annotated[
         bool, typer.Option("--per-game", help="Keep the per-game list in the JSON.")
     ] = False,
+    sample: Annotated[
+        bool,
+        typer.Option("--sample", help="Checkpoints sample their orders (default: most probable)."),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Hero against six opponent seats, powers rotated; win rates, scores and Elo changes.
@@ -145,6 +161,7 @@ def eval_cmd(
             matchlog=matchlog,
             save_dir=save_dir,
             on_game=lambda _: progress.advance(task),
+            resolver=_checkpoint_resolver([hero, *opponent_names], cfg.seed, sample),
         )
     report = result.report()
     if not per_game:
@@ -222,3 +239,57 @@ def play_cmd(
             f"score {result.scores[power]:5.1f} sos {result.sos_scores[power]:.3f}"
         )
     typer.echo(f"ended by {result.ended_by} in {result.final_year}; saved {result.saved_game}")
+
+
+@app.command("train")
+def train_cmd(
+    out: Annotated[
+        Path, typer.Option("--out", help="Run directory (created; reused by --resume).")
+    ],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last step.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
+
+    With --resume and no --config, the run's own config.yaml is used (plus any --set, e.g.
+    --set train.steps=600 to extend a finished run).
+    """
+    if resume and config is None and (out / "config.yaml").exists():
+        config = out / "config.yaml"
+    cfg = load_diplomacy_config(config, set_)
+    try:
+        from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    try:
+        trainer = LeagueTrainer(cfg, out, resume=resume)
+    except TrainError as err:
+        raise fail(str(err)) from None
+    columns = (
+        TextColumn("[bold]train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, disable=quiet) as progress:
+        task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
+
+        def on_step(record: dict) -> None:
+            progress.update(
+                task,
+                completed=record["step"],
+                description=(
+                    f"score {record['score_mean']:.2f}  hero elo {record['hero_elo']:.0f}  "
+                    f"clip {record['clip_fraction']:.2f}  {record['seconds']:.1f}s/step"
+                ),
+            )
+
+        summary = trainer.run(on_step=on_step)
+    typer.echo(json.dumps(summary))

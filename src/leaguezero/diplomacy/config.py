@@ -6,9 +6,83 @@ from these with :func:`leaguezero.common.config.commented_yaml`).
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
+
+
+class TrainSection(Section):
+    """GRPO training of the hero (leaguezero diplomacy train; docs/diplomacy_training.md)."""
+
+    steps: int = Field(300, ge=1, description="Training steps (one GRPO update each).")
+    groups_per_step: int = Field(
+        1, ge=1, description="Opponent draws per step; each is one group of games."
+    )
+    group_size: int = Field(
+        8, ge=2, description="Games per group (same opponents and seating, different seeds)."
+    )
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
+    clip_eps: float = Field(0.2, gt=0, description="PPO ratio clip: ratios kept in 1 +- clip_eps.")
+    kl_coef: float = Field(
+        0.0, ge=0, description="Weight of the KL to the frozen initial policy (0 disables)."
+    )
+    epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature in training games.")
+    hidden: int = Field(64, ge=4, description="Policy network width.")
+    layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
+    seed: int = Field(0, ge=0, description="Seed of the initial weights, sampling and opponents.")
+
+
+class LeagueSection(Section):
+    """League around the hero: baselines, PFSP opponents, checkpoint schedule, async evaluator."""
+
+    mode: Literal["pfsp", "tiered"] = Field(
+        "pfsp", description="Opponent sampling: PFSP buckets, or the spec's tiered weights."
+    )
+    mirror_share: float = Field(0.30, ge=0, le=1, description="PFSP share: the current self.")
+    peers_share: float = Field(0.40, ge=0, le=1, description="PFSP share: agents within +-window.")
+    exploitable_share: float = Field(
+        0.20, ge=0, le=1, description="PFSP share: past checkpoints the hero should beat."
+    )
+    baselines_share: float = Field(0.10, ge=0, le=1, description="PFSP share: the fixed bots.")
+    peer_window: float = Field(100.0, gt=0, description="Elo distance that makes a peer.")
+    weighting: Literal["hard", "variance"] = Field(
+        "hard", description="Exploitable weight: (1-p)^2 (hard) or p(1-p) (variance)."
+    )
+    min_checkpoints: int = Field(
+        2, ge=0, description="Cold start: baselines only until this many checkpoints exist."
+    )
+    base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
+    random_bot_elo: float = Field(800.0, description="Rating of random_bot, the fixed anchor.")
+    chaos_bot_elo: float = Field(900.0, description="Initial rating of chaos_bot.")
+    eval_every: int = Field(
+        50, ge=1, description="Run the async evaluator every N steps (on the newest checkpoint)."
+    )
+    eval_games: int = Field(
+        7, ge=1, description="Evaluator games per gatekeeper (the challenger vs six clones)."
+    )
+    eval_all_baselines: bool = Field(
+        True,
+        description="Add every baseline to the spec's gatekeepers (random, best, recent) so "
+        "baseline ratings are measured, not just initial.",
+    )
+    eval_greedy: bool = Field(
+        True, description="Learned agents play their most probable orders in evaluations."
+    )
+    rating: Literal["refit", "elo"] = Field(
+        "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
+    )
+    bootstrap: int = Field(50, ge=0, description="Bootstrap resamples for rating intervals.")
+
+    @model_validator(mode="after")
+    def _shares_sum_to_one(self) -> LeagueSection:
+        total = self.mirror_share + self.peers_share + self.exploitable_share + self.baselines_share
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"the four league *_share values must sum to 1, they sum to {total:g}")
+        return self
 
 
 class DiplomacyConfig(Section):
@@ -50,3 +124,5 @@ class DiplomacyConfig(Section):
     record_observations: bool = Field(
         True, description="Store the hero's board observation in each trajectory step."
     )
+    train: TrainSection = TrainSection()
+    league: LeagueSection = LeagueSection()

@@ -229,9 +229,15 @@ class NetActor:
             self._record(env, power, board, [options[i] for i in open_idx], sub, j)
             picked.append(order)
             if order != "WAIVE":  # a site (or unit) is used once; WAIVE stays available
-                site = order.split()[1][:3]  # "A STP B" and "F STP/SC B" share a site
-                open_idx = [i for i in open_idx if options[i].split()[1][:3] != site]
+                site = _site(order)
+                open_idx = [i for i in open_idx if _site(options[i]) != site]
         return picked
+
+
+def _site(order: str) -> str:
+    """The province an adjustment order uses ("A STP B" and "F STP/SC B" share STP)."""
+    parts = order.split()
+    return parts[1][:3] if len(parts) > 1 else ""
 
 
 class DiplomacyPolicy:

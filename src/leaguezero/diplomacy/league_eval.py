@@ -1,0 +1,114 @@
+"""Diplomacy league agents from checkpoint paths, and the tournament the async evaluator runs.
+
+A league entry with a ``path`` is a policy checkpoint (:func:`~.policy.load_policy`; the
+``base_model`` baseline is the initial policy saved at step 0); entries without a path are the
+bots (``random_bot``, ``chaos_bot``, ``greedy_bot``). :func:`checkpoint_resolver` turns a
+{name: path} map into the rollout's :data:`~leaguezero.diplomacy.agents.AgentResolver`.
+
+:func:`diplomacy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator`
+in a fresh process by its import path (:data:`TOURNAMENT`): the challenger plays
+``games_per_gatekeeper`` games against six clones of each gatekeeper, powers rotated
+(:func:`~leaguezero.diplomacy.tournament.run_tournament`), and every game becomes one
+:class:`~leaguezero.league.types.MatchResult` with the seven powers' final scores.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from leaguezero.diplomacy.agents import AgentResolver, UnknownAgentError
+from leaguezero.diplomacy.env import POWERS
+from leaguezero.league.types import AgentInfo, MatchResult, Participant
+
+TOURNAMENT = "leaguezero.diplomacy.league_eval:diplomacy_tournament"
+GAME = "diplomacy"
+
+
+def checkpoint_resolver(
+    paths: Mapping[str, str | Path],
+    *,
+    seed: int = 0,
+    greedy: bool = True,
+    temperature: float = 1.0,
+) -> AgentResolver:
+    """A resolver that plays each named checkpoint with a fresh, seeded actor per seat.
+
+    Each checkpoint is loaded once; every call (one per seat) gets its own actor with the next
+    seed, so clones of one agent do not share a random stream. Raises ``UnknownAgentError`` for
+    a name not in ``paths``.
+    """
+    from leaguezero.diplomacy.policy import load_policy
+
+    loaded: dict[str, Any] = {}
+    counter = itertools.count()
+
+    def resolve(name: str | None) -> Any:
+        key = "base_model" if name is None else name
+        if key not in paths:
+            raise UnknownAgentError(f"no checkpoint for agent {key!r}")
+        if key not in loaded:
+            loaded[key] = load_policy(paths[key])
+        return loaded[key].actor(
+            seed=seed * 1_000_003 + next(counter), temperature=temperature, greedy=greedy
+        )
+
+    return resolve
+
+
+def diplomacy_tournament(
+    challenger: AgentInfo,
+    gatekeepers: list[AgentInfo],
+    *,
+    seed: int,
+    config: dict[str, Any] | None = None,
+    games_per_gatekeeper: int = 7,
+    greedy: bool = True,
+    temperature: float = 1.0,
+) -> list[MatchResult]:
+    """The challenger against six clones of each gatekeeper (see the module doc).
+
+    ``config`` is a ``DiplomacyConfig`` as a dict (game length, scoring); games are not saved.
+    ``meta`` of each result holds the gatekeeper, the challenger's power and its win share.
+    """
+    import torch
+
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.scoring import win_shares
+    from leaguezero.diplomacy.tournament import run_tournament
+
+    torch.set_num_threads(1)  # the evaluator shares the machine with the trainer
+    base = DiplomacyConfig.model_validate(config or {})
+    paths = {a.name: a.path for a in [challenger, *gatekeepers] if a.path is not None}
+    results: list[MatchResult] = []
+    for k, keeper in enumerate(gatekeepers):
+        cfg = base.model_copy(
+            update={"seed": seed * 1_000 + k, "games_dir": None, "record_observations": False}
+        )
+        resolver = checkpoint_resolver(
+            paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature
+        )
+        played = run_tournament(
+            cfg, challenger.name, [keeper.name], games_per_gatekeeper, resolver=resolver
+        )
+        for game in played.games:
+            shares = win_shares(game.scores)
+            results.append(
+                MatchResult(
+                    participants=tuple(
+                        Participant(game.power_agents[p], p, game.scores[p]) for p in POWERS
+                    ),
+                    game=GAME,
+                    meta={
+                        "gatekeeper": keeper.name,
+                        "hero_power": game.hero_power,
+                        "hero_win": shares[game.hero_power],
+                        "hero_score": game.scores[game.hero_power],
+                        "seed": game.seed,
+                        "final_year": game.final_year,
+                    },
+                )
+            )
+    return results

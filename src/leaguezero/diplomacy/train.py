@@ -1,0 +1,334 @@
+"""The Diplomacy league loop: PFSP opponents, GRPO updates of the hero, checkpoints, async Elo.
+
+One step (``leaguezero diplomacy train``; docs/diplomacy_training.md):
+
+1. for each of ``groups_per_step`` groups the matchmaker draws the opponents (PFSP over
+   ``league.json``; cold start: baselines ``base_model``, ``random_bot``, ``chaos_bot`` only)
+   and logs each draw as ``league.opponent_sampled``; six draws fill the six other seats, or
+   ``max_unique_opponents`` draws are cloned with cluster seating;
+2. the group's ``group_size`` games share opponents and seating (the hero's power rotates per
+   group) and differ in seeds; the live hero (``hero``, also every mirror seat) samples with its
+   actor, and only the hero power's records are kept;
+3. :class:`~leaguezero.diplomacy.grpo.GRPOTrainer` updates the hero from the group-relative
+   advantages of its final scores;
+4. the checkpointer saves ``checkpoints/hero_vNNNN.pt`` and adds it to the league when the
+   schedule says so (``promote_if_scheduled``; the first one's parent is ``base_model``);
+5. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, step) is written
+   atomically to ``state.pt``, so a killed run resumes from the last finished step;
+6. every ``league.eval_every`` steps the async evaluator rates the newest checkpoint against
+   the gatekeepers in a background process (training goes on).
+
+Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
+(training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
+metrics), ``checkpoints/``, ``state.pt``, ``elo.png``.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from leaguezero.common.atomic import atomic_write_bytes
+from leaguezero.common.config import write_resolved_config
+from leaguezero.common.events import EventWriter
+from leaguezero.diplomacy.agents import BASE_MODEL, UnknownAgentError
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer
+from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
+from leaguezero.diplomacy.policy import DiplomacyPolicy, NetActor, PolicyConfig, load_policy
+from leaguezero.diplomacy.rollout import run_rollout
+from leaguezero.league.evaluator import AsyncEvaluator, choose_gatekeepers, evaluator_paths
+from leaguezero.league.matchlog import MatchLog
+from leaguezero.league.matchmaker import BucketShares, PFSPMatchmaker, WinRateTable, cluster_seating
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.schedule import promote_if_scheduled, promotion_reasons
+from leaguezero.league.tracking import emit_opponents_sampled, plot_elo
+from leaguezero.league.types import MatchResult, Participant
+
+HERO = "hero"  # the live, training weights (the mirror bucket's name)
+STATE_FORMAT = "leaguezero.diplomacy.train_state"
+STATE_SCHEMA_VERSION = 1
+TRAIN_STEP_EVENT = "diplomacy.train_step"
+
+
+class TrainError(RuntimeError):
+    """A run directory that cannot be started or resumed (the message says what to do)."""
+
+
+def checkpoint_name(step: int) -> str:
+    """Immutable league name of the hero after ``step`` updates (``hero_v0050``)."""
+    return f"hero_v{step:04d}"
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+class LeagueTrainer:
+    """Holds a run's pieces; :meth:`run` trains up to ``cfg.train.steps`` (see module doc)."""
+
+    def __init__(self, cfg: DiplomacyConfig, run_dir: str | Path, *, resume: bool = False):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        paths = evaluator_paths(self.run_dir)
+        self.registry_path, self.matchlog_path = paths["registry"], paths["matchlog"]
+        self.events_path = paths["events"]
+        self.state_path = self.run_dir / "state.pt"
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        if self.state_path.exists() and not resume:
+            raise TrainError(
+                f"{self.run_dir} already holds a run (state.pt); pass --resume to continue it "
+                "or choose another --out"
+            )
+        torch.set_num_threads(1)  # one core's work per process (see DESIGN: shared cores)
+        tcfg, lcfg = cfg.train, cfg.league
+        self.policy = DiplomacyPolicy(PolicyConfig(tcfg.hidden, tcfg.layers), seed=tcfg.seed)
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        base_path = self.ckpt_dir / f"{BASE_MODEL}.pt"
+        if not base_path.exists():
+            self.policy.save(base_path)  # step 0: the base model is the initial policy
+        write_resolved_config(cfg, self.run_dir)
+        self.registry = LeagueRegistry.create(
+            self.registry_path,
+            run_name=self.run_dir.name,
+            baselines={
+                "random_bot": lcfg.random_bot_elo,
+                BASE_MODEL: lcfg.base_model_elo,
+                "chaos_bot": lcfg.chaos_bot_elo,
+            },
+            anchor="random_bot",
+        )
+        with self.registry.update() as state:
+            state.agents[BASE_MODEL].path = f"checkpoints/{BASE_MODEL}.pt"
+        reference = load_policy(base_path) if tcfg.kl_coef > 0 else None
+        self.trainer = GRPOTrainer(
+            self.policy,
+            lr=tcfg.lr,
+            clip_eps=tcfg.clip_eps,
+            kl_coef=tcfg.kl_coef,
+            epochs=tcfg.epochs,
+            max_grad_norm=tcfg.max_grad_norm,
+            reference=reference,
+        )
+        self.matchmaker = PFSPMatchmaker(
+            shares=BucketShares(
+                lcfg.mirror_share, lcfg.peers_share, lcfg.exploitable_share, lcfg.baselines_share
+            ),
+            peer_window=lcfg.peer_window,
+            weighting=lcfg.weighting,
+            mode=lcfg.mode,
+            min_checkpoints=lcfg.min_checkpoints,
+            seed=tcfg.seed,
+        )
+        self.win_rates = WinRateTable()
+        self.step = 0
+        self.events = EventWriter(self.events_path)
+        if resume and self.state_path.exists():
+            self._load_state()
+            dropped = self.registry.reconcile()
+            if dropped:
+                self.events.emit("league.checkpoints_dropped", agents=dropped)
+            self.events.emit("diplomacy.train_resumed", step=self.step)
+        self.matchlog = MatchLog(self.matchlog_path)
+        self.evaluator = AsyncEvaluator(
+            registry_path=self.registry_path,
+            matchlog_path=self.matchlog_path,
+            events_path=self.events_path,
+            tournament=TOURNAMENT,
+            tournament_kwargs={
+                "config": cfg.model_dump(mode="json"),
+                "games_per_gatekeeper": lcfg.eval_games,
+                "greedy": lcfg.eval_greedy,
+            },
+            every=lcfg.eval_every,
+            method=lcfg.rating,
+            elo_k=cfg.elo_k,
+            bootstrap=lcfg.bootstrap,
+            seed=tcfg.seed,
+        )
+        # Training games are many and short: keep them in memory only.
+        self.game_cfg = cfg.model_copy(update={"games_dir": None, "record_observations": False})
+        self._opponents: dict[str, DiplomacyPolicy] = {}
+
+    # ----- state ----------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        buffer = io.BytesIO()
+        torch.save(
+            {
+                "format": STATE_FORMAT,
+                "schema_version": STATE_SCHEMA_VERSION,
+                "step": self.step,
+                "policy": self.policy.net.state_dict(),
+                "trainer": self.trainer.state_dict(),
+                "matchmaker_rng": self.matchmaker.rng.bit_generator.state,
+                "win_rates": self.win_rates.to_dict(),
+            },
+            buffer,
+        )
+        atomic_write_bytes(self.state_path, buffer.getvalue())
+
+    def _load_state(self) -> None:
+        try:
+            data = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        except Exception as err:  # truncated or foreign file
+            raise TrainError(f"{self.state_path} is unreadable ({err})") from None
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+            raise TrainError(f"{self.state_path} is not a Diplomacy training state")
+        if data.get("schema_version") != STATE_SCHEMA_VERSION:
+            raise TrainError(
+                f"{self.state_path} has schema_version {data.get('schema_version')!r}, this "
+                f"leaguezero reads {STATE_SCHEMA_VERSION}; resume with a matching version"
+            )
+        self.policy.net.load_state_dict(data["policy"])
+        self.trainer.load_state_dict(data["trainer"])
+        self.matchmaker.rng.bit_generator.state = data["matchmaker_rng"]
+        self.win_rates = WinRateTable.from_dict(data["win_rates"])
+        self.step = int(data["step"])
+
+    # ----- one step -------------------------------------------------------------------------
+    def _opponent_policy(self, name: str) -> DiplomacyPolicy:
+        if name not in self._opponents:
+            agent = self.registry.load().agents.get(name)
+            if agent is None or agent.path is None:
+                raise UnknownAgentError(f"league agent {name!r} has no checkpoint path")
+            self._opponents[name] = load_policy(self.registry.resolve(agent.path))
+        return self._opponents[name]
+
+    def _seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
+        hero_seat = POWERS.index(hero_power)
+        if self.cfg.max_unique_opponents >= len(POWERS) - 1:
+            seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
+        else:
+            seats = cluster_seating(
+                HERO, names, len(POWERS), self.cfg.max_unique_opponents, rng, hero_seat
+            )
+        return dict(zip(POWERS, seats, strict=True))
+
+    def _resolver(self, group_idx: int, game_idx: int, hero_actors: list[NetActor]):
+        # One call per seat: the live hero (and its mirror seats) get actors of the training
+        # weights, collected so the hero power's records can be picked out after the game.
+        tcfg = self.cfg.train
+        counter = iter(range(len(POWERS)))
+
+        def resolve(name: str | None) -> NetActor:
+            seed = _seed(tcfg.seed, group_idx, game_idx, next(counter))
+            if name == HERO:
+                actor = self.policy.actor(seed=seed, temperature=tcfg.temperature)
+                hero_actors.append(actor)
+                return actor
+            policy = self._opponent_policy(BASE_MODEL if name is None else name)
+            return policy.actor(seed=seed, temperature=tcfg.temperature)
+
+        return resolve
+
+    def _play_group(self, group_idx: int, seating: dict[str, str], hero_power: str):
+        samples: list[GameSample] = []
+        results: list[MatchResult] = []
+        tcfg = self.cfg.train
+        for game_idx in range(tcfg.group_size):
+            hero_actors: list[NetActor] = []
+            resolve = self._resolver(group_idx, game_idx, hero_actors)
+            game = run_rollout(
+                self.game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve
+            )
+            records = [r for a in hero_actors for r in a.records if r.power == hero_power]
+            samples.append(GameSample(game.scores[hero_power], records))
+            results.append(
+                MatchResult(
+                    participants=tuple(Participant(seating[p], p, game.scores[p]) for p in POWERS),
+                    step=self.step,
+                    timestamp=time.time(),
+                    game=GAME,
+                    kind="training",
+                    meta={"hero_power": hero_power, "seed": game.seed, "group": group_idx},
+                )
+            )
+        return samples, results
+
+    def train_step(self) -> dict[str, Any]:
+        """Play this step's groups, update the hero, checkpoint, and maybe evaluate."""
+        started = time.perf_counter()
+        self.step += 1
+        step, tcfg = self.step, self.cfg.train
+        state = self.registry.load()
+        latest = state.latest_checkpoint
+        hero_elo = latest.elo if latest is not None else state.agents[BASE_MODEL].elo
+        n_draws = min(self.cfg.max_unique_opponents, len(POWERS) - 1)
+        groups, results, opponents = [], [], []
+        for g in range(tcfg.groups_per_step):
+            group_idx = (step - 1) * tcfg.groups_per_step + g
+            draws = self.matchmaker.sample(state, HERO, hero_elo, n_draws, self.win_rates)
+            emit_opponents_sampled(self.events, step, draws)
+            hero_power = POWERS[group_idx % len(POWERS)]
+            seating = self._seating(
+                [d.opponent for d in draws], hero_power, random.Random(group_idx)
+            )
+            samples, played = self._play_group(group_idx, seating, hero_power)
+            groups.append(samples)
+            results.extend(played)
+            opponents.append([d.opponent for d in draws])
+        self.matchlog.extend(results)
+        self.win_rates.update_from_matches(results, HERO)
+        play_seconds = time.perf_counter() - started
+        metrics = self.trainer.step(groups)
+
+        name = checkpoint_name(step)
+        added = None
+        if name not in state.agents and promotion_reasons(step, hero_elo, state):
+            path = self.policy.save(self.ckpt_dir / f"{name}.pt")
+            parent = latest.name if latest is not None else BASE_MODEL
+            added = promote_if_scheduled(
+                self.registry,
+                name=name,
+                path=str(path.relative_to(self.run_dir)),
+                step=step,
+                current_elo=hero_elo,
+                parent=parent,
+                events=self.events,
+            )
+        self._save_state()
+        if step % self.cfg.league.eval_every == 0:
+            self._submit_evaluation(step)
+        self.evaluator.poll()
+        record = {
+            "step": step,
+            **{k: round(v, 6) for k, v in metrics.items()},
+            "hero_elo": hero_elo,
+            "opponents": opponents,
+            "checkpoint_added": None if added is None else added.name,
+            "play_seconds": round(play_seconds, 3),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        self.events.emit(TRAIN_STEP_EVENT, **record)
+        return record
+
+    def _submit_evaluation(self, step: int) -> None:
+        state = self.registry.load()
+        latest = state.latest_checkpoint
+        if latest is None:
+            return
+        gatekeepers = choose_gatekeepers(state, latest.name)
+        if self.cfg.league.eval_all_baselines:
+            gatekeepers += [a.name for a in state.baselines if a.name not in gatekeepers]
+        self.evaluator.submit(step, latest.name, gatekeepers)
+
+    def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Train until ``cfg.train.steps``; wait for the last evaluation; plot the Elo chart."""
+        try:
+            while self.step < self.cfg.train.steps:
+                record = self.train_step()
+                if on_step is not None:
+                    on_step(record)
+        finally:
+            self.evaluator.close()
+            self.events.close()
+        plot_elo(self.events_path, self.run_dir / "elo.png")
+        return {"step": self.step, "run_dir": str(self.run_dir)}
