@@ -1,0 +1,133 @@
+"""Rows from concurrent callers, run as one mixed-adapter batch.
+
+Games played in threads (or HTTP requests handled in threads) each ask for a few completions
+at a time; :class:`BatchingGenerator` queues them and a single worker runs whatever is waiting
+as one backend batch (up to ``max_batch`` rows, waiting at most ``wait_s`` for more), the way
+vLLM's scheduler fills a GPU batch. Each row keeps its own seed, so results do not depend on
+which rows happened to share a batch.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from leaguezero.diplomacy.llm.client import Completion, GenerationRequest, check_rows
+
+
+class RowBackend(Protocol):
+    """A backend that completes heterogeneous rows (e.g. :class:`.hf_backend.HFBackend`)."""
+
+    def generate_rows(self, rows: Sequence[GenerationRequest]) -> list[Completion]: ...
+
+
+@dataclass
+class _Job:
+    rows: list[GenerationRequest]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: list[Completion] | None = None
+    error: BaseException | None = None
+
+
+class BatchingGenerator:
+    """Merge concurrent :meth:`submit` calls into backend batches (one worker thread)."""
+
+    def __init__(self, backend: RowBackend, *, max_batch: int = 32, wait_s: float = 0.005):
+        self.backend = backend
+        self.max_batch = max_batch
+        self.wait_s = wait_s
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._run, name="llm-batcher", daemon=True)
+        self._closed = False
+        self.batches = 0  # batches run, for tests and logs
+        self.rows = 0
+        self._worker.start()
+
+    def submit(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
+        """Complete ``rows`` (blocking); errors of this call's rows are raised here."""
+        if self._closed:
+            raise RuntimeError("the batching generator is closed")
+        job = _Job(list(rows))
+        self._queue.put(job)
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        adapters: Sequence[str | None],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> list[Completion]:
+        """The :class:`.client.GenerationClient` call, through the batcher."""
+        check_rows(prompts, adapters)
+        rows = [
+            GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
+            for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
+        ]
+        return self.submit(rows)
+
+    def close(self) -> None:
+        """Stop the worker after the queued jobs."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._worker.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            jobs = [first]
+            count = len(first.rows)
+            deadline = time.monotonic() + self.wait_s
+            stop = False
+            while count < self.max_batch:
+                try:
+                    job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if job is None:
+                    stop = True
+                    break
+                jobs.append(job)
+                count += len(job.rows)
+            self._run_jobs(jobs)
+            if stop:
+                return
+
+    def _run_jobs(self, jobs: list[_Job]) -> None:
+        rows = [row for job in jobs for row in job.rows]
+        try:
+            results = self.backend.generate_rows(rows)
+        except Exception as batch_error:
+            if len(jobs) == 1:
+                self._finish(jobs[0], None, batch_error)
+                return
+            # One bad job (say an unknown adapter) must not fail the others: run each alone.
+            for job in jobs:
+                try:
+                    self._finish(job, self.backend.generate_rows(job.rows), None)
+                except Exception as err:
+                    self._finish(job, None, err)
+            return
+        self.batches += 1
+        self.rows += len(rows)
+        start = 0
+        for job in jobs:
+            self._finish(job, results[start : start + len(job.rows)], None)
+            start += len(job.rows)
+
+    @staticmethod
+    def _finish(job: _Job, result: list[Completion] | None, error: BaseException | None) -> None:
+        job.result, job.error = result, error
+        job.done.set()

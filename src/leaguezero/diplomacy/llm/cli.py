@@ -1,0 +1,123 @@
+"""``leaguezero llm``: serve a base model with LoRA adapters over the vLLM-style HTTP API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="llm",
+    help="LLM agents: serve a base model with LoRA adapters (OpenAI-compatible, like vLLM).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.secho(message, err=True, fg=typer.colors.RED)
+    return typer.Exit(2)
+
+
+def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
+    from leaguezero.diplomacy.llm.hf_backend import LoraSettings
+
+    modules = [t.strip() for t in targets.split(",") if t.strip()]
+    return LoraSettings(rank=rank, alpha=alpha, target_modules=modules, max_lora_rank=max_lora_rank)
+
+
+def _load_backend(base_model: Path, name: str | None, device: str, dtype: str, lora):
+    import torch
+
+    from leaguezero.diplomacy.llm.client import LLMError
+    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+
+    if device == "cpu":
+        torch.set_num_threads(1)  # shared 2-core machines: see DESIGN.md
+    try:
+        return HFBackend.from_pretrained(
+            base_model, lora=lora, model_name=name, device=device, dtype=dtype
+        )
+    except (LLMError, OSError, ValueError) as err:
+        raise _fail(f"cannot load base model {base_model}: {err}") from None
+
+
+@app.command()
+def serve(
+    base_model: Annotated[Path, typer.Option(help="Local folder of the base model + tokenizer.")],
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 8000,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Name of the base model in requests (default: the path).")
+    ] = None,
+    lora: Annotated[
+        list[str] | None,
+        typer.Option("--lora", help="NAME=PATH adapter to load at start (repeatable)."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    lora_rank: Annotated[int, typer.Option(help="Rank of adapters created here.")] = 8,
+    lora_alpha: Annotated[float, typer.Option(help="Alpha of adapters created here.")] = 16.0,
+    max_lora_rank: Annotated[int, typer.Option(help="Largest adapter rank accepted.")] = 16,
+    target_modules: Annotated[
+        str, typer.Option(help="Comma-separated module names LoRA wraps.")
+    ] = "q_proj,v_proj",
+) -> None:
+    """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
+    from leaguezero.diplomacy.llm.server import LLMServer
+
+    settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
+    backend = _load_backend(base_model, served_model_name, device, dtype, settings)
+    for spec in lora or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise _fail(f"--lora {spec!r}: expected NAME=PATH")
+        try:
+            backend.load_adapter(name, path)
+        except Exception as err:
+            raise _fail(f"--lora {spec}: {err}") from None
+    try:
+        server = LLMServer(backend, host=host, port=port)
+    except OSError as err:
+        raise _fail(f"cannot listen on {host}:{port}: {err}") from None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.secho(
+            "warning: this server has no authentication and loads adapters from its own "
+            "filesystem on request; expose it only to trusted networks",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+    # Tests and scripts read this line to find the port.
+    typer.echo(f"serving {backend.model_name} on {server.url}", nl=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+
+
+@app.command("init-adapter")
+def init_adapter(
+    base_model: Annotated[Path, typer.Option(help="Local folder of the base model.")],
+    out: Annotated[Path, typer.Option(help="Folder to write the adapter into (must not exist).")],
+    name: Annotated[str, typer.Option(help="Adapter name, e.g. hero-v0000.")] = "hero-v0000",
+    lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
+    lora_alpha: Annotated[float, typer.Option(help="LoRA alpha.")] = 16.0,
+    target_modules: Annotated[
+        str, typer.Option(help="Comma-separated module names LoRA wraps.")
+    ] = "q_proj,v_proj",
+) -> None:
+    """Write a fresh adapter (equal to the base model) that vLLM or `llm serve` can load."""
+    settings = _lora_settings(lora_rank, lora_alpha, max(16, lora_rank), target_modules)
+    backend = _load_backend(base_model, None, "cpu", "float32", settings)
+    backend.add_adapter(name)
+    try:
+        path = backend.save_adapter(name, out)
+    except FileExistsError as err:
+        raise _fail(str(err)) from None
+    typer.echo(f"wrote adapter {name} to {path}")

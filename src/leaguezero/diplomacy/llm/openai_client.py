@@ -1,0 +1,184 @@
+"""A client of the OpenAI-compatible HTTP subset that vLLM serves (and ``llm serve`` too).
+
+- ``generate`` sends one ``POST /v1/completions`` per prompt, concurrently, with ``model`` =
+  the row's adapter name (the base model's name for None), ``seed`` = ``seed + i`` (vLLM
+  applies one seed to every prompt of a request, so identical prompts would get identical
+  samples if batched in one request), ``logprobs: 1`` and ``return_token_ids: true``. The
+  server batches the concurrent requests (vLLM's scheduler; our server's batcher).
+- ``load_adapter`` / ``unload_adapter`` call vLLM's runtime endpoints
+  ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and
+  ``POST /v1/unload_lora_adapter`` ``{"lora_name"}``; vLLM enables them only with
+  ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``. ``lora_path`` is read by the *server*, so it must
+  be a path on the server's filesystem.
+- ``list_adapters`` / ``base_model`` come from ``GET /v1/models`` (adapters have a ``parent``).
+
+Token ids: vLLM returns ``choices[i].token_ids`` when asked with ``return_token_ids``; older
+servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens spelled
+``token_id:123``), which is also requested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from leaguezero.diplomacy.llm.client import Completion, LLMError, UnknownAdapterError, check_rows
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300]
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("message", err))
+        return str(err)
+    return str(body)[:300]
+
+
+class OpenAIClient:
+    """A :class:`.client.GenerationClient` over HTTP (see module doc).
+
+    ``endpoint``: the server's base URL (``http://127.0.0.1:8000``; a trailing ``/v1`` is
+    accepted); ``base_model``: the name the server gives the base model (asked from
+    ``/v1/models`` when None); ``concurrency``: requests in flight at once.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        base_model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        concurrency: int = 32,
+    ) -> None:
+        url = endpoint.rstrip("/")
+        self.endpoint = url.removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self._http = httpx.Client(
+            base_url=self.endpoint, timeout=timeout, headers=headers, limits=limits
+        )
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-http")
+        self._base_model = base_model
+
+    def close(self) -> None:
+        """Close connections and worker threads."""
+        self._pool.shutdown(wait=True)
+        self._http.close()
+
+    def __enter__(self) -> OpenAIClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- plumbing
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.HTTPError as err:
+            raise LLMError(f"cannot reach the LLM server at {self.endpoint} ({err})") from None
+        if response.status_code == 404 and path == "/v1/completions":
+            raise UnknownAdapterError(f"{self.endpoint}: {_error_message(response)}")
+        if response.status_code >= 400:
+            raise LLMError(
+                f"{method} {path} failed ({response.status_code}): {_error_message(response)}"
+            )
+        try:
+            return response.json()
+        except ValueError:
+            return response.text  # vLLM answers the adapter endpoints in plain text
+
+    def models(self) -> list[dict[str, Any]]:
+        """The ``data`` list of ``GET /v1/models``."""
+        body = self._request("GET", "/v1/models")
+        return list(body.get("data", [])) if isinstance(body, dict) else []
+
+    @property
+    def base_model(self) -> str:
+        """The server's name for the base model (the model entry without a parent)."""
+        if self._base_model is None:
+            bases = [m["id"] for m in self.models() if not m.get("parent")]
+            if not bases:
+                raise LLMError(f"{self.endpoint}/v1/models lists no base model")
+            self._base_model = bases[0]
+        return self._base_model
+
+    # ------------------------------------------------------------------ adapters
+    def list_adapters(self) -> list[str]:
+        """Adapters the server has loaded."""
+        return [m["id"] for m in self.models() if m.get("parent")]
+
+    def load_adapter(self, name: str, path: str) -> None:
+        """``POST /v1/load_lora_adapter``; ``path`` is on the server's filesystem."""
+        self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_adapter(self, name: str) -> None:
+        """``POST /v1/unload_lora_adapter``."""
+        self._request("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+
+    # ---------------------------------------------------------------- generation
+    def generate(
+        self,
+        prompts: Sequence[str],
+        adapters: Sequence[str | None],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> list[Completion]:
+        """One completion per prompt (see :mod:`.client` for the conventions)."""
+        check_rows(prompts, adapters)
+        base = self.base_model
+        futures = [
+            self._pool.submit(
+                self._complete, prompt, adapter, base, max_new_tokens, temperature, seed + i
+            )
+            for i, (prompt, adapter) in enumerate(zip(prompts, adapters, strict=True))
+        ]
+        return [f.result() for f in futures]
+
+    def _complete(
+        self,
+        prompt: str,
+        adapter: str | None,
+        base: str,
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> Completion:
+        body = {
+            "model": adapter if adapter is not None else base,
+            "prompt": prompt,
+            "max_tokens": max_new_tokens,
+            "temperature": temperature,
+            "seed": seed & 0x7FFF_FFFF_FFFF_FFFF,
+            "logprobs": 1,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+        }
+        reply = self._request("POST", "/v1/completions", body)
+        try:
+            choice = reply["choices"][0]
+            logprobs_block = choice.get("logprobs") or {}
+            logprobs = [float(x) for x in logprobs_block.get("token_logprobs") or []]
+            token_ids = choice.get("token_ids")
+            if token_ids is None:  # an older server: "token_id:123" spellings
+                token_ids = [int(t.split(":", 1)[1]) for t in logprobs_block.get("tokens", [])]
+            usage = reply.get("usage") or {}
+            return Completion(
+                text=choice.get("text", ""),
+                token_ids=[int(t) for t in token_ids],
+                logprobs=logprobs,
+                finish_reason=choice.get("finish_reason") or "length",
+                prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                adapter=adapter,
+            )
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            raise LLMError(f"unexpected completion reply from {self.endpoint}: {err!r}") from None

@@ -1,0 +1,268 @@
+"""The hf backend behind the OpenAI-compatible HTTP subset that vLLM serves.
+
+Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
+
+- ``GET /v1/models`` — the base model (``id`` = its served name) and every loaded adapter
+  (``parent`` = the base model), as vLLM lists them.
+- ``POST /v1/completions`` — ``model`` (adapter name, or the base model's name), ``prompt``
+  (a string or a list), ``max_tokens``, ``temperature``, ``seed``, ``logprobs`` (the sampled
+  tokens' log-probs come back in ``choices[i].logprobs.token_logprobs``), ``return_token_ids``
+  (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed.
+- ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
+  /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
+- ``GET /health``.
+
+Requests are handled in threads and their rows go through one
+:class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
+The server binds to loopback by default and has no authentication: anyone who can reach it can
+load adapters from its filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from leaguezero.diplomacy.llm.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
+from leaguezero.diplomacy.llm.hf_backend import HFBackend
+
+MAX_BODY_BYTES = 8 << 20
+
+
+class RequestError(ValueError):
+    """A malformed request; becomes a 400 (or the given status) with the message."""
+
+    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise RequestError(f"'{name}' must be a number")
+    if not isinstance(value, kind):
+        raise RequestError(f"'{name}' has the wrong type ({type(value).__name__})")
+    return value
+
+
+class LLMServer:
+    """An HTTP server for one :class:`HFBackend`; :meth:`start` runs it in a thread."""
+
+    def __init__(self, backend: HFBackend, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.backend = backend
+        self.batcher = BatchingGenerator(backend)
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:8000`` (the client appends ``/v1/...``)."""
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LLMServer:
+        """Serve in a background thread; returns self."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until :meth:`shutdown` (or Ctrl-C in the caller)."""
+        self.httpd.serve_forever()
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.batcher.close()
+
+    # ------------------------------------------------------------- endpoint logic
+    def models(self) -> dict[str, Any]:
+        now = int(time.time())
+        base = self.backend.model_name
+        data = [
+            {
+                "id": base,
+                "object": "model",
+                "created": now,
+                "owned_by": "leaguezero",
+                "root": base,
+                "parent": None,
+            }
+        ]
+        for name in self.backend.list_adapters():
+            data.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": now,
+                    "owned_by": "leaguezero",
+                    "root": name,
+                    "parent": base,
+                }
+            )
+        return {"object": "list", "data": data}
+
+    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = _field(body, "model", str, None)
+        if model is None:
+            raise RequestError("'model' is required: an adapter name or the base model's name")
+        adapter = None if model == self.backend.model_name else model
+        if adapter is not None and adapter not in self.backend.list_adapters():
+            raise RequestError(f"The model `{model}` does not exist.", status=HTTPStatus.NOT_FOUND)
+        prompt = body.get("prompt")
+        prompts = [prompt] if isinstance(prompt, str) else prompt
+        if (
+            not isinstance(prompts, list)
+            or not prompts
+            or not all(isinstance(p, str) for p in prompts)
+        ):
+            raise RequestError("'prompt' must be a string or a non-empty list of strings")
+        if body.get("stream"):
+            raise RequestError("streaming is not supported by this server")
+        if _field(body, "n", int, 1) != 1:
+            raise RequestError("only n = 1 is supported")
+        max_tokens = _field(body, "max_tokens", int, 16)
+        temperature = float(_field(body, "temperature", (int, float), 1.0))
+        seed = _field(body, "seed", int, None)
+        if seed is None:
+            seed = uuid.uuid4().int & 0x7FFF_FFFF
+        want_logprobs = _field(body, "logprobs", int, None) is not None
+        want_ids = bool(body.get("return_token_ids"))
+        if max_tokens < 1 or temperature < 0:
+            raise RequestError("'max_tokens' must be >= 1 and 'temperature' >= 0")
+        rows = [GenerationRequest(p, adapter, max_tokens, temperature, seed) for p in prompts]
+        completions = self.batcher.submit(rows)
+        choices = []
+        for index, c in enumerate(completions):
+            choice: dict[str, Any] = {
+                "index": index,
+                "text": c.text,
+                "finish_reason": c.finish_reason,
+                "logprobs": None,
+            }
+            if want_logprobs:
+                tokens = [self.backend.tokenizer.decode([t]) for t in c.token_ids]
+                choice["logprobs"] = {
+                    "tokens": tokens,
+                    "token_logprobs": c.logprobs,
+                    "top_logprobs": None,
+                    "text_offset": None,
+                }
+            if want_ids:
+                choice["token_ids"] = c.token_ids
+            choices.append(choice)
+        prompt_tokens = sum(c.prompt_tokens for c in completions)
+        completion_tokens = sum(len(c.token_ids) for c in completions)
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def load_lora_adapter(self, body: dict[str, Any]) -> str:
+        name = _field(body, "lora_name", str, None)
+        path = _field(body, "lora_path", str, None)
+        if not name or not path:
+            raise RequestError("'lora_name' and 'lora_path' are required")
+        if name in self.backend.list_adapters():
+            raise RequestError(f"The lora adapter '{name}' has already been loaded.")
+        try:
+            self.backend.load_adapter(name, path)
+        except (LLMError, ValueError, OSError) as err:
+            raise RequestError(f"cannot load adapter {name!r}: {err}") from None
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def unload_lora_adapter(self, body: dict[str, Any]) -> str:
+        name = _field(body, "lora_name", str, None)
+        if not name:
+            raise RequestError("'lora_name' is required")
+        try:
+            self.backend.unload_adapter(name)
+        except UnknownAdapterError:
+            raise RequestError(
+                f"The lora adapter '{name}' cannot be found.", status=HTTPStatus.NOT_FOUND
+            ) from None
+        return f"Success: LoRA adapter '{name}' removed successfully."
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: LLMServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: a training run makes thousands of requests
+
+    def _send(self, status: HTTPStatus, payload: Any) -> None:
+        # vLLM answers the adapter endpoints with a bare string; JSON-encode it like any body.
+        data, kind = json.dumps(payload).encode(), "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        kind = "NotFoundError" if status == HTTPStatus.NOT_FOUND else "BadRequestError"
+        if status >= 500:
+            kind = "InternalServerError"
+        self._send(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            self._send(HTTPStatus.OK, self.owner.models())
+        elif self.path == "/health":
+            self._send(HTTPStatus.OK, {"status": "ok"})
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
+
+    def do_POST(self) -> None:
+        routes = {
+            "/v1/completions": self.owner.completions,
+            "/v1/load_lora_adapter": self.owner.load_lora_adapter,
+            "/v1/unload_lora_adapter": self.owner.unload_lora_adapter,
+        }
+        handler = routes.get(self.path)
+        if handler is None:
+            self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                raise RequestError("request body too large")
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(body, dict):
+                raise RequestError("the request body must be a JSON object")
+            self._send(HTTPStatus.OK, handler(body))
+        except RequestError as err:
+            self._error(err.status, str(err))
+        except json.JSONDecodeError as err:
+            self._error(HTTPStatus.BAD_REQUEST, f"the request body is not JSON ({err.msg})")
+        except UnknownAdapterError as err:  # unloaded between the check and the batch
+            self._error(HTTPStatus.NOT_FOUND, str(err))
+        except (LLMError, ValueError) as err:
+            self._error(HTTPStatus.BAD_REQUEST, str(err))
+        except Exception as err:  # keep serving; report what broke
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(err).__name__}: {err}")
