@@ -85,6 +85,57 @@ class LeagueSection(Section):
         return self
 
 
+class LLMSection(Section):
+    """LLM agents: base model, LoRA adapters per agent, generation backend (docs/llm.md)."""
+
+    backend: Literal["hf", "openai"] = Field(
+        "hf",
+        description="hf: transformers+peft in this process; openai: an OpenAI-compatible "
+        "server (vllm serve, or leaguezero llm serve) at `endpoint`.",
+    )
+    base_model: str | None = Field(
+        None, description="Local folder of the base model and tokenizer (nothing is downloaded)."
+    )
+    served_model_name: str | None = Field(
+        None, description="The base model's name on the server (null: ask /v1/models)."
+    )
+    endpoint: str = Field(
+        "http://127.0.0.1:8000", description="Server URL for backend openai (no /v1 suffix)."
+    )
+    device: str = Field("cpu", description="hf backend device: cpu or cuda.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="hf backend weights dtype (bfloat16 on GPUs)."
+    )
+    max_loras: int = Field(
+        8,
+        ge=1,
+        description="Adapters resident at once (vLLM --max-loras); more distinct opponents than "
+        "slots fall back to cluster seating.",
+    )
+    max_lora_rank: int = Field(16, ge=1, description="Largest adapter rank (vLLM --max-lora-rank).")
+    lora_rank: int = Field(8, ge=1, description="Rank of new adapters (<= max_lora_rank).")
+    lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / rank).")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout while training.")
+    target_modules: list[str] = Field(
+        ["q_proj", "v_proj"], description="Module names LoRA wraps (attention projections)."
+    )
+    max_new_tokens: int = Field(
+        256, ge=1, description="Completion budget per seat and phase (orders + END)."
+    )
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 is greedy).")
+    adapters_dir: str = Field(
+        "adapters", description="Folder (under the run) for published hero adapter versions."
+    )
+
+    @model_validator(mode="after")
+    def _rank_fits(self) -> LLMSection:
+        if self.lora_rank > self.max_lora_rank:
+            raise ValueError(
+                f"lora_rank {self.lora_rank} exceeds max_lora_rank {self.max_lora_rank}"
+            )
+        return self
+
+
 class DiplomacyConfig(Section):
     """No-press Diplomacy rollouts and tournaments (league spec §4, §5, §7)."""
 
@@ -126,3 +177,4 @@ class DiplomacyConfig(Section):
     )
     train: TrainSection = TrainSection()
     league: LeagueSection = LeagueSection()
+    llm: LLMSection = LLMSection()
