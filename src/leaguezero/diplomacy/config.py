@@ -115,7 +115,13 @@ class LLMSection(Section):
     max_lora_rank: int = Field(16, ge=1, description="Largest adapter rank (vLLM --max-lora-rank).")
     lora_rank: int = Field(8, ge=1, description="Rank of new adapters (<= max_lora_rank).")
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / rank).")
-    lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout while training.")
+    lora_dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="LoRA dropout, stored in adapter configs; the hf backend samples and "
+        "trains in eval mode (no dropout) so sampled and recomputed log-probs agree.",
+    )
     target_modules: list[str] = Field(
         ["q_proj", "v_proj"], description="Module names LoRA wraps (attention projections)."
     )

@@ -1,0 +1,137 @@
+"""Adapter names, serving slots and the cluster-seating fallback (league spec §4).
+
+- Adapter names are immutable and versioned: ``hero-v0003`` is one set of weights forever. A
+  trained hero gets a new name per published version; a name is never reloaded with other
+  weights (vLLM caches adapters by name, so reusing a name would serve stale weights).
+- :class:`AdapterSlots` keeps at most ``max_loras`` adapters loaded on a client (vLLM's
+  ``--max-loras``): it loads what a game needs and unloads retired ones, least recently used
+  first, never a pinned one (the hero's current version).
+- :func:`fit_seating` seats a game so that its distinct adapters fit the slots: every
+  opponent in its own seat when they fit, else the league's ``cluster_seating``
+  (``[Hero, A, A, A, B, B, B]``) with as many distinct opponents as slots allow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.league.matchmaker import Rng, cluster_seating
+
+_VERSIONED = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*)-v(?P<version>\d{4,})$")
+
+
+def versioned_name(prefix: str, version: int) -> str:
+    """``hero`` and 3 -> ``hero-v0003``."""
+    if version < 0:
+        raise ValueError(f"adapter version must be >= 0, got {version}")
+    if not re.fullmatch(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*", prefix):
+        raise ValueError(f"adapter prefix {prefix!r} must be letters, digits, '_' and '-'")
+    return f"{prefix}-v{version:04d}"
+
+
+def parse_versioned_name(name: str) -> tuple[str, int] | None:
+    """``hero-v0003`` -> ``("hero", 3)``; None for a name that is not versioned."""
+    match = _VERSIONED.match(name)
+    return (match["prefix"], int(match["version"])) if match else None
+
+
+class SlotsExceededError(LLMError):
+    """A game needs more distinct adapters than the server has slots."""
+
+
+class AdapterSlots:
+    """Load and unload adapters on ``client`` so that at most ``max_loras`` are resident.
+
+    ``pinned``: names never evicted (the hero's live version). Eviction is least recently
+    used among loaded adapters the current request does not need.
+    """
+
+    def __init__(self, client: GenerationClient, max_loras: int, pinned: Iterable[str] = ()):
+        if max_loras < 1:
+            raise ValueError(f"max_loras must be at least 1, got {max_loras}")
+        self.client = client
+        self.max_loras = max_loras
+        self.pinned = set(pinned)
+        self._clock = 0
+        self._last_used: dict[str, int] = {}
+
+    def ensure(self, needed: Mapping[str, str]) -> list[str]:
+        """Make every ``{name: folder}`` of ``needed`` loaded; returns the names unloaded.
+
+        Raises :class:`SlotsExceededError` when ``needed`` alone is more than the slots, or the
+        pinned adapters leave too few.
+        """
+        if len(needed) > self.max_loras:
+            raise SlotsExceededError(
+                f"{len(needed)} distinct adapters needed but max_loras is {self.max_loras}; "
+                "seat the game with fit_seating (cluster sampling)"
+            )
+        loaded = set(self.client.list_adapters())
+        missing = [name for name in needed if name not in loaded]
+        excess = len(loaded) + len(missing) - self.max_loras
+        evicted: list[str] = []
+        if excess > 0:
+            candidates = sorted(
+                (n for n in loaded if n not in needed and n not in self.pinned),
+                key=lambda n: self._last_used.get(n, -1),
+            )
+            if len(candidates) < excess:
+                raise SlotsExceededError(
+                    f"cannot free {excess} adapter slot(s): pinned or needed adapters fill "
+                    f"max_loras = {self.max_loras}"
+                )
+            for name in candidates[:excess]:
+                self.client.unload_adapter(name)
+                self._last_used.pop(name, None)
+                evicted.append(name)
+        for name in missing:
+            self.client.load_adapter(name, needed[name])
+        for name in needed:
+            self._clock += 1
+            self._last_used[name] = self._clock
+        return evicted
+
+    def retire(self, name: str) -> bool:
+        """Unload ``name`` if it is loaded (a superseded hero version); True if it was."""
+        self.pinned.discard(name)
+        self._last_used.pop(name, None)
+        if name in self.client.list_adapters():
+            self.client.unload_adapter(name)
+            return True
+        return False
+
+
+def fit_seating(
+    hero: str,
+    opponents: Sequence[str],
+    *,
+    max_loras: int,
+    uses_slot: Callable[[str], bool],
+    rng: Rng,
+    hero_seat: int,
+    num_seats: int = 7,
+) -> list[str]:
+    """One agent name per seat, with at most ``max_loras`` distinct adapters at the table.
+
+    ``opponents``: the matchmaker's draw for the ``num_seats - 1`` other seats;
+    ``uses_slot(name)``: whether an agent is an adapter (bots and the base model are not).
+    When all distinct adapters (hero included) fit, the opponents keep their own seats in order;
+    otherwise the table falls back to :func:`leaguezero.league.matchmaker.cluster_seating`
+    with the largest number of distinct opponents that fits.
+    """
+    names = [hero, *opponents]
+    adapters = {n for n in names if uses_slot(n)}
+    if len(adapters) <= max_loras:
+        seats = list(opponents[: num_seats - 1])
+        if len(seats) < num_seats - 1:
+            return cluster_seating(hero, opponents, num_seats, num_seats - 1, rng, hero_seat)
+        return [*seats[:hero_seat], hero, *seats[hero_seat:]]
+    hero_slots = 1 if uses_slot(hero) else 0
+    unique = list(dict.fromkeys(opponents))
+    for max_unique in range(min(len(unique), num_seats - 1), 0, -1):
+        chosen = unique[:max_unique]
+        if hero_slots + len({n for n in chosen if uses_slot(n) and n != hero}) <= max_loras:
+            return cluster_seating(hero, chosen, num_seats, max_unique, rng, hero_seat)
+    raise SlotsExceededError(f"max_loras = {max_loras} leaves no slot for any adapter opponent")
