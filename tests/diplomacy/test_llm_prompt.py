@@ -1,0 +1,59 @@
+"""Prompts from real phases, and extract_orders' tolerance and counting."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("diplomacy")
+
+from leaguezero.diplomacy.env import DiplomacyEnv
+from leaguezero.diplomacy.llm.prompt import build_prompt, canonical_order, extract_orders
+
+LEGAL = {
+    "PAR": ["A PAR - BUR", "A PAR - GAS", "A PAR H", "A PAR S A MAR - BUR"],
+    "MAR": ["A MAR - BUR", "A MAR - SPA", "A MAR H"],
+    "BRE": ["F BRE - MAO", "F BRE H"],
+}
+
+
+def test_prompt_lists_board_own_units_and_every_legal_order() -> None:
+    env = DiplomacyEnv(max_years=1)
+    legal = env.legal_orders("FRANCE")
+    prompt = build_prompt(env, "FRANCE", legal)
+    assert "Phase S1901M (movement)" in prompt and "You are FRANCE." in prompt
+    assert "RUSSIA: A MOS, A WAR, F SEV, F STP/SC | MOS SEV STP WAR" in prompt
+    assert "Your units: A MAR, A PAR, F BRE" in prompt
+    assert prompt.endswith("ORDERS:\n")
+    # Every legal order can be read back from the compact listing.
+    listing = {line.split(":")[0]: line for line in prompt.splitlines() if line[:2] in ("A ", "F ")}
+    for options in legal.values():
+        for order in options:
+            unit = " ".join(order.split()[:2])
+            assert f" {' '.join(order.split()[2:])}" in listing[unit]
+
+
+def test_formatting_variants_parse_to_the_legal_orders() -> None:
+    text = "1. a par-bur\n - F BRE ->  MAO.\n* A MAR HOLDS\nEND\nA PAR H"
+    out = extract_orders(text, LEGAL)
+    assert out.parsed == ["A PAR - BUR", "F BRE - MAO", "A MAR H"]
+    assert (out.invalid, out.missing) == (0, 0)
+    assert canonical_order("A PAR-BUR") == canonical_order("A PAR - BUR") == "A PAR - BUR"
+    same_line = extract_orders("FRANCE: A PAR - GAS; F BRE H, A MAR - SPA", LEGAL)
+    assert same_line.parsed == ["A PAR - GAS", "F BRE H", "A MAR - SPA"]
+
+
+def test_invalid_duplicate_and_missing_orders_are_counted_and_missing_units_hold() -> None:
+    text = "A PAR - MUN\nA PAR - BUR\nA PAR - GAS\nthe weather is nice\n"
+    out = extract_orders(text, LEGAL)
+    # not legal, second order for PAR, prose: 3 invalid; MAR and BRE missing -> hold.
+    assert out.invalid == 3 and out.missing == 2
+    assert sorted(out.orders) == ["A MAR H", "A PAR - BUR", "F BRE H"]
+
+
+def test_retreats_fill_disbands_and_adjustments_respect_the_quota() -> None:
+    retreat = {"MUN": ["A MUN D", "A MUN R BOH", "A MUN R TYR"]}
+    assert extract_orders("", retreat, "R").orders == ["A MUN D"]
+    builds = {"PAR": ["A PAR B", "F PAR B"], "MAR": ["A MAR B", "F MAR B"]}
+    out = extract_orders("A PAR B\nA MAR B\n", builds, "A", max_orders=1)
+    assert out.orders == ["A PAR B"] and out.invalid == 1 and out.missing == 0
+    assert extract_orders("WAIVE", builds, "A", max_orders=2).missing == 1
