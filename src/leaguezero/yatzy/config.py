@@ -22,6 +22,16 @@ class RunSection(Section):
     torch_threads: int = Field(
         1, ge=1, description="torch threads per process (1 when processes share cores)."
     )
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description="Where self-play workers and the trainer run: local processes, or Ray "
+        "actors/tasks (extra 'ray'; docs/cluster.md).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster for backend ray: host:port, 'auto', or null (RAY_ADDRESS, the "
+        "cluster `leaguezero cluster start` started, else a private local one).",
+    )
 
 
 class MctsSection(Section):

@@ -156,10 +156,12 @@ def run_iteration(
                 oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
                 progress=lambda n: report("selfplay", n, games),
             )  # fmt: skip
-        elif cfg.selfplay.workers > 1:
-            from leaguezero.yatzy.workers import run_selfplay_workers
+        elif cfg.selfplay.workers > 1 or cfg.run.backend == "ray":
+            from leaguezero.yatzy.workers import run_selfplay_workers as run_workers
 
-            stats: SelfPlayStats = run_selfplay_workers(
+            if cfg.run.backend == "ray":  # Ray actors, same signature (docs/cluster.md)
+                from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray as run_workers
+            stats: SelfPlayStats = run_workers(
                 cfg, run.best, run.replay / f"iter_{it:04d}", games=games, seed=seed,
                 roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
                 progress=lambda n: report("selfplay", n, games),
