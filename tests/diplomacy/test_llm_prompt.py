@@ -57,3 +57,23 @@ def test_retreats_fill_disbands_and_adjustments_respect_the_quota() -> None:
     out = extract_orders("A PAR B\nA MAR B\n", builds, "A", max_orders=1)
     assert out.orders == ["A PAR B"] and out.invalid == 1 and out.missing == 0
     assert extract_orders("WAIVE", builds, "A", max_orders=2).missing == 1
+
+
+def test_shipped_vllm_config_is_current_and_documented() -> None:
+    from pathlib import Path
+
+    from leaguezero.common.config import commented_yaml, load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.llm.cli import VLLM_CONFIG_HEADER, VLLM_OVERRIDES
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "diplomacy_vllm.yaml"
+    cfg = load_config(DiplomacyConfig, shipped)
+    assert cfg.llm.backend == "openai" and cfg.llm.max_loras == 8 and cfg.llm.max_lora_rank == 16
+    # Regenerate with: leaguezero llm config-write configs/diplomacy_vllm.yaml
+    expected = commented_yaml(
+        load_config(DiplomacyConfig, None, VLLM_OVERRIDES), VLLM_CONFIG_HEADER
+    )
+    assert shipped.read_text(encoding="utf-8") == expected
+    for line in expected.splitlines():
+        if not line.startswith("#"):
+            assert "  # " in line, f"undocumented key: {line}"

@@ -16,6 +16,20 @@ app = typer.Typer(
 )
 
 
+VLLM_CONFIG_HEADER = """Diplomacy league training with LLM agents sampled by vLLM (docs/llm.md).
+Start the server first (GPU machine):
+  VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora --max-loras 8 \\
+      --max-lora-rank 16 --gpu-memory-utilization 0.6 --port 8000
+Regenerate: leaguezero llm config-write configs/diplomacy_vllm.yaml"""
+# What differs from the built-in defaults in configs/diplomacy_vllm.yaml.
+VLLM_OVERRIDES = [
+    "llm.backend=openai",
+    "llm.base_model=models/base",
+    "llm.device=cuda",
+    "llm.dtype=bfloat16",
+]
+
+
 def _fail(message: str) -> typer.Exit:
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(2)
@@ -121,3 +135,17 @@ def init_adapter(
     except FileExistsError as err:
         raise _fail(str(err)) from None
     typer.echo(f"wrote adapter {name} to {path}")
+
+
+@app.command("config-write")
+def config_write(
+    path: Annotated[Path, typer.Argument(help="Where to write the commented YAML.")],
+) -> None:
+    """Write the vLLM Diplomacy config (every key commented) to PATH, atomically."""
+    from leaguezero.common.atomic import atomic_write_text
+    from leaguezero.common.config import commented_yaml, load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+
+    cfg = load_config(DiplomacyConfig, None, VLLM_OVERRIDES)
+    atomic_write_text(path, commented_yaml(cfg, VLLM_CONFIG_HEADER))
+    typer.echo(str(path))
