@@ -153,3 +153,27 @@ def test_illegal_action_raises():
 def test_all_252_multisets_indexed():
     seen = {tables.dice_index(d) for d in itertools.product(range(1, 7), repeat=5)}
     assert seen == set(range(252))
+
+
+def test_policy_mask_keeps_one_mask_per_kept_multiset():
+    rng = random.Random(3)
+    out = np.zeros(47, np.bool_)
+    full = np.zeros(47, np.bool_)
+    for _ in range(200):
+        state = np.zeros(STATE_LEN, np.int64)
+        rules.new_match(state, rng.randrange(2**40), rules.DICE_KEYED)
+        state[S_DICE] = rng.randrange(252)
+        state[S_REROLLS] = rng.choice([0, 1, 2])
+        n = rules.policy_mask(state, out)
+        rules.legal_mask(state, full)
+        assert n == out.sum() and not (out & ~full).any()  # a subset of the legal actions
+        assert (out[32:] == full[32:]).all()  # marks untouched
+        dice = [int(v) for v in tables.DICE[state[S_DICE]]]
+        if state[S_REROLLS] == 0:
+            assert not out[:32].any()
+            continue
+        kept_of = {m: tuple(reference.kept_dice(dice, m)) for m in range(31)}
+        chosen = [m for m in range(31) if out[m]]
+        assert len({kept_of[m] for m in chosen}) == len(chosen)  # no two equivalent masks
+        assert {kept_of[m] for m in chosen} == set(kept_of.values())  # every keep represented
+        assert all(m == min(k for k in range(31) if kept_of[k] == kept_of[m]) for m in chosen)

@@ -22,6 +22,7 @@ from leaguezero.yatzy.rules import (
     is_terminal,
     legal_mask,
     new_matches,
+    policy_mask,
 )
 from leaguezero.yatzy.search import YatzyReferenceGame, make_search, state_seeds
 
@@ -46,23 +47,23 @@ def random_states(n: int, seed: int, min_steps: int = 0, max_steps: int = 85) ->
 
 
 @pytest.mark.parametrize(
-    ("max_inflight", "virtual_loss", "terminal_scale"),
-    [(1, 1.0, 0.0), (3, 1.0, 0.0), (3, 0.0, 50.0), (4, 0.5, 0.0)],
+    ("max_inflight", "virtual_loss", "terminal_scale", "margin_utility"),
+    [(1, 1.0, 0.0, 0.0), (3, 1.0, 0.0, 1.0), (3, 0.0, 50.0, 0.0), (4, 0.5, 0.0, 0.5)],
 )
-def test_kernels_match_object_reference(max_inflight, virtual_loss, terminal_scale):
+def test_kernels_match_object_reference(max_inflight, virtual_loss, terminal_scale, margin_utility):
     # Random states from early to the last few marks, so terminal nodes and collisions occur.
     states = np.concatenate([random_states(5, 1), random_states(3, 2, min_steps=78)])
     seeds = np.arange(100, 100 + len(states), dtype=np.int64)
     mcts = MctsSection(
         budget_reroll=40, budget_mark=24, max_inflight_per_game=max_inflight,
-        virtual_loss=virtual_loss, c_puct=1.25,
+        virtual_loss=virtual_loss, c_puct=1.25, margin_utility=margin_utility,
     )  # fmt: skip
     search = make_search(
         PointsEvaluator(), mcts, max_games=len(states), terminal_scale=terminal_scale
     )
     result = search.run(states, seeds)
     reference = ReferencePUCT(
-        YatzyReferenceGame(terminal_scale), PointsEvaluator(), c_puct=1.25,
+        YatzyReferenceGame(terminal_scale, margin_utility), PointsEvaluator(), c_puct=1.25,
         max_inflight=max_inflight, virtual_loss=virtual_loss,
     )  # fmt: skip
     for g, state in enumerate(states):
@@ -114,7 +115,7 @@ def test_degenerate_priors_fall_back_to_uniform_and_are_counted():
     assert (result.counters[:, C_FALLBACKS] == 9).all()  # root + 8 simulations
     legal = np.zeros((4, A), np.bool_)
     for g in range(4):
-        legal_mask(states[g], legal[g])
+        policy_mask(states[g], legal[g])  # uniform over the policy's support
     np.testing.assert_allclose(result.raw_priors, legal / legal.sum(1, keepdims=True), rtol=1e-6)
     assert np.isfinite(result.pi).all() and np.isfinite(result.root_value).all()
 
@@ -148,7 +149,8 @@ def test_last_decision_of_the_match_is_valued_by_the_real_outcome():
     ]  # fmt: skip
     assert last, "random play should reach a final decision"
     roots = np.stack(last)
-    result = make_search(PointsEvaluator(), MctsSection(budget_mark=10), max_games=len(roots)).run(
+    mcts = MctsSection(budget_mark=10, margin_utility=0.0)  # pure win/draw/loss values
+    result = make_search(PointsEvaluator(), mcts, max_games=len(roots)).run(
         roots, np.zeros(len(roots), np.int64)
     )
     for g, s in enumerate(roots):
@@ -201,3 +203,15 @@ def test_search_agent_is_deterministic_in_a_match():
     result = play_match(a, b, games=4, seed=3)
     assert result.summary.a_win_rate == 0.5
     np.testing.assert_array_equal(result.a_scores, result.b_scores[:, ::-1])
+
+
+def test_margin_utility_values_finished_matches_by_outcome_and_score():
+    from leaguezero.yatzy.search import terminal_value
+
+    state = np.zeros(STATE_LEN, np.int64)
+    state[S_SCORE], state[S_SCORE + 1] = 200, 150
+    assert terminal_value(state, 0, 0.0, 0.0, 50.0) == 1.0
+    w = 1.0
+    expected = (1.0 + w * np.tanh(50 / 50.0)) / (1 + w)
+    assert terminal_value(state, 0, 0.0, w, 50.0) == pytest.approx(expected)
+    assert terminal_value(state, 1, 0.0, w, 50.0) == pytest.approx(-expected)

@@ -51,7 +51,11 @@ def run_oracle_search(count: int, budget: int):
 
 
 def test_search_with_oracle_values_picks_the_oracle_move():
-    result, regret = run_oracle_search(count=8, budget=500)
+    # 2000 simulations: with averaged backups a keep that rerolls one die (6 outcomes) is
+    # explored deeper, and the exploratory replies under it pull its mean down until enough
+    # simulations concentrate there (docs/search.md, "averaging bias"); at 500-1000 one of
+    # these 8 states still picks a move 2.07 points worse.
+    result, regret = run_oracle_search(count=8, budget=2000)
     np.testing.assert_allclose(regret, 0.0, atol=1e-6)
     # Search sharpened the priors towards the best move.
     assert result.pi.max(axis=1).mean() > result.raw_priors.max(axis=1).mean() + 0.15

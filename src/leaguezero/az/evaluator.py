@@ -25,8 +25,9 @@ class Evaluator(Protocol):
     feature_schema_id: int
     num_actions: int
 
-    def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ...
+    def evaluate(
+        self, features: np.ndarray, legal: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
@@ -50,6 +51,21 @@ class UniformEvaluator:
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         counts = legal.sum(axis=1, keepdims=True)
         priors = np.divide(
-            legal.astype(np.float32), counts, out=np.zeros(legal.shape, np.float32), where=counts > 0
+            legal.astype(np.float32),
+            counts,
+            out=np.zeros(legal.shape, np.float32),
+            where=counts > 0,
         )
         return priors, np.zeros(legal.shape[0], dtype=np.float32)
+
+
+def mix_utility(values: np.ndarray, margins: np.ndarray | None, weight: float) -> np.ndarray:
+    """Search utility ``(value + weight * margin) / (1 + weight)`` (float32 [N]).
+
+    ``values`` are win/draw/loss estimates and ``margins`` score-margin estimates, both in
+    [-1, 1] for the player to move; without a margin head (``None``) or with ``weight == 0``
+    the values pass through.
+    """
+    if margins is None or weight <= 0:
+        return np.asarray(values, dtype=np.float32)
+    return ((values + weight * margins) / (1.0 + weight)).astype(np.float32)

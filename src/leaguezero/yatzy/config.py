@@ -50,12 +50,18 @@ class MctsSection(Section):
         1.0, ge=0, description="Temperature for sampling the executed move (not the target)."
     )
     temperature_decisions: int = Field(
-        20, ge=0, description="Decisions per player sampled with temperature; then greedy."
+        8, ge=0, description="Decisions per player sampled with temperature; then greedy."
     )
     max_inflight_per_game: int = Field(
         1, ge=1, description="Pending leaf evaluations per tree (virtual loss when > 1)."
     )
     virtual_loss: float = Field(1.0, ge=0, description="Virtual loss per pending visit.")
+    margin_utility: float = Field(
+        1.0,
+        ge=0,
+        description="Search value = (win + w * tanh(margin / train.margin_scale)) / (1 + w); 0 = "
+        "pure win/loss.",
+    )
 
 
 class SelfPlaySection(Section):

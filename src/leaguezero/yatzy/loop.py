@@ -105,7 +105,9 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
         from leaguezero.az.inference.local import TorchEvaluator
 
         model, _ = load_yatzy_model(best_path, cfg.run.device)
-        return TorchEvaluator(model, FEATURE_SCHEMA_ID, cfg.run.device)
+        return TorchEvaluator(
+            model, FEATURE_SCHEMA_ID, cfg.run.device, margin_weight=cfg.mcts.margin_utility
+        )
     from leaguezero.az.inference.client import InferenceClient
 
     client = InferenceClient(
@@ -114,6 +116,7 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
         num_actions=NUM_ACTIONS,
         max_pending_total=cfg.infer.max_pending_total,
     )
+    client.margin_weight = cfg.mcts.margin_utility
     if best_path is not None and best_path.is_file():
         # The server may have started with another model: make it serve this run's best.
         client.load_model(0, str(best_path.resolve()))
@@ -203,7 +206,8 @@ def run_iteration(
     if "gate" not in phases:
         from leaguezero.yatzy.gate import load_seed_set, run_gate
 
-        sims = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct}
+        sims = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct,
+                "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
         cand = ModelAgent.from_spec(str(run.candidate(it)), **sims)
         best = ModelAgent.from_spec(str(run.best), **sims)
         seeds = load_seed_set(run.gate / "seedsets", cfg.gate.seed_set, cfg.gate.max_games // 2)
@@ -259,7 +263,8 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     out: dict = {}
     if oracle is None:
         return out
-    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
+    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct,
+            "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
     seed = cfg.run.seed * 31 + it
     games = cfg.oracle_eval.games
     total = 2 * games + 2 * cfg.oracle_eval.match_games

@@ -4,7 +4,7 @@ Options (query string or keyword arguments):
 
 * ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
   ``sims=0`` plays the raw policy (most probable legal action, no search);
-* ``c_puct``, ``max_inflight_per_game`` as in the ``mcts`` config section;
+* ``c_puct``, ``max_inflight_per_game``, ``margin_utility`` as in the ``mcts`` config section;
 * ``device`` (``cpu`` | ``cuda``).
 
 Evaluation mode always: no root noise, temperature 0, deterministic ties and chance streams
@@ -23,12 +23,12 @@ from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, encode_batch
 from leaguezero.yatzy.net import MODEL_CONSTRUCTORS
-from leaguezero.yatzy.rules import legal_mask_batch
+from leaguezero.yatzy.rules import policy_mask_batch
 from leaguezero.yatzy.search import SearchAgent
 from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
 
 YATZY_SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
-_SEARCH_KEYS = {"budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game"}
+_SEARCH_KEYS = {"budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game", "margin_utility"}
 
 
 def load_yatzy_model(path: str | Path, device: str = "cpu"):
@@ -49,7 +49,7 @@ class PolicyAgent:
         feats = np.zeros((len(rows), self.evaluator.num_features), np.float32)
         legal = np.zeros((len(rows), NUM_ACTIONS), np.bool_)
         encode_batch(states, rows, feats)
-        legal_mask_batch(states, rows, legal)
+        policy_mask_batch(states, rows, legal)
         priors, _ = self.evaluator.evaluate(feats, legal)
         return np.argmax(np.where(legal, priors, -1.0), axis=1).astype(np.int64)
 
@@ -70,14 +70,15 @@ class ModelAgent:
             model, _ = load_yatzy_model(path, device)
         except CheckpointError as err:
             raise ValueError(str(err)) from None
-        evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, device)
         search = {k: v for k, v in opts.items() if k in _SEARCH_KEYS}
+        margin = float(search.get("margin_utility", MctsSection().margin_utility))
+        evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, device, margin_weight=margin)
         sims = opts.pop("sims", None)
         unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
         if unknown:
             raise ValueError(
                 f"unknown model option(s) {', '.join(sorted(unknown))}: use sims, "
-                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, device"
+                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, device"
             )
         if sims is not None:
             if int(sims) == 0:

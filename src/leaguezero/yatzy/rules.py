@@ -24,6 +24,7 @@ from __future__ import annotations
 from numba import njit
 
 from leaguezero.yatzy.tables import (
+    CANONICAL_KEEP,
     CODE_TO_KEPT,
     FULL_AVAIL,
     KEEP_TO_KEPT,
@@ -320,3 +321,29 @@ def legal_mask_batch(states, rows, out):
     """``out[j] = legal_mask(states[rows[j]])``; out bool [len(rows), 47]."""
     for j in range(rows.shape[0]):
         legal_mask(states[rows[j]], out[j])
+
+
+@njit(cache=True)
+def policy_mask(state, out):
+    """Legal actions with one KeepMask per distinct kept multiset (the policy's support).
+
+    Masks that keep equal multisets (e.g. either of two equal dice) lead to the same reroll
+    distribution and, with keyed dice, the same outcome, so search and the policy use only the
+    lowest such mask; the others stay legal moves. Returns the count. ``out`` bool [47].
+    """
+    n = legal_mask(state, out)
+    if n == 0 or state[S_REROLLS] == 0:
+        return n
+    dice = state[S_DICE]
+    for a in range(NUM_KEEP_MASKS):
+        if out[a] and not CANONICAL_KEEP[dice, a]:
+            out[a] = False
+            n -= 1
+    return n
+
+
+@njit(cache=True)
+def policy_mask_batch(states, rows, out):
+    """``out[j] = policy_mask(states[rows[j]])``; out bool [len(rows), 47]."""
+    for j in range(rows.shape[0]):
+        policy_mask(states[rows[j]], out[j])

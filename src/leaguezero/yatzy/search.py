@@ -19,6 +19,8 @@ leaves get the real result (+1 / 0 / -1), or ``score difference / terminal_scale
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -55,9 +57,9 @@ from leaguezero.yatzy.rules import (
     STATE_LEN,
     apply_action,
     is_terminal,
-    legal_mask,
     mix32,
     outcome,
+    policy_mask,
 )
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_DICE_SETS
 
@@ -85,11 +87,22 @@ def chance_key(state):
 
 
 @njit(cache=True)
-def terminal_value(state, player, terminal_scale):
-    """Value of a finished match for ``player``: outcome, or score difference / scale."""
+def terminal_value(state, player, terminal_scale, margin_weight=0.0, margin_scale=50.0):
+    """Value of a finished match for ``player`` in [-1, 1].
+
+    ``terminal_scale > 0``: score difference / scale (the solitaire objective of the oracle
+    tests). Otherwise the utility ``(outcome + w tanh(diff / margin_scale)) / (1 + w)`` with
+    ``w = margin_weight``: 0 is AlphaZero's win/draw/loss; ``w > 0`` adds a score term (as
+    KataGo does) because single Yatzy moves change the win probability too little for win/loss
+    values to separate them early in training.
+    """
+    diff = state[S_SCORE + player] - state[S_SCORE + 1 - player]
     if terminal_scale > 0.0:
-        return (state[S_SCORE + player] - state[S_SCORE + 1 - player]) / terminal_scale
-    return float(outcome(state, player))
+        return diff / terminal_scale
+    value = float(outcome(state, player))
+    if margin_weight > 0.0:
+        value = (value + margin_weight * math.tanh(diff / margin_scale)) / (1.0 + margin_weight)
+    return value
 
 
 @njit(cache=True)
@@ -121,7 +134,7 @@ def begin_roots(tree, counters, batch, root_states, active):
         batch.path_depth[g, 0] = 0
         counters[g, C_PENDING] = 1
         encode_into(root_states[g], batch.features[rows])
-        legal_mask(root_states[g], batch.legal[rows])
+        policy_mask(root_states[g], batch.legal[rows])
         batch.batch_game[rows] = g
         batch.batch_slot[rows] = 0
         rows += 1
@@ -160,6 +173,7 @@ def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_
 def select_leaves(
     tree, counters, batch, root_states, root_seeds, active, budgets, max_inflight,
     c_puct, fpu_reduction, virtual_loss, terminal_scale, sim_state,
+    margin_weight=0.0, margin_scale=50.0,
 ):  # fmt: skip
     """One lockstep round: up to ``max_inflight`` new leaves per active tree, batched.
 
@@ -184,7 +198,10 @@ def select_leaves(
             )
             leaf = nodes[depth]
             if tree.node_status[g, leaf] == NODE_TERMINAL:
-                value = terminal_value(sim_state, tree.node_player[g, leaf], terminal_scale)
+                value = terminal_value(
+                    sim_state, tree.node_player[g, leaf], terminal_scale, margin_weight,
+                    margin_scale,
+                )  # fmt: skip
                 backup(tree, g, nodes, actions, depth, value)
                 counters[g, C_SIMS] += 1
                 counters[g, C_TERMINAL] += 1
@@ -196,7 +213,7 @@ def select_leaves(
             counters[g, C_PENDING] += 1
             batch.path_depth[g, slot] = depth
             encode_into(sim_state, batch.features[rows])
-            legal_mask(sim_state, batch.legal[rows])
+            policy_mask(sim_state, batch.legal[rows])
             batch.batch_game[rows] = g
             batch.batch_slot[rows] = slot
             rows += 1
@@ -217,10 +234,19 @@ class YatzyKernels:
     num_features = NUM_FEATURES
     num_actions = NUM_ACTIONS
 
-    def __init__(self, budget_reroll: int, budget_mark: int, terminal_scale: float = 0.0):
+    def __init__(
+        self,
+        budget_reroll: int,
+        budget_mark: int,
+        terminal_scale: float = 0.0,
+        margin_weight: float = 0.0,
+        margin_scale: float = 50.0,
+    ):
         self.budget_reroll = budget_reroll
         self.budget_mark = budget_mark
         self.terminal_scale = terminal_scale
+        self.margin_weight = margin_weight
+        self.margin_scale = margin_scale
         self._sim_state = np.zeros(STATE_LEN, np.int64)
 
     def budgets(self, root_states: np.ndarray) -> np.ndarray:
@@ -238,7 +264,7 @@ class YatzyKernels:
         return select_leaves(
             tree, counters, batch, root_states, root_seeds, active, budgets,
             params.max_inflight_per_game, params.c_puct, params.fpu_reduction, params.virtual_loss,
-            self.terminal_scale, self._sim_state,
+            self.terminal_scale, self._sim_state, self.margin_weight, self.margin_scale,
         )  # fmt: skip
 
 
@@ -250,8 +276,13 @@ def make_search(
     seed: int = 0,
     fpu_reduction: float = 0.0,
     terminal_scale: float = 0.0,
+    margin_scale: float = 50.0,
 ) -> LockstepSearch:
-    """A :class:`LockstepSearch` over Yatzy with the knobs of ``mcts`` (defaults if None)."""
+    """A :class:`LockstepSearch` over Yatzy with the knobs of ``mcts`` (defaults if None).
+
+    Terminal leaves use the utility of ``mcts.margin_utility`` (see :func:`terminal_value`);
+    the evaluator must mix its value and margin heads with the same weight.
+    """
     mcts = mcts or MctsSection()
     if evaluator.num_actions != NUM_ACTIONS:
         raise ValueError(f"evaluator has {evaluator.num_actions} actions, Yatzy has {NUM_ACTIONS}")
@@ -263,7 +294,9 @@ def make_search(
         dirichlet_alpha=mcts.dirichlet_alpha,
         dirichlet_epsilon=mcts.dirichlet_epsilon,
     )
-    kernels = YatzyKernels(mcts.budget_reroll, mcts.budget_mark, terminal_scale)
+    kernels = YatzyKernels(
+        mcts.budget_reroll, mcts.budget_mark, terminal_scale, mcts.margin_utility, margin_scale
+    )
     max_budget = max(mcts.budget_reroll, mcts.budget_mark)
     return LockstepSearch(
         kernels, evaluator, params, max_games=max_games, max_budget=max_budget, seed=seed
@@ -302,8 +335,12 @@ class YatzyReferenceGame:
 
     num_actions = NUM_ACTIONS
 
-    def __init__(self, terminal_scale: float = 0.0) -> None:
+    def __init__(
+        self, terminal_scale: float = 0.0, margin_weight: float = 0.0, margin_scale: float = 50.0
+    ) -> None:
         self.terminal_scale = terminal_scale
+        self.margin_weight = margin_weight
+        self.margin_scale = margin_scale
 
     def descent_state(self, root_state: np.ndarray, root_seed: int, descent: int) -> np.ndarray:
         out = np.zeros(STATE_LEN, np.int64)
@@ -323,7 +360,11 @@ class YatzyReferenceGame:
         return int(state[S_PLAYER])
 
     def terminal_value(self, state: np.ndarray, player: int) -> float:
-        return float(terminal_value(state, player, self.terminal_scale))
+        return float(
+            terminal_value(
+                state, player, self.terminal_scale, self.margin_weight, self.margin_scale
+            )
+        )
 
     def encode(self, state: np.ndarray) -> np.ndarray:
         out = np.zeros(NUM_FEATURES, np.float32)
@@ -331,6 +372,7 @@ class YatzyReferenceGame:
         return out
 
     def legal(self, state: np.ndarray) -> np.ndarray:
+        """The policy's support: legal actions with one KeepMask per kept multiset."""
         out = np.zeros(NUM_ACTIONS, np.bool_)
-        legal_mask(state, out)
+        policy_mask(state, out)
         return out

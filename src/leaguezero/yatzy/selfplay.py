@@ -34,8 +34,8 @@ from leaguezero.yatzy.rules import (
     S_SCORE,
     STATE_LEN,
     apply_actions_batch,
-    legal_mask_batch,
     new_match,
+    policy_mask_batch,
     terminal_mask,
 )
 from leaguezero.yatzy.search import make_search
@@ -106,7 +106,10 @@ def run_selfplay(
     )
     rng = np.random.default_rng([seed, worker, done_before])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    search = make_search(evaluator, cfg.mcts, max_games=num_slots, seed=int(rng.integers(2**62)))
+    search = make_search(
+        evaluator, cfg.mcts, max_games=num_slots, seed=int(rng.integers(2**62)),
+        margin_scale=cfg.train.margin_scale,
+    )  # fmt: skip
 
     states = np.zeros((num_slots, STATE_LEN), np.int64)
     active = np.zeros(num_slots, np.bool_)
@@ -150,7 +153,7 @@ def run_selfplay(
             0.0,
         )
         encode_batch(states, rows, row_feats[:n])
-        legal_mask_batch(states, rows, row_legal[:n])
+        policy_mask_batch(states, rows, row_legal[:n])  # the policy's support (one mask per keep)
         roots = np.ascontiguousarray(states[rows])
         seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
         result = search.run(

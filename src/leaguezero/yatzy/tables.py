@@ -141,6 +141,16 @@ def _build() -> dict[str, np.ndarray]:
             to.append(dice_index[final])
             prob.append(ways / 6**n)
         ptr.append(len(to))
+    # A keep mask is canonical when no smaller mask keeps the same multiset: equal dice make
+    # several masks equivalent (same kept dice, same reroll distribution, same keyed outcome).
+    canonical = np.zeros((NUM_DICE_SETS, NUM_KEEP_MASKS), dtype=np.bool_)  # [252, 32]
+    for i in range(NUM_DICE_SETS):
+        seen: set[int] = set()
+        for mask in range(NUM_KEEP_MASKS - 1):  # keep-all is never a reroll
+            kept = int(keep_to_kept[i, mask])
+            if kept not in seen:
+                seen.add(kept)
+                canonical[i, mask] = True
     scores = np.array([_score_reference(ms) for ms in dice_sets], dtype=np.int64)  # [252, 15]
     # Probability of each multiset on a fresh roll of 5 dice: row 0 of the CSR (kept = empty).
     return {
@@ -157,6 +167,7 @@ def _build() -> dict[str, np.ndarray]:
         "reroll_to": np.array(to, dtype=np.int64),
         "reroll_prob": np.array(prob, dtype=np.float64),
         "scores": scores,
+        "canonical_keep": canonical,
     }
 
 
@@ -174,6 +185,7 @@ REROLL_PTR: np.ndarray = _T["reroll_ptr"]  # [463] int64 CSR row pointers per ke
 REROLL_TO: np.ndarray = _T["reroll_to"]  # [nnz] int64 final dice idx
 REROLL_PROB: np.ndarray = _T["reroll_prob"]  # [nnz] float64 probability
 SCORES: np.ndarray = _T["scores"]  # [252, 15] int64 points per category
+CANONICAL_KEEP: np.ndarray = _T["canonical_keep"]  # [252, 32] bool lowest mask per kept multiset
 EMPTY_KEPT = 0  # kept idx of the empty multiset (a fresh roll of all five dice)
 
 _DICE_INDEX = {tuple(int(v) for v in row): i for i, row in enumerate(DICE)}

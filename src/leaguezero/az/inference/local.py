@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from leaguezero.az.evaluator import mix_utility
+
 
 @dataclass
 class ForwardResult:
@@ -71,8 +73,13 @@ class TorchEvaluator:
     """
 
     def __init__(
-        self, model: nn.Module, feature_schema_id: int, device: torch.device | str = "cpu"
+        self,
+        model: nn.Module,
+        feature_schema_id: int,
+        device: torch.device | str = "cpu",
+        margin_weight: float = 0.0,
     ) -> None:
+        self.margin_weight = margin_weight  # search utility: see az.evaluator.mix_utility
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.feature_schema_id = feature_schema_id
@@ -88,6 +95,9 @@ class TorchEvaluator:
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(self.device)
             mask = torch.from_numpy(np.ascontiguousarray(legal, dtype=np.bool_)).to(self.device)
-            logits, values, _ = self.model(x)
+            logits, values, margins = self.model(x)
             priors = masked_softmax_torch(logits.float(), mask)
-            return priors.cpu().numpy(), values.float().cpu().numpy()
+            margin_np = None if margins is None else margins.float().cpu().numpy()
+            return priors.cpu().numpy(), mix_utility(
+                values.float().cpu().numpy(), margin_np, self.margin_weight
+            )
