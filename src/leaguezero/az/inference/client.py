@@ -1,22 +1,25 @@
-"""The inference-server client: an Evaluator over a socket, plus a ticket (future) API.
+"""The inference-server client: an Evaluator over one or more servers, plus a ticket API.
 
 ``submit(features, legal)`` encodes one frame for the whole batch, registers a ticket under a
-fresh ``request_id`` and sends it; a background reader thread decodes replies and completes the
+fresh ``request_id`` and sends it; a reader thread per server decodes replies and completes the
 ticket's ``Future``, so replies may arrive in any order. ``evaluate`` is ``submit`` + wait +
 masked softmax: the blocking call a lockstep search makes once per leaf batch.
 
+Several servers (``tcp://h1:p,tcp://h2:p``, one per GPU): each request goes to the live server
+with the fewest pending rows. When a server dies (connection lost, or no answer to a health
+check within ``health_timeout_s``), its unanswered requests are resent to the live ones, and its
+reader keeps reconnecting with backoff; a recovered server gets the models loaded through
+:meth:`InferenceClient.load_model` again, then takes traffic. A reply is matched by
+``request_id``, so nothing is lost and a duplicate reply is ignored.
+
 Backpressure: at most ``max_pending_total`` rows are in flight; ``submit`` blocks until replies
 free room (a single batch larger than the cap is still sent once nothing else is pending).
-
-Reconnect: when the connection drops (server restart), the reader reconnects with backoff and
-resends every ticket still waiting, in request order; a reply is matched by ``request_id``, so
-nothing is lost and a duplicate reply is ignored. After ``reconnect_timeout_s`` without a server
-the waiting tickets fail with ``ConnectionError`` and so does every later call.
+While no server is up, requests wait; after ``reconnect_timeout_s`` with none, the waiting
+requests fail with ``ConnectionError`` and so does every later call.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -28,10 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from leaguezero.az.evaluator import mix_utility
 from leaguezero.az.inference.endpoint import Endpoint, connect, parse_endpoints
+from leaguezero.az.inference.links import Link, Ticket, recv_frame, shutdown_socket
 from leaguezero.az.inference.protocol import (
-    LENGTH,
-    MAX_FRAME_BYTES,
     ControlOp,
     ProtocolError,
     Reply,
@@ -50,15 +53,6 @@ class InferenceError(RuntimeError):
     def __init__(self, status: Status, message: str) -> None:
         super().__init__(f"inference server error {status.name}: {message}")
         self.status = status
-
-
-@dataclass
-class _Ticket:
-    future: Future
-    frame: bytes
-    rows: int
-    sent_generation: int = -1  # connection generation this frame was last sent on
-    submitted: float = field(default_factory=time.perf_counter)
 
 
 LATENCY_BOUNDS_S = np.array([1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1.0])
@@ -95,16 +89,19 @@ class ClientStats:
 
 
 class InferenceClient:
-    """Evaluator over an inference server (``unix:///path`` or ``tcp://host:port``).
+    """Evaluator over inference servers (``unix:///path``, ``tcp://host:port``, or a
+    comma-separated list of them).
 
     Args:
-        endpoint: server address (one; a comma-separated list is parsed but not yet served).
+        endpoint: server address(es).
         feature_schema_id: sent with every request; the server rejects a mismatch.
         num_actions: A, for the Evaluator protocol.
         model_id: model for ``evaluate`` (``submit`` can name another one).
-        max_pending_total: most rows in flight (backpressure).
-        connect_timeout_s: how long the first connection may take (servers start slowly).
-        reconnect_timeout_s: how long to wait for a restarted server before failing.
+        max_pending_total: most rows in flight over all servers (backpressure).
+        connect_timeout_s: how long the first connection to any server may take.
+        reconnect_timeout_s: how long to wait with no server up before failing.
+        health_interval_s: seconds between health checks of each live server (None: off).
+        health_timeout_s: a server that leaves a health check unanswered this long is dead.
     """
 
     def __init__(
@@ -117,29 +114,56 @@ class InferenceClient:
         max_pending_total: int = 4096,
         connect_timeout_s: float = 30.0,
         reconnect_timeout_s: float = 60.0,
+        health_interval_s: float | None = 2.0,
+        health_timeout_s: float = 10.0,
     ) -> None:
         endpoints = parse_endpoints(endpoint) if isinstance(endpoint, str) else [endpoint]
-        if len(endpoints) != 1:
-            raise ValueError(f"one endpoint expected, got {len(endpoints)}: {endpoint}")
+        self.endpoints = endpoints
         self.endpoint = endpoints[0]
         self.feature_schema_id = feature_schema_id
         self.num_actions = num_actions
         self.model_id = model_id
+        self.margin_weight = 0.0  # > 0: search utility mixes the value and margin heads
         self.max_pending_total = max_pending_total
         self.reconnect_timeout_s = reconnect_timeout_s
+        self.health_interval_s = health_interval_s
+        self.health_timeout_s = health_timeout_s
         self.stats = ClientStats()
-        self._lock = threading.Lock()  # guards _pending, _pending_rows, _failure, stats
+        self._lock = threading.Lock()  # guards tickets, link accounting, _failure, stats
         self._room = threading.Condition(self._lock)
-        self._send_lock = threading.Lock()  # guards _sock and _generation; never held by reader
-        self._pending: dict[int, _Ticket] = {}
+        self._pending: dict[int, Ticket] = {}
         self._pending_rows = 0
         self._ids = itertools.count(1)
+        self._generations = itertools.count(1)
+        self._models: dict[int, str] = {}  # loaded through this client; replayed on reconnect
         self._closed = False
+        self._stopping = threading.Event()  # wakes the health thread at close
         self._failure: BaseException | None = None
-        self._generation = 0
-        self._sock: socket.socket | None = self._connect_with_retry(connect_timeout_s)
-        self._reader = threading.Thread(target=self._read_loop, name="lz-infer-reader", daemon=True)
-        self._reader.start()
+        self._all_down_since = time.monotonic()
+        self._ever_up = False
+        self.links = [Link(i, e) for i, e in enumerate(endpoints)]
+        for link in self.links:
+            link.thread = threading.Thread(
+                target=self._link_loop, args=(link,), name=f"lz-infer-{link.index}", daemon=True
+            )
+            link.thread.start()
+        with self._room:
+            self._room.wait_for(
+                lambda: self._ever_up or self._failure is not None, timeout=connect_timeout_s
+            )
+            ok = self._ever_up
+        if not ok:
+            self.close()
+            where = ", ".join(str(e) for e in endpoints)
+            raise ConnectionError(
+                f"no inference server at {where} after {connect_timeout_s:.0f} s; "
+                "start one with `yz infer-server`"
+            )
+        self._health: threading.Thread | None = None
+        if health_interval_s is not None:
+            self._health = threading.Thread(target=self._health_loop, name="lz-infer-health")
+            self._health.daemon = True
+            self._health.start()
 
     # ---------------------------------------------------------------- public API
     def submit(
@@ -154,7 +178,7 @@ class InferenceClient:
         mid = self.model_id if model_id is None else model_id
         rid = next(self._ids)
         frame = encode_eval_request(rid, mid, self.feature_schema_id, features, legal)
-        return self._submit_frame(rid, frame, rows=features.shape[0])
+        return self._submit_frame(rid, Ticket(Future(), frame, features.shape[0]))
 
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Evaluator protocol: priors float32 [N, A] (masked softmax) and values float32 [N]."""
@@ -165,30 +189,71 @@ class InferenceClient:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`evaluate` for a given ``model_id`` (e.g. best vs candidate in gating)."""
         reply: Reply = self.submit(features, legal, model_id).result()
-        return softmax_masked_logits(reply.logits), reply.values.copy()
+        values = mix_utility(reply.values, reply.margins, self.margin_weight)
+        return softmax_masked_logits(reply.logits), values.copy()
 
     def for_model(self, model_id: int) -> ModelEvaluator:
-        """An Evaluator view of this client that asks ``model_id`` (shares the connection)."""
+        """An Evaluator view of this client that asks ``model_id`` (shares the connections)."""
         return ModelEvaluator(self, model_id)
 
     def load_model(self, model_id: int, path: str, timeout_s: float = 120.0) -> dict:
-        """Ask the server to load checkpoint ``path`` (a server-side path) as ``model_id``."""
-        return self._control(ControlOp.LOAD_MODEL, model_id, path, timeout_s)
+        """Make every server load checkpoint ``path`` (a server-side path) as ``model_id``.
+
+        A server that is down now, or restarts later, loads it when it (re)connects. Returns
+        the first server's answer; raises :class:`InferenceError` if any live server refuses.
+        """
+        with self._lock:
+            # Recorded first, so that a server reconnecting meanwhile replays it as well.
+            previous = self._models.get(model_id)
+            self._models[model_id] = path
+            live = [link for link in self.links if link.up]
+        futures = [self._control(link, ControlOp.LOAD_MODEL, model_id, path) for link in live]
+        answers = []
+        try:
+            for fut in futures:
+                try:
+                    answers.append(json.loads(fut.result(timeout_s).message))
+                except ConnectionError:
+                    continue  # died meanwhile: it reloads on reconnect
+        except InferenceError:
+            with self._lock:  # a path the server refuses must not block later reconnects
+                if previous is None:
+                    self._models.pop(model_id, None)
+                else:
+                    self._models[model_id] = previous
+            raise
+        if not answers:
+            raise ConnectionError("no inference server answered the model load")
+        return answers[0]
 
     def info(self, timeout_s: float = 30.0) -> dict:
-        """The served models as the server describes them (JSON)."""
-        return self._control(ControlOp.INFO, 0, "", timeout_s)
+        """The served models as the least busy live server describes them (JSON)."""
+        with self._lock:
+            link = self._least_loaded()
+        if link is None:
+            raise ConnectionError("no inference server is up")
+        return json.loads(self._control(link, ControlOp.INFO, 0, "").result(timeout_s).message)
+
+    def endpoint_status(self) -> list[dict[str, object]]:
+        """Per endpoint: address, up, pending rows, replies, failovers."""
+        with self._lock:
+            return [link.describe() for link in self.links]
 
     def close(self) -> None:
-        """Fail waiting tickets, close the socket and stop the reader thread."""
+        """Fail waiting tickets, close the sockets and stop the threads."""
         self._closed = True
-        _shutdown(self._sock, close=False)  # unblocks a sender so the lock below frees
-        with self._send_lock:
-            sock, self._sock = self._sock, None
-            _shutdown(sock)
+        self._stopping.set()
+        with self._room:
+            self._room.notify_all()
+        for link in self.links:
+            shutdown_socket(link.sock, close=False)  # unblocks a sender so the lock frees
+            with link.send_lock:
+                sock, link.sock = link.sock, None
+                shutdown_socket(sock)
         self._fail_all(ConnectionError("inference client closed"))
-        if self._reader is not threading.current_thread():
-            self._reader.join(timeout=5)
+        for link in self.links:
+            if link.thread is not None and link.thread is not threading.current_thread():
+                link.thread.join(timeout=5)
 
     def __enter__(self) -> InferenceClient:
         return self
@@ -201,105 +266,219 @@ class InferenceClient:
         return self._pending_rows
 
     # ---------------------------------------------------------------- sending
-    def _submit_frame(self, rid: int, frame: bytes, rows: int) -> Future:
-        ticket = _Ticket(Future(), frame, rows)
+    def _least_loaded(self) -> Link | None:
+        """The live link with the fewest pending rows (lowest index on ties); lock held."""
+        live = [link for link in self.links if link.up]
+        return min(live, key=lambda link: link.pending_rows) if live else None
+
+    def _assign(self, rid: int, ticket: Ticket, link: Link | None) -> None:
+        ticket.link = None if link is None else link.index
+        if link is not None:
+            link.inflight.add(rid)
+            link.pending_rows += ticket.rows
+
+    def _submit_frame(self, rid: int, ticket: Ticket, link: Link | None = None) -> Future:
+        """Register ``ticket`` and send it (to ``link`` when pinned, else the least loaded)."""
         with self._room:
-            while (
+            while (  # control requests (0 rows) never wait: health checks must get through
                 self._failure is None
+                and ticket.rows > 0
                 and self._pending_rows > 0
-                and self._pending_rows + rows > self.max_pending_total
+                and self._pending_rows + ticket.rows > self.max_pending_total
             ):
                 self._room.wait()
             if self._failure is not None:
                 raise ConnectionError(str(self._failure))
+            if ticket.pinned and (link is None or not link.up):
+                ticket.future.set_exception(ConnectionError("inference server is down"))
+                return ticket.future
             self._pending[rid] = ticket
-            self._pending_rows += rows
-        with self._send_lock:
-            # During a reconnect the reader resends everything pending; the generation check
-            # keeps this frame from going out twice on the same connection.
-            if self._sock is not None and ticket.sent_generation != self._generation:
-                ticket.sent_generation = self._generation
-                try:
-                    self._sock.sendall(frame)
-                except OSError:  # wake the reader, which reconnects and resends
-                    _shutdown(self._sock, close=False)
+            self._pending_rows += ticket.rows
+            target = link if ticket.pinned else self._least_loaded()
+            self._assign(rid, ticket, target)  # None: parked until a server comes up
+        if target is not None:
+            with target.send_lock:
+                target.send(ticket)
         return ticket.future
 
-    def _control(self, op: ControlOp, model_id: int, argument: str, timeout_s: float) -> dict:
+    def _control(self, link: Link, op: ControlOp, model_id: int, argument: str) -> Future:
         rid = next(self._ids)
-        reply = self._submit_frame(
-            rid, encode_control_request(rid, op, model_id, argument), rows=0
-        ).result(timeout_s)
-        return json.loads(reply.message)
+        frame = encode_control_request(rid, op, model_id, argument)
+        return self._submit_frame(rid, Ticket(Future(), frame, 0, pinned=True), link)
 
-    def _connect_with_retry(self, timeout_s: float) -> socket.socket:
-        deadline = time.monotonic() + timeout_s
-        delay = 0.02
-        while True:
-            try:
-                return connect(self.endpoint)
-            except OSError as err:
-                if self._closed:
-                    raise ConnectionError("inference client closed") from None
-                if time.monotonic() + delay > deadline:
-                    raise ConnectionError(
-                        f"no inference server at {self.endpoint} after {timeout_s:.0f} s "
-                        f"({err.strerror or err}); start one with `yz infer-server`"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+    def _send_assigned(self, links: set[int]) -> None:
+        """Send every ticket assigned to these links that has not gone out on them yet."""
+        for index in sorted(links):
+            link = self.links[index]
+            with self._lock:
+                tickets = sorted((r, self._pending[r]) for r in link.inflight if r in self._pending)
+            with link.send_lock:
+                for _, ticket in tickets:
+                    if not link.send(ticket):
+                        break  # its reader sees the broken socket and fails over again
 
-    # ---------------------------------------------------------------- receiving
-    def _read_loop(self) -> None:
+    # ---------------------------------------------------------------- link life cycle
+    def _link_loop(self, link: Link) -> None:
+        """Per endpoint: connect (with backoff), serve replies, fail over, repeat."""
+        connected_before = False
         while True:
-            sock = self._sock
+            sock = self._connect(link)
             if sock is None:
-                return  # closed
+                return  # closed, or failed for good
+            self._bring_up(link, sock, reconnect=connected_before)
+            connected_before = True
             try:
                 while True:
-                    self._complete(decode_reply(_recv_frame(sock)))
+                    self._complete(link, decode_reply(recv_frame(sock)))
             except (OSError, EOFError, ProtocolError) as err:
                 if self._closed:
                     return
-                log.info("inference connection to %s lost (%s); reconnecting", self.endpoint, err)
-            _shutdown(sock, close=False)  # unblocks a sender stuck on it; no fd is freed yet
-            with self._send_lock:  # close only while no sender can be using the fd
-                if self._sock is sock:
-                    self._sock = None
-                sock.close()
+                log.info("inference connection to %s lost (%s)", link.endpoint, err)
+            self._take_down(link, sock)
+
+    def _connect(self, link: Link) -> socket.socket | None:
+        delay = 0.02
+        while not self._closed and self._failure is None:
             try:
-                new_sock = self._connect_with_retry(self.reconnect_timeout_s)
-            except ConnectionError as err:
-                self._fail_all(err)
-                return
-            self._resend_on(new_sock)
+                sock = connect(link.endpoint)
+                self._replay_models(sock)
+                return sock
+            except (OSError, EOFError, ProtocolError, InferenceError) as err:
+                with self._lock:
+                    down_for = time.monotonic() - self._all_down_since
+                    all_down = not any(other.up for other in self.links)
+                if all_down and self._ever_up and down_for > self.reconnect_timeout_s:
+                    self._fail_all(ConnectionError(
+                        f"no inference server at {link.endpoint} after "
+                        f"{self.reconnect_timeout_s:.0f} s ({err}); start one with "
+                        "`yz infer-server`"
+                    ))  # fmt: skip
+                    return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        return None
 
-    def _resend_on(self, sock: socket.socket) -> None:
-        with self._send_lock:
+    def _replay_models(self, sock: socket.socket) -> None:
+        """Load this client's models on a fresh connection before it takes traffic.
+
+        A restarted server may serve something else; routing search traffic to it before it
+        serves the run's model would silently mix two nets. Raises on a refused load (the
+        connection is then retried later).
+        """
+        with self._lock:
+            models = sorted(self._models.items())
+        sock.settimeout(120.0)
+        try:
+            for model_id, path in models:
+                rid = next(self._ids)
+                sock.sendall(encode_control_request(rid, ControlOp.LOAD_MODEL, model_id, path))
+                while True:
+                    reply = decode_reply(recv_frame(sock))
+                    if reply.request_id == rid:
+                        break
+                if not reply.ok:
+                    raise InferenceError(reply.status, reply.message)
+        except BaseException:
+            shutdown_socket(sock)
+            raise
+        sock.settimeout(None)
+
+    def _bring_up(self, link: Link, sock: socket.socket, reconnect: bool) -> None:
+        with link.send_lock:
+            link.sock = sock
+            link.generation = next(self._generations)
+        with self._room:
             if self._closed:
-                _shutdown(sock)
+                link.sock = None
+                shutdown_socket(sock)
                 return
-            self._generation += 1
-            self._sock = sock
-            with self._lock:
-                waiting = sorted(self._pending.items())
+            link.up = True
+            self._ever_up = True
+            self._all_down_since = float("inf")
+            if reconnect:
                 self.stats.reconnects += 1
-                self.stats.resent += len(waiting)
-            for _, ticket in waiting:
-                ticket.sent_generation = self._generation
-                try:
-                    sock.sendall(ticket.frame)
-                except OSError:
-                    break  # the reader sees the broken socket and reconnects again
-        log.info("reconnected to %s; resent %d requests", self.endpoint, len(waiting))
+            parked = [(r, t) for r, t in self._pending.items() if t.link is None]
+            for rid, ticket in parked:
+                self._assign(rid, ticket, link)
+                self.stats.resent += ticket.sent_generation >= 0
+            self._room.notify_all()
+        self._send_assigned({link.index})
+        if reconnect or parked:
+            log.info("%s is up; sent %d waiting requests", link.endpoint, len(parked))
 
-    def _complete(self, reply: Reply) -> None:
+    def _take_down(self, link: Link, sock: socket.socket) -> None:
+        """Mark ``link`` down and move its unanswered requests to live links (or park them)."""
+        shutdown_socket(sock, close=False)  # unblocks a sender stuck on it; no fd is freed yet
+        with link.send_lock:  # close only while no sender can be using the fd
+            if link.sock is sock:
+                link.sock = None
+            sock.close()
+        failed: list[Ticket] = []
+        targets: set[int] = set()
+        with self._room:
+            link.up = False
+            link.ping = None
+            moved = sorted(link.inflight)
+            link.inflight = set()
+            link.pending_rows = 0
+            if not any(other.up for other in self.links):
+                self._all_down_since = time.monotonic()
+            for rid in moved:
+                ticket = self._pending.get(rid)
+                if ticket is None:
+                    continue
+                if ticket.pinned:
+                    del self._pending[rid]
+                    failed.append(ticket)
+                    continue
+                target = self._least_loaded()
+                self._assign(rid, ticket, target)
+                if target is not None:
+                    targets.add(target.index)
+                    self.stats.resent += 1
+            if moved:
+                link.failovers += 1
+            self._room.notify_all()
+        for ticket in failed:
+            ticket.future.set_exception(ConnectionError(f"{link.endpoint} went down"))
+        self._send_assigned(targets)
+        if moved:
+            log.warning("%s is down; moved %d requests", link.endpoint, len(moved))
+
+    def _health_loop(self) -> None:
+        """Ping each live server; one that leaves a ping unanswered too long is taken down."""
+        assert self.health_interval_s is not None
+        while not self._stopping.wait(self.health_interval_s) and self._failure is None:
+            now = time.monotonic()
+            for link in self.links:
+                with self._lock:
+                    up, ping = link.up, link.ping
+                if not up:
+                    continue
+                if ping is not None and not ping[0].done():
+                    if now - ping[1] > self.health_timeout_s:
+                        log.warning("%s missed its health check; failing over", link.endpoint)
+                        shutdown_socket(link.sock, close=False)  # its reader takes it down
+                    continue
+                try:
+                    link.ping = (self._control(link, ControlOp.INFO, 0, ""), now)
+                except ConnectionError:
+                    return  # the client failed or closed meanwhile
+
+    # ---------------------------------------------------------------- receiving
+    def _complete(self, link: Link, reply: Reply) -> None:
         with self._room:
             ticket = self._pending.pop(reply.request_id, None)
             if ticket is None:
                 return  # a duplicate after a resend, already answered
             self._pending_rows -= ticket.rows
-            self.stats.record(ticket.rows, time.perf_counter() - ticket.submitted)
+            if ticket.link is not None:
+                owner = self.links[ticket.link]
+                owner.inflight.discard(reply.request_id)
+                owner.pending_rows -= ticket.rows
+            link.replies += 1
+            if not ticket.pinned:
+                self.stats.record(ticket.rows, time.perf_counter() - ticket.submitted)
             self._room.notify_all()
         if reply.ok:
             ticket.future.set_result(reply)
@@ -312,6 +491,9 @@ class InferenceClient:
             tickets = list(self._pending.values())
             self._pending.clear()
             self._pending_rows = 0
+            for link in self.links:
+                link.inflight = set()
+                link.pending_rows = 0
             self._room.notify_all()
         for ticket in tickets:
             if not ticket.future.done():
@@ -346,29 +528,11 @@ class ModelEvaluator:
         return self.client.evaluate_model(self.model_id, features, legal)
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise EOFError("server closed the connection")
-        got += n
-    return buffer
-
-
-def _recv_frame(sock: socket.socket) -> bytearray:
-    (length,) = LENGTH.unpack(_recv_exact(sock, LENGTH.size))
-    if length > MAX_FRAME_BYTES:
-        raise ProtocolError(Status.FRAME_TOO_LARGE, f"reply frame of {length} bytes")
-    return _recv_exact(sock, length)
-
-
-def _shutdown(sock: socket.socket | None, close: bool = True) -> None:
-    if sock is None:
-        return
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    if close:
-        sock.close()
+__all__ = [
+    "LATENCY_BOUNDS_S",
+    "ClientStats",
+    "InferenceClient",
+    "InferenceError",
+    "ModelEvaluator",
+    "softmax_masked_logits",
+]
