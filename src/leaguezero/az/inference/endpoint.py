@@ -1,7 +1,7 @@
 """Inference endpoints: ``unix:///path/to.sock`` and ``tcp://host:port`` addresses.
 
-:func:`parse_endpoints` already accepts a comma-separated list (several servers, for a later
-issue); today's client uses exactly one.
+:func:`parse_endpoints` accepts a comma-separated list: the client spreads requests over
+several servers (one per GPU) and fails over between them (docs/cluster.md).
 """
 
 from __future__ import annotations
