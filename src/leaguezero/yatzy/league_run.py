@@ -119,7 +119,12 @@ class LeagueRun:
         hero_win_rates(self.matchlog.read(kind="training"), self.win_rates)
         self.shares = BucketShares(lc.mirror_share, lc.peers_share, lc.exploitable_share,
                                    lc.baselines_share)  # fmt: skip
-        self.evaluator = AsyncEvaluator(
+        make_evaluator = AsyncEvaluator
+        if cfg.run.backend == "ray":  # the spec's spawn() as a Ray task (docs/cluster.md)
+            from leaguezero.distributed.evaluator import league_evaluator_factory
+
+            make_evaluator = league_evaluator_factory("ray", cfg.run.ray_address)
+        self.evaluator = make_evaluator(
             registry_path=paths["registry"], matchlog_path=paths["matchlog"],
             events_path=paths["events"], tournament=TOURNAMENT,
             tournament_kwargs={"games_per_opponent": lc.eval_games, "sims": lc.eval_sims,
