@@ -293,3 +293,36 @@ def train_cmd(
 
         summary = trainer.run(on_step=on_step)
     typer.echo(json.dumps(summary))
+
+
+@app.command("train-report")
+def train_report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A 'diplomacy train' run directory.")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the whole summary as JSON.")
+    ] = False,
+) -> None:
+    """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
+    random_bot; writes training_summary.json and training.png into the run."""
+    from leaguezero.diplomacy.train_report import write_report
+
+    try:
+        summary = write_report(run_dir)
+    except FileNotFoundError as err:
+        raise fail(str(err)) from None
+    if json_out:
+        typer.echo(json.dumps(summary))
+        return
+    pfsp = summary["pfsp"]
+    shares = "  ".join(f"{b} {100 * v:.1f}%" for b, v in pfsp["shares"].items())
+    typer.echo(f"steps: {len(summary['steps'])}   PFSP from step {pfsp['from_step']}: {shares}")
+    typer.echo(f"  max deviation from 30/40/20/10: {pfsp['max_abs_deviation_points']:.1f} points")
+    for e in summary["evaluations"]:
+        base = ", ".join(f"{k} {v:.0f}" for k, v in e["baselines"].items())
+        win = e["random_bot_win_rate"]
+        typer.echo(
+            f"  step {e['step']:5d}  {e['challenger']}  elo {e['hero_elo']:.0f}  ({base})"
+            f"  {'above' if e['above_baselines'] else 'BELOW'} baselines"
+            + (f"  win vs random_bot {win:.2f}" if win is not None else "")
+        )
+    typer.echo(f"evaluator failures/errors: {len(summary['errors'])}")

@@ -331,4 +331,7 @@ class LeagueTrainer:
             self.evaluator.close()
             self.events.close()
         plot_elo(self.events_path, self.run_dir / "elo.png")
+        from leaguezero.diplomacy.train_report import write_report
+
+        write_report(self.run_dir)
         return {"step": self.step, "run_dir": str(self.run_dir)}

@@ -1,0 +1,172 @@
+"""What a Diplomacy league run did, from its files: curves, PFSP shares, ratings vs baselines.
+
+:func:`summarize_run` reads ``events.ndjson``, ``league_matches.ndjson`` and ``config.yaml`` of a
+run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
+
+- ``steps``: per training step the hero's mean score, loss, clip fraction, KL, seconds;
+- ``pfsp``: the share of ``league.opponent_sampled`` draws per bucket over the steps after cold
+  start (from the step after the ``min_checkpoints``-th checkpoint joined), with the targets;
+- ``evaluations``: per ``league.elo_updated`` the hero's (challenger's) rating, each baseline's
+  rating, whether the hero was above all of them, and its win rate against six
+  ``random_bot`` clones in that evaluation (win = single highest final score, ties shared);
+- ``errors``: evaluator failures and errors (``league.evaluation_failed`` / ``_error``).
+
+A resumed run redoes the steps after its last saved state; draws and metrics of the redone
+steps replace the first attempt's (``diplomacy.train_resumed`` marks the point).
+:func:`plot_training` draws the three curves into one PNG.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from leaguezero.common.events import iter_events
+from leaguezero.league.matchlog import MatchLog
+
+TARGETS = {"mirror": 0.30, "peers": 0.40, "exploitable": 0.20, "baselines": 0.10}
+
+
+def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The run's curves and checks (module doc); raises ``FileNotFoundError`` without events."""
+    run = Path(run_dir)
+    events_path = run / "events.ndjson"
+    if not events_path.exists():
+        raise FileNotFoundError(f"{events_path} does not exist; is {run} a training run?")
+    config = (
+        yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").exists() else {}
+    )
+    min_checkpoints = int((config.get("league") or {}).get("min_checkpoints", 2))
+
+    draws: dict[int, list[str]] = defaultdict(list)
+    steps: dict[int, dict[str, Any]] = {}
+    checkpoint_steps: list[int] = []
+    evaluations: dict[int, dict[str, Any]] = {}
+    errors: list[dict[str, Any]] = []
+    for event in iter_events(events_path):
+        name = event["event"]
+        if name == "diplomacy.train_resumed":
+            resumed = int(event["step"])
+            for table in (draws, steps):
+                for step in [s for s in table if s > resumed]:
+                    del table[step]
+        elif name == "league.opponent_sampled":
+            draws[int(event["step"])].append(event["bucket"])
+        elif name == "diplomacy.train_step":
+            steps[int(event["step"])] = event
+        elif name == "league.checkpoint_added":
+            checkpoint_steps.append(int(event["step"]))
+        elif name == "league.elo_updated":
+            ratings, challenger = event["ratings"], event.get("challenger")
+            base = {b: ratings[b] for b in event.get("baselines", []) if b in ratings}
+            hero = ratings.get(challenger)
+            evaluations[int(event["step"])] = {
+                "step": int(event["step"]),
+                "challenger": challenger,
+                "hero_elo": hero,
+                "baselines": base,
+                "above_baselines": hero is not None and all(hero > v for v in base.values()),
+            }
+        elif name in ("league.evaluation_failed", "league.evaluation_error"):
+            errors.append(event)
+
+    checkpoint_steps = sorted(set(checkpoint_steps))
+    pfsp_from = (
+        checkpoint_steps[min_checkpoints - 1] + 1
+        if len(checkpoint_steps) >= min_checkpoints
+        else None
+    )
+    counts: dict[str, int] = defaultdict(int)
+    for step, buckets in draws.items():
+        if pfsp_from is not None and step >= pfsp_from:
+            for bucket in buckets:
+                counts[bucket] += 1
+    total = sum(counts.values())
+    shares = {b: (counts.get(b, 0) / total if total else 0.0) for b in TARGETS}
+
+    wins: dict[int, list[float]] = defaultdict(list)
+    matchlog = run / "league_matches.ndjson"
+    if matchlog.exists():
+        for match in MatchLog(matchlog).read(kind="evaluation"):
+            if match.meta.get("gatekeeper") == "random_bot" and "hero_win" in match.meta:
+                wins[match.step].append(float(match.meta["hero_win"]))
+    for step, entry in evaluations.items():
+        games = wins.get(step, [])
+        entry["random_bot_games"] = len(games)
+        entry["random_bot_win_rate"] = sum(games) / len(games) if games else None
+
+    ordered = [steps[s] for s in sorted(steps)]
+    keys = ("score_mean", "loss", "policy_loss", "kl", "clip_fraction", "seconds", "hero_elo")
+    return {
+        "run_dir": str(run),
+        "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
+        "pfsp": {
+            "from_step": pfsp_from,
+            "draws": total,
+            "shares": shares,
+            "targets": TARGETS,
+            "max_abs_deviation_points": max(abs(shares[b] - TARGETS[b]) for b in TARGETS) * 100,
+        },
+        "evaluations": [evaluations[s] for s in sorted(evaluations)],
+        "errors": errors,
+    }
+
+
+def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
+    """Mean hero score per step, hero vs baseline ratings, win rate vs random_bot: one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    xs = [r["step"] for r in summary["steps"]]
+    ys = [r["score_mean"] for r in summary["steps"]]
+    axes[0].plot(xs, ys, alpha=0.3, label="per step")
+    window = 20
+    smooth = [
+        sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1])
+        for i in range(len(ys))
+    ]
+    axes[0].plot(xs, smooth, label=f"mean of last {window}")
+    axes[0].set(title="hero final score (training games)", xlabel="step", ylabel="score")
+    evals = [e for e in summary["evaluations"] if e["hero_elo"] is not None]
+    axes[1].plot(
+        [e["step"] for e in evals], [e["hero_elo"] for e in evals], marker="o", label="hero"
+    )
+    names = sorted({b for e in evals for b in e["baselines"]})
+    for name in names:
+        points = [(e["step"], e["baselines"][name]) for e in evals if name in e["baselines"]]
+        axes[1].plot(*zip(*points, strict=True), linestyle="--", label=name)
+    axes[1].set(title="ratings at each evaluation", xlabel="step", ylabel="Elo")
+    rated = [e for e in summary["evaluations"] if e["random_bot_win_rate"] is not None]
+    axes[2].plot([e["step"] for e in rated], [e["random_bot_win_rate"] for e in rated], marker="o")
+    axes[2].axhline(0.8, color="grey", linestyle=":", label="0.8")
+    axes[2].set(
+        title="win rate vs 6 random_bots (per evaluation)", xlabel="step", ylim=(-0.05, 1.05)
+    )
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = Path(out_path)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, out)  # atomic: a viewer never sees half a PNG
+    return out
+
+
+def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Write ``training_summary.json`` and ``training.png`` into the run; returns the summary."""
+    from leaguezero.common.atomic import atomic_write_json
+
+    run = Path(run_dir)
+    summary = summarize_run(run)
+    atomic_write_json(run / "training_summary.json", summary)
+    plot_training(summary, run / "training.png")
+    return summary

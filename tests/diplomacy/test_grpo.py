@@ -1,0 +1,135 @@
+"""GRPO math on tiny known cases, and an update that moves only the hero's parameters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from leaguezero.diplomacy.grpo import (
+    ActionRecord,
+    GameSample,
+    GRPOTrainer,
+    group_advantages,
+    grpo_loss,
+)
+
+torch.set_num_threads(1)
+
+
+def test_group_advantages_are_standardised_scores() -> None:
+    adv = group_advantages(torch.tensor([1.0, 2.0, 3.0, 4.0]), eps=0.0)
+    std = math.sqrt(1.25)  # population std of 1..4
+    assert torch.allclose(adv, torch.tensor([-1.5, -0.5, 0.5, 1.5]) / std)
+    # A group whose games all scored the same carries no signal (zeros, not NaN).
+    assert torch.equal(group_advantages(torch.tensor([5.0, 5.0, 5.0])), torch.zeros(3))
+
+
+def test_clipped_surrogate_on_known_ratios() -> None:
+    old = torch.zeros(2)
+    new = torch.full((2,), math.log(1.5), requires_grad=True)  # ratio 1.5 for both records
+    adv = torch.tensor([1.0, -1.0])
+    index = torch.tensor([0, 1])  # one record per game, two games: weights 1/2 each
+    parts = grpo_loss(new, old, adv, index, clip_eps=0.2)
+    # Positive advantage: min(1.5, 1.2) = 1.2 (clipped, no gradient); negative: min(-1.5, -1.2)
+    # = -1.5 (the pessimistic, unclipped term keeps its gradient -A * r = 1.5).
+    assert parts.policy_loss.item() == pytest.approx(-(1.2 - 1.5) / 2)
+    assert parts.clip_fraction.item() == pytest.approx(1.0)
+    parts.loss.backward()
+    assert new.grad is not None
+    assert new.grad[0].item() == pytest.approx(0.0)
+    assert new.grad[1].item() == pytest.approx(0.5 * 1.5)
+
+
+def test_records_average_per_game_then_over_games() -> None:
+    # Game 0 has one record, game 1 has three; on-policy ratios are 1, so the loss is
+    # -(mean over games of the game's advantage) regardless of record counts.
+    new = torch.zeros(4, requires_grad=True)
+    adv = torch.tensor([2.0, -1.0, -1.0, -1.0])
+    parts = grpo_loss(new, torch.zeros(4), adv, torch.tensor([0, 1, 1, 1]))
+    assert parts.policy_loss.item() == pytest.approx(-(2.0 - 1.0) / 2)
+    parts.loss.backward()
+    assert torch.allclose(new.grad, torch.tensor([-1.0, 1 / 6, 1 / 6, 1 / 6]))
+
+
+def test_kl_to_reference_is_zero_at_the_reference_and_positive_away() -> None:
+    logp = torch.log(torch.tensor([0.5, 0.25]))
+    index = torch.tensor([0, 0])
+    same = grpo_loss(logp.clone(), logp, torch.ones(2), index, ref_log_prob=logp, kl_coef=1.0)
+    assert same.kl.item() == pytest.approx(0.0, abs=1e-7)
+    moved = grpo_loss(logp + 0.3, logp, torch.ones(2), index, ref_log_prob=logp, kl_coef=1.0)
+    assert moved.kl.item() > 0
+    assert moved.loss.item() == pytest.approx(moved.policy_loss.item() + moved.kl.item())
+
+
+class _Bandit:
+    """A two-armed softmax policy: a GRPOPolicy whose records are arm indices."""
+
+    def __init__(self) -> None:
+        self.logits = torch.nn.Parameter(torch.zeros(2))
+
+    def log_prob(self, records):
+        arms = torch.tensor([r.payload for r in records])
+        return torch.log_softmax(self.logits, 0)[arms]
+
+    def trainable_parameters(self):
+        return [self.logits]
+
+
+def test_trainer_moves_probability_towards_the_better_game() -> None:
+    bandit = _Bandit()
+    trainer = GRPOTrainer(bandit, lr=0.1, epochs=3)  # type: ignore[arg-type]
+    half = math.log(0.5)
+    games = [
+        GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+        GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+    ]
+    metrics = trainer.step([games])
+    assert torch.softmax(bandit.logits.detach(), 0)[1] > 0.5
+    assert metrics["records"] == 2 and metrics["score_mean"] == 6.0
+    assert metrics["clip_fraction"] >= 0.0 and metrics["adv_abs_mean"] == pytest.approx(1.0, 1e-4)
+    # Identical scores: no advantage, no update.
+    before = bandit.logits.detach().clone()
+    flat = trainer.step([[GameSample(3.0, games[0].records), GameSample(3.0, games[1].records)]])
+    assert flat["records"] == 0 and torch.equal(bandit.logits.detach(), before)
+
+
+def test_update_from_real_games_changes_only_the_hero() -> None:
+    pytest.importorskip("diplomacy")
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.env import POWERS
+    from leaguezero.diplomacy.policy import DiplomacyPolicy
+    from leaguezero.diplomacy.rollout import run_rollout
+
+    hero, opponent = DiplomacyPolicy(seed=1), DiplomacyPolicy(seed=2)
+    opponent_before = [p.detach().clone() for p in opponent.trainable_parameters()]
+    hero_before = [p.detach().clone() for p in hero.trainable_parameters()]
+    cfg = DiplomacyConfig(max_years=2, games_dir=None, record_observations=False)
+    seats = dict.fromkeys(POWERS, "opponent") | {"FRANCE": "hero", "ITALY": "random_bot"}
+    games = []
+    for game_idx in range(4):
+        actors = []
+
+        def resolve(name, game_idx=game_idx, actors=actors):
+            policy = hero if name == "hero" else opponent
+            actor = policy.actor(seed=game_idx * 10 + len(actors))
+            actors.append((name, actor))
+            return actor
+
+        result = run_rollout(cfg, 0, game_idx, seats, "FRANCE", resolver=resolve)
+        records = [r for name, a in actors if name == "hero" for r in a.records]
+        assert records and all(r.power == "FRANCE" for r in records)
+        games.append(GameSample(result.scores["FRANCE"], records))
+    if len({g.hero_score for g in games}) == 1:  # pragma: no cover - seeds chosen to differ
+        pytest.skip("all four games scored the same; no advantage to learn from")
+    trainer = GRPOTrainer(hero, lr=1e-2)
+    metrics = trainer.step([games])
+    assert metrics["records"] > 0 and math.isfinite(metrics["loss"])
+    changed = [
+        not torch.equal(a, b.detach())
+        for a, b in zip(hero_before, hero.net.parameters(), strict=True)
+    ]
+    assert any(changed)
+    for before, after in zip(opponent_before, opponent.trainable_parameters(), strict=True):
+        assert torch.equal(before, after.detach())

@@ -1,0 +1,113 @@
+"""The league loop end to end at tiny sizes: files, events, evaluator, and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("diplomacy")
+
+from leaguezero.common.events import read_events
+from leaguezero.diplomacy.train import STATE_FORMAT, TRAIN_STEP_EVENT
+from leaguezero.diplomacy.train_report import summarize_run
+from leaguezero.league.registry import LeagueRegistry
+
+TINY = [
+    "max_years=1",
+    "train.group_size=2",
+    "train.hidden=16",
+    "train.layers=1",
+    "league.eval_games=1",
+    "league.bootstrap=0",
+]
+
+
+def _train(run_dir: Path, *extra: str, resume: bool = False) -> subprocess.Popen:
+    args = [sys.executable, "-m", "leaguezero", "diplomacy", "train", "--out", str(run_dir)]
+    for item in [*TINY, *extra]:
+        args += ["--set", item]
+    if resume:
+        args.append("--resume")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [*args, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _saved_step(run_dir: Path) -> int:
+    try:
+        return int(torch.load(run_dir / "state.pt", weights_only=False)["step"])
+    except Exception:  # not written yet, or being replaced right now
+        return 0
+
+
+def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_path) -> None:
+    run = tmp_path / "run"
+    proc = _train(run, "train.steps=3", "league.eval_every=2")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["step"] == 3
+
+    state = LeagueRegistry(run / "league.json").load()
+    assert {"base_model", "random_bot", "chaos_bot", "hero_v0001"} <= set(state.agents)
+    assert state.agents["hero_v0001"].parent == "base_model"
+    assert (run / "checkpoints" / "hero_v0001.pt").exists()
+    assert (run / "checkpoints" / "base_model.pt").exists()
+    steps = [e["step"] for e in read_events(run / "events.ndjson", TRAIN_STEP_EVENT)]
+    assert steps == [1, 2, 3]
+    draws = read_events(run / "events.ndjson", "league.opponent_sampled")
+    assert len(draws) == 3 * 6
+    # Cold start (one checkpoint): every draw is a baseline.
+    assert {d["opponent"] for d in draws} <= {"base_model", "random_bot", "chaos_bot"}
+    # The step-2 evaluation ran in a background process and rated the challenger.
+    rated = read_events(run / "events.ndjson", "league.elo_updated")
+    assert rated and rated[0]["challenger"] == "hero_v0001"
+    assert (run / "elo.png").exists()
+    assert torch.load(run / "state.pt", weights_only=False)["format"] == STATE_FORMAT
+
+    # A second start without --resume refuses to overwrite the run.
+    again = _train(run, "train.steps=3")
+    _, err = again.communicate(timeout=120)
+    assert again.returncode != 0 and "--resume" in err
+
+
+def test_killed_run_resumes_from_its_last_step(tmp_path) -> None:
+    run = tmp_path / "run"
+    proc = _train(run, "train.steps=40", "league.eval_every=100")
+    deadline = time.monotonic() + 240
+    while _saved_step(run) < 2:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "no step finished in time"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = _saved_step(run)
+    assert 2 <= killed_at < 40
+
+    resumed = _train(run, "train.steps=40", "league.eval_every=100", resume=True)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert _saved_step(run) == 40
+    summary = summarize_run(run)
+    assert [s["step"] for s in summary["steps"]] == list(range(1, 41))
+    state = LeagueRegistry(run / "league.json").load()
+    # The schedule's checkpoints, each once: first, then every 10 steps.
+    assert [a.name for a in state.checkpoints] == [
+        "hero_v0001",
+        "hero_v0010",
+        "hero_v0020",
+        "hero_v0030",
+        "hero_v0040",
+    ]
+    resumed_events = read_events(run / "events.ndjson", "diplomacy.train_resumed")
+    assert [e["step"] for e in resumed_events] == [killed_at]
+    # After cold start every draw came from a PFSP bucket.
+    assert summary["pfsp"]["from_step"] == 11 and summary["pfsp"]["draws"] == 30 * 6
