@@ -69,6 +69,14 @@ def run(
             "RUN/league.json and are rated in the background (sets league.enabled=true).",
         ),
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="local | ray: where self-play workers and the trainer run (sets run.backend; "
+            "docs/cluster.md).",
+        ),
+    ] = None,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
     from leaguezero.common.config import ConfigError, load_config
@@ -78,6 +86,8 @@ def run(
     run_dir = RunDir(out)
     if league:
         set_ = [*(set_ or []), "league.enabled=true"]
+    if backend is not None:
+        set_ = [*(set_ or []), f"run.backend={backend}"]
     if resume:
         if not (run_dir.root / "config.yaml").exists():
             raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
@@ -92,6 +102,13 @@ def run(
             raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
         cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
+    if cfg.run.backend == "ray":  # join (or start) Ray now: a missing extra fails before any work
+        from leaguezero.distributed.runtime import RayUnavailableError, init_ray
+
+        try:
+            init_ray(cfg.run.ray_address)
+        except RayUnavailableError as err:
+            raise fail(str(err)) from None
     init_run(cfg, run_dir)
     oracle = _load_oracle(oracle_table)
     start = run_dir.read_state()["iteration"] + 1

@@ -180,23 +180,10 @@ def run_iteration(
         done("selfplay")
 
     if "train" not in phases:
-        model, _ = load_yatzy_model(run.best, cfg.run.device)
-        window = window_iterations(run.replay, it, cfg.train.window_iterations)
-        data = load_window(run.replay, window, SHARD_SCHEMA)
-        settings = TrainSettings(
-            steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
-            weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
-            aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
-            seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
-        )  # fmt: skip
-        report("train", 0, settings.steps)
-        rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
-        save_checkpoint(
-            run.candidate(it), model, kind=MODEL_KIND, kwargs=model.kwargs(),
-            schema=YATZY_SCHEMA, train_step=it * cfg.train.steps,
-            extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
-        )  # fmt: skip
-        record["train"] = {**asdict(rep), "window": window}
+        train = train_phase
+        if cfg.run.backend == "ray":  # the trainer on its own Ray worker (docs/cluster.md)
+            from leaguezero.distributed.trainer import train_phase_on_ray as train
+        record["train"] = train(cfg, run, it, report)
         done("train")
 
     if league is not None and "league" not in phases:
@@ -242,6 +229,28 @@ def run_iteration(
     if league is not None:
         league.end_iteration(it)
     return record
+
+
+def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+    """Train iteration ``it``'s candidate from the best net on the replay window; writes
+    ``models/candidate_NNNN.pt`` and returns the phase record (a Ray task can run it)."""
+    model, _ = load_yatzy_model(run.best, cfg.run.device)
+    window = window_iterations(run.replay, it, cfg.train.window_iterations)
+    data = load_window(run.replay, window, SHARD_SCHEMA)
+    settings = TrainSettings(
+        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
+        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
+        seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
+    )  # fmt: skip
+    report("train", 0, settings.steps)
+    rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+    save_checkpoint(
+        run.candidate(it), model, kind=MODEL_KIND, kwargs=model.kwargs(),
+        schema=YATZY_SCHEMA, train_step=it * cfg.train.steps,
+        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
+    )  # fmt: skip
+    return {**asdict(rep), "window": window}
 
 
 def _oracle_values(oracle, states: np.ndarray) -> np.ndarray:
