@@ -14,6 +14,7 @@ import typer
 from leaguezero import __version__
 from leaguezero.diplomacy.cli import app as diplomacy_app
 from leaguezero.diplomacy.llm.cli import app as llm_app
+from leaguezero.distributed.cli import app as cluster_app
 from leaguezero.league.cli import app as league_app
 from leaguezero.yatzy.cli import app as yatzy_app
 
@@ -29,6 +30,7 @@ app.add_typer(
     diplomacy_app, name="diplomacy", help="No-press Diplomacy: bots, rollouts, tournaments."
 )
 app.add_typer(league_app, name="league", help="Inspect a run's league: agents, ratings, matches.")
+app.add_typer(cluster_app, name="cluster", help="A local Ray cluster for --backend ray.")
 app.add_typer(llm_app, name="llm", help="Serve a base model with LoRA adapters (vLLM-style API).")
 
 
