@@ -252,6 +252,12 @@ def train_cmd(
         bool, typer.Option("--resume", help="Continue the run in --out from its last step.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    backend: Annotated[
+        str, typer.Option(help="local | ray: play rollouts and evaluations as Ray tasks.")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster (host:port; default RAY_ADDRESS or local).")
+    ] = None,
 ) -> None:
     """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
 
@@ -268,8 +274,10 @@ def train_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     try:
-        trainer = LeagueTrainer(cfg, out, resume=resume)
-    except TrainError as err:
+        from leaguezero.distributed.runtime import RayUnavailableError
+
+        trainer = LeagueTrainer(cfg, out, resume=resume, backend=backend, ray_address=ray_address)
+    except (TrainError, RayUnavailableError) as err:
         raise fail(str(err)) from None
     columns = (
         TextColumn("[bold]train"),

@@ -75,7 +75,15 @@ def _seed(*parts: int) -> int:
 class LeagueTrainer:
     """Holds a run's pieces; :meth:`run` trains up to ``cfg.train.steps`` (see module doc)."""
 
-    def __init__(self, cfg: DiplomacyConfig, run_dir: str | Path, *, resume: bool = False):
+    def __init__(
+        self,
+        cfg: DiplomacyConfig,
+        run_dir: str | Path,
+        *,
+        resume: bool = False,
+        backend: str = "local",
+        ray_address: str | None = None,
+    ):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         paths = evaluator_paths(self.run_dir)
@@ -138,7 +146,16 @@ class LeagueTrainer:
                 self.events.emit("league.checkpoints_dropped", agents=dropped)
             self.events.emit("diplomacy.train_resumed", step=self.step)
         self.matchlog = MatchLog(self.matchlog_path)
-        self.evaluator = AsyncEvaluator(
+        make_evaluator = AsyncEvaluator
+        if backend == "ray":  # rollouts and the evaluator as Ray tasks (docs/cluster.md)
+            from leaguezero.distributed.diplomacy_rollouts import RayGroupPlayer
+            from leaguezero.distributed.evaluator import league_evaluator_factory
+
+            make_evaluator = league_evaluator_factory("ray", ray_address)
+            self._play_group = RayGroupPlayer(self, ray_address).play_group
+        elif backend != "local":
+            raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
+        self.evaluator = make_evaluator(
             registry_path=self.registry_path,
             matchlog_path=self.matchlog_path,
             events_path=self.events_path,

@@ -1,0 +1,96 @@
+"""Diplomacy league steps with rollouts and the evaluator as Ray tasks, on the session cluster:
+the same files as the local backend, the very same games and update (same seeds), and a
+rollout worker killed mid-game is retried without changing anything."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("diplomacy")
+pytest.importorskip("ray")
+
+from leaguezero.common.config import load_config
+from leaguezero.common.events import read_events
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.train import TRAIN_STEP_EVENT, LeagueTrainer
+from leaguezero.league.matchlog import read_matches
+
+TINY = ["max_years=1", "train.group_size=2", "train.hidden=16", "train.layers=1",
+        "league.eval_games=1", "league.bootstrap=0", "train.steps=2", "league.eval_every=2",
+        "games_dir=null"]  # fmt: skip
+
+
+def _kinds(run: Path) -> set[str]:
+    return {re.sub(r"\d+", "N", str(p.relative_to(run))) for p in run.rglob("*") if p.is_file()}
+
+
+def _rollout_workers() -> list[int]:
+    """Ray worker processes running a rollout task now (Ray titles them ``ray::_play_game``)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(b"ray::_play_game"):
+                pids.append(int(entry))
+    return pids
+
+
+def _kill_one_rollout_worker(killed: list[int], stop: threading.Event) -> None:
+    while not stop.is_set() and not killed:
+        pids = _rollout_workers()
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+        time.sleep(0.02)
+
+
+def _train(run: Path, backend: str, **kwargs) -> LeagueTrainer:
+    cfg = load_config(DiplomacyConfig, None, TINY)
+    trainer = LeagueTrainer(cfg, run, backend=backend, **kwargs)
+    trainer.run()
+    return trainer
+
+
+def test_ray_league_steps_match_local_and_survive_a_killed_worker(ray_cluster, tmp_path):
+    local_run, ray_run = tmp_path / "local", tmp_path / "ray"
+    _train(local_run, "local")
+
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_one_rollout_worker, args=(killed, stop), daemon=True)
+    killer.start()
+    try:
+        _train(ray_run, "ray", ray_address=ray_cluster.get_runtime_context().gcs_address)
+    finally:
+        stop.set()
+        killer.join(5)
+    assert killed, "no rollout worker was running to be killed"
+
+    assert _kinds(ray_run) == _kinds(local_run)
+    # Same seeds, same games: the scores of every training game and the update agree.
+    local_games = read_matches(local_run / "league_matches.ndjson", kind="training")
+    ray_games = read_matches(ray_run / "league_matches.ndjson", kind="training")
+    assert [g.participants for g in ray_games] == [g.participants for g in local_games]
+    local_steps = read_events(local_run / "events.ndjson", TRAIN_STEP_EVENT)
+    ray_steps = read_events(ray_run / "events.ndjson", TRAIN_STEP_EVENT)
+    assert [s["score_mean"] for s in ray_steps] == [s["score_mean"] for s in local_steps]
+    local_state = torch.load(local_run / "state.pt", weights_only=False)["policy"]
+    ray_state = torch.load(ray_run / "state.pt", weights_only=False)["policy"]
+    for key, value in local_state.items():
+        torch.testing.assert_close(ray_state[key], value)
+    # The step-2 evaluation ran as a Ray task and rated the challenger.
+    rated = read_events(ray_run / "events.ndjson", "league.elo_updated")
+    assert rated and rated[0]["challenger"] == "hero_v0001"
+    started = read_events(ray_run / "events.ndjson", "league.evaluation_started")
+    assert started[0]["backend"] == "ray"
