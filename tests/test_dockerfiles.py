@@ -44,7 +44,9 @@ def test_hadolint_finds_nothing(dockerfile):
 def test_images_run_the_shared_entrypoint_as_a_user(dockerfile):
     text = dockerfile.read_text()
     assert "COPY --chmod=755 docker/entrypoint.sh /usr/local/bin/lz-entrypoint" in text
-    assert 'ENTRYPOINT ["lz-entrypoint", ' in text and "\nUSER 1000\n" in text
+    assert 'ENTRYPOINT ["lz-entrypoint"]' in text and "\nUSER 1000\n" in text
+    role = dockerfile.name.split(".")[1]  # the default command starts the image's role
+    assert f'CMD ["{role}"' in text
     assert ("nvidia/cuda:" in text) == (dockerfile.name != "Dockerfile.worker")  # GPU images
 
 
