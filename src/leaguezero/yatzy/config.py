@@ -37,7 +37,9 @@ class RunSection(Section):
 class MctsSection(Section):
     """PUCT search (PRD §7)."""
 
-    c_puct: float = Field(1.5, gt=0, description="PUCT exploration constant.")
+    c_puct: float = Field(
+        1.0, gt=0, description="PUCT exploration constant (utility values lie in [-1, 1])."
+    )
     budget_reroll: int = Field(
         64, ge=1, description="Simulations per decision while rerolls remain."
     )
@@ -67,7 +69,7 @@ class MctsSection(Section):
 class SelfPlaySection(Section):
     """Self-play workers and replay shards (PRD §8, §10)."""
 
-    games_per_iteration: int = Field(256, ge=2, description="Games generated per iteration.")
+    games_per_iteration: int = Field(768, ge=2, description="Games generated per iteration.")
     concurrent_games: int = Field(
         128, ge=1, description="Games run in lockstep per worker (batch size of leaf evals)."
     )
@@ -95,7 +97,7 @@ class ModelSection(Section):
 class TrainSection(Section):
     """Trainer (PRD §11): candidate initialised from best, fresh optimizer."""
 
-    steps: int = Field(400, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(600, ge=1, description="Optimizer steps per iteration.")
     batch_size: int = Field(512, ge=1, description="Samples per optimizer step.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
     weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
@@ -115,7 +117,7 @@ class GateSection(Section):
     """Paired, side-swapped gating with a sequential test (PRD §12)."""
 
     max_games: int = Field(
-        2000, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
+        800, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
     )
     min_games: int = Field(200, ge=2, description="Games before the sequential test may stop.")
     threshold: float = Field(
@@ -135,7 +137,7 @@ class OracleEvalSection(Section):
     """Solitaire evaluation against the exact oracle (PRD §12.3)."""
 
     games: int = Field(
-        100, ge=0, description="Mirror-match games (2 boards each) per agent; 0 skips."
+        50, ge=0, description="Mirror-match games (2 boards each) per agent; 0 skips."
     )
     match_games: int = Field(
         100, ge=0, description="Games of best vs greedy and vs oracle per iteration; 0 skips."
