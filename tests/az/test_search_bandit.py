@@ -154,3 +154,20 @@ def test_sanitize_priors_matches_the_reference_on_random_rows():
         np.testing.assert_array_equal(out, np.array(node.prior, np.float32))
         fallbacks += expected_fallback
     assert 0 < fallbacks < 400
+
+
+def test_temperature_sampling_follows_visit_powers():
+    """``_choose``: T = 1 samples in proportion to visits, T = 0.5 to visits squared, 0 = argmax."""
+    from leaguezero.az.search import LockstepSearch
+
+    chooser = LockstepSearch.__new__(LockstepSearch)  # only the rng is needed by _choose
+    chooser.rng = np.random.default_rng(0)
+    pi = np.tile(np.array([0.5, 0.0, 0.3, 0.2], np.float32), (20000, 1))
+    for temperature, expected in [
+        (1.0, [0.5, 0.0, 0.3, 0.2]),
+        (0.5, [25 / 38, 0.0, 9 / 38, 4 / 38]),
+    ]:
+        actions = chooser._choose(pi, np.full(len(pi), temperature))
+        freq = np.bincount(actions, minlength=4) / len(actions)
+        np.testing.assert_allclose(freq, expected, atol=0.015)
+    assert (chooser._choose(pi, np.zeros(len(pi))) == 0).all()

@@ -266,10 +266,20 @@ class LockstepSearch:
 
     def _choose(self, pi: np.ndarray, temperature: np.ndarray) -> np.ndarray:
         actions = np.argmax(pi, axis=1).astype(np.int64)  # first maximum: deterministic ties
-        for g in np.flatnonzero(temperature > 0):
-            logits = np.log(np.maximum(pi[g].astype(np.float64), 1e-300)) / temperature[g]
-            weights = np.where(pi[g] > 0, np.exp(logits - logits.max()), 0.0)
-            actions[g] = self.rng.choice(pi.shape[1], p=weights / weights.sum())
+        hot = np.flatnonzero(temperature > 0)
+        if hot.size:
+            # Sample every hot row at once: weights = pi ** (1 / T), inverse-CDF with one uniform
+            # per row (a per-row rng.choice loop cost as much as a simulation round).
+            p = pi[hot].astype(np.float64)
+            logits = np.log(np.maximum(p, 1e-300)) / temperature[hot, None]
+            weights = np.where(p > 0, np.exp(logits - logits.max(axis=1, keepdims=True)), 0.0)
+            cdf = np.cumsum(weights, axis=1)
+            u = self.rng.random(hot.size) * cdf[:, -1]
+            picked = (cdf <= u[:, None]).sum(axis=1)
+            # Never land on a zero-weight action through rounding at the top end.
+            actions[hot] = np.minimum(picked, pi.shape[1] - 1)
+            zero = weights[np.arange(hot.size), actions[hot]] == 0
+            actions[hot[zero]] = np.argmax(pi[hot[zero]], axis=1)
         return actions
 
 
