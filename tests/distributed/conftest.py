@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+# Test clusters bind loopback only (Ray would otherwise bind the machine's network address);
+# set before Ray starts, and inherited by the `yz run --backend ray` subprocesses of the tests.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 
 @pytest.fixture(scope="session")
 def ray_cluster():

@@ -73,6 +73,16 @@ def read_state(state_dir: Path) -> ClusterInfo | None:
     return ClusterInfo(data["address"], data["pid"], data["log"], data["started_at"])
 
 
+def _loopback_address(log_text: str, node_ip: str, port: int) -> str:
+    """The head's address when `ray start` printed no `--address=` hint (loopback heads)."""
+    found = re.search(r"new instance at ([0-9.]+:\d+)", log_text)
+    if found:
+        return found.group(1)
+    if port == 0 and RAY_CURRENT_CLUSTER.exists():  # any free port: `ray start` notes it here
+        return RAY_CURRENT_CLUSTER.read_text().strip()
+    return f"{node_ip}:{port}"
+
+
 def start_head(
     state_dir: Path,
     *,
@@ -106,6 +116,9 @@ def start_head(
     # A head bound to this machine only needs no auth token; set RAY_AUTH_MODE yourself for
     # a head that other machines join (docs/cluster.md).
     env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+    if node_ip in ("127.0.0.1", "localhost"):
+        # Without this Ray binds the machine's network address even when told 127.0.0.1.
+        env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -115,8 +128,11 @@ def start_head(
     while time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")
         match = _ADDRESS.search(text)
-        if match:
-            info = ClusterInfo(match.group(1), proc.pid, str(log_path), time.time())
+        if match or "Ray runtime started" in text:
+            # A loopback-only head does not print the `ray start --address=...` hint; it
+            # listens on the address and port it was given.
+            address = match.group(1) if match else _loopback_address(text, node_ip, port)
+            info = ClusterInfo(address, proc.pid, str(log_path), time.time())
             atomic_write_json(
                 state_dir / "cluster.json", {"schema_version": STATE_VERSION, **asdict(info)}
             )

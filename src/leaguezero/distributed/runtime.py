@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
 
 
 class RayUnavailableError(RuntimeError):
     """Ray is not installed, or no cluster can be reached."""
+
+
+# Ray reads this at import and start: "0" makes a node pick 127.0.0.1 instead of its network IP.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def require_ray() -> ModuleType:
@@ -35,6 +40,11 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> Modu
     Raises:
         RayUnavailableError: Ray is missing or the address cannot be reached.
     """
+    if address in (None, "local") and "ray" not in sys.modules:
+        # A private instance serves this machine only: bind it to loopback (Ray otherwise binds
+        # the machine's network address even for a single-node instance). Ray reads this when
+        # it is imported, hence before require_ray().
+        os.environ.setdefault(LOOPBACK_ENV, "0")
     ray = require_ray()
     if ray.is_initialized():
         return ray
