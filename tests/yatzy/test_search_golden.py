@@ -54,7 +54,11 @@ def tree_text(search, root_state: np.ndarray) -> str:
 def test_small_tree_matches_golden():
     state = np.zeros(STATE_LEN, np.int64)
     new_match(state, 7, DICE_KEYED)
-    search = make_search(PointsEvaluator(), MctsSection(budget_reroll=16), max_games=1)
+    search = make_search(
+        PointsEvaluator(),
+        MctsSection(budget_reroll=16, c_puct=1.5, margin_utility=1.0),
+        max_games=1,
+    )
     result = search.run(state[None], np.array([3], np.int64))
     text = tree_text(search, state)
     if os.environ.get("LEAGUEZERO_REGEN_GOLDEN"):
