@@ -114,7 +114,7 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
     ax.set(xlabel="iteration", ylabel="simulations / s", title="Self-play search throughput")
     charts.append(("Throughput", _png(fig)))
 
-    league_events = run / "logs" / "league_events.ndjson"
+    league_events = run / "events.ndjson"  # written by `yz run --league` (docs/yatzy_league.md)
     if league_events.exists():
         from leaguezero.league.tracking import plot_elo
 
