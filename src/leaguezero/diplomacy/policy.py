@@ -256,8 +256,9 @@ class DiplomacyPolicy:
         temperature: float = 1.0,
         greedy: bool = False,
     ) -> None:
-        torch.manual_seed(seed)
-        self.net = PolicyNet(config)
+        with torch.random.fork_rng(devices=[]):  # seeded weights without touching global RNG
+            torch.manual_seed(seed)
+            self.net = PolicyNet(config)
         self.config = config
         self._default_actor = NetActor(self, seed, temperature, greedy)
 
