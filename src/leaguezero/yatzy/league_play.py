@@ -38,32 +38,29 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.az.evaluator import Evaluator
-from leaguezero.az.replay import Batch, ShardWriter, games_on_disk
+from leaguezero.az.replay import ShardWriter, games_on_disk
 from leaguezero.common.events import EventWriter
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.types import MatchResult, OpponentType, Participant
 from leaguezero.yatzy.agents import Agent
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.features import NUM_FEATURES, encode_batch
 from leaguezero.yatzy.rules import (
     DICE_RNG,
     S_PLAYER,
     S_SCORE,
     STATE_LEN,
     apply_actions_batch,
-    legal_mask_batch,
     new_match,
     terminal_mask,
 )
-from leaguezero.yatzy.search import make_search
 from leaguezero.yatzy.selfplay import (
-    MAX_DECISIONS,
     SHARD_SCHEMA,
+    GameRecords,
+    HeroSearch,
     OracleValues,
     SelfPlayStats,
     _log_roots,
 )
-from leaguezero.yatzy.tables import NUM_ACTIONS
 
 
 @dataclass
@@ -116,7 +113,8 @@ def run_league_selfplay(
     )  # fmt: skip
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    search = make_search(evaluator, cfg.mcts, max_games=num_slots, seed=int(rng.integers(2**62)))
+    search = HeroSearch(cfg, evaluator, num_slots, seed=int(rng.integers(2**62)))
+    records = GameRecords(num_slots)  # the decisions that enter replay
     record_mirror_both = cfg.league.mirror_both_seats
 
     states = np.zeros((num_slots, STATE_LEN), np.int64)  # [G, 16]
@@ -126,18 +124,9 @@ def run_league_selfplay(
     mirror = np.zeros(num_slots, np.bool_)  # [G]
     opponent = np.empty(num_slots, dtype=object)  # [G] opponent name per slot
     draws: list[Draw | None] = [None] * num_slots
-    n_rec = np.zeros(num_slots, np.int64)  # recorded decisions per slot
-    per_player = np.zeros((num_slots, 2), np.int64)  # searched decisions per seat
-    feats = np.zeros((num_slots, MAX_DECISIONS, NUM_FEATURES), np.float32)
-    legal = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.bool_)
-    pis = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.float32)
-    movers = np.zeros((num_slots, MAX_DECISIONS), np.int64)
-    row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
-    row_legal = np.zeros((num_slots, NUM_ACTIONS), np.bool_)
 
     started = finished = 0
-    totals = dict(decisions=0, samples=0, sims=0, evals=0, fallbacks=0, collisions=0, opp=0)
-    eval_seconds = 0.0
+    samples = opponent_decisions = 0
     scores: list[int] = []
     hero_scores: list[int] = []
     seat0_points = 0.0
@@ -158,8 +147,8 @@ def run_league_selfplay(
         hero_seat[slot] = index % 2
         new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
         active[slot] = True
-        n_rec[slot] = 0
-        per_player[slot] = 0
+        records.count[slot] = 0
+        search.reset(slot)
         started += 1
 
     def release(results: list[MatchResult]) -> None:
@@ -179,33 +168,14 @@ def run_league_selfplay(
         opp_rows = rows_all[~hero_turn]  # played by the opponents, never recorded
         if rows.size:
             n = len(rows)
-            movers_now = states[rows, S_PLAYER]
-            temps = np.where(
-                per_player[rows, movers_now] < cfg.mcts.temperature_decisions,
-                cfg.mcts.temperature,
-                0.0,
-            )
-            encode_batch(states, rows, row_feats[:n])
-            legal_mask_batch(states, rows, row_legal[:n])
-            roots = np.ascontiguousarray(states[rows])
-            seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
-            result = search.run(
-                roots, seeds, add_noise=cfg.mcts.dirichlet_epsilon > 0, temperature=temps
-            )
-            eval_seconds += result.stats["evaluate_seconds"]
-            for key in ("sims", "evals", "fallbacks", "collisions"):
-                totals[key] += int(result.stats[key])
-            totals["decisions"] += n
-            per_player[rows, movers_now] += 1
+            result, roots, movers_now = search.run(states, rows, rng)
             # Mirror games record both seats only when configured; the hero's seat always.
             keep = (movers_now == hero_seat[rows]) | (mirror[rows] & record_mirror_both)
-            rec_rows, rec_idx = rows[keep], np.flatnonzero(keep)
-            d = n_rec[rec_rows]
-            feats[rec_rows, d] = row_feats[rec_idx]
-            legal[rec_rows, d] = row_legal[rec_idx]
-            pis[rec_rows, d] = result.pi[rec_idx]
-            movers[rec_rows, d] = movers_now[rec_idx]
-            n_rec[rec_rows] += 1
+            rec = np.flatnonzero(keep)
+            records.record(
+                rows[rec], search.row_feats[rec], search.row_legal[rec], result.pi[rec],
+                movers_now[rec],
+            )  # fmt: skip
             if roots_log is not None and cfg.selfplay.root_log_rate > 0:
                 picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
                 if picked.size:
@@ -217,25 +187,14 @@ def run_league_selfplay(
                 group = opp_rows[names == name]
                 actions = np.asarray(agent_for(name).act(states, group), dtype=np.int64)
                 apply_actions_batch(states, group, actions)
-            totals["opp"] += int(opp_rows.size)
+            opponent_decisions += int(opp_rows.size)
 
         terminal_mask(states, done)
         for slot in np.flatnonzero(done & active):
-            k = int(n_rec[slot])
             final = states[slot, S_SCORE : S_SCORE + 2]
-            who = movers[slot, :k]
-            diff = (final[who] - final[1 - who]).astype(np.float32)
-            writer.add(
-                Batch(
-                    feats[slot, :k].copy(),
-                    legal[slot, :k].astype(np.uint8),
-                    pis[slot, :k].copy(),
-                    np.sign(diff).astype(np.float32),
-                    np.tanh(diff / margin_scale).astype(np.float32),
-                ),
-                games=1,
-            )
-            totals["samples"] += k
+            batch = records.game_batch(slot, final, margin_scale)
+            writer.add(batch, games=1)
+            samples += len(batch)
             draw = draws[slot]
             assert draw is not None
             h = int(hero_seat[slot])
@@ -281,22 +240,23 @@ def run_league_selfplay(
     writer.flush()
     release(pending_results)
     seconds = time.perf_counter() - t0
+    totals = search.totals
     return LeagueSelfPlayStats(
         games=finished,
         decisions=totals["decisions"],
-        samples=totals["samples"],
+        samples=samples,
         sims=totals["sims"],
         evals=totals["evals"],
         fallbacks=totals["fallbacks"],
         collisions=totals["collisions"],
         seconds=seconds,
-        evaluate_seconds=eval_seconds,
+        evaluate_seconds=search.eval_seconds,
         sims_per_s=totals["sims"] / max(seconds, 1e-9),
         decisions_per_s=totals["decisions"] / max(seconds, 1e-9),
         mean_score=float(np.mean(scores)) if scores else math.nan,
         seat0_win_rate=seat0_points / finished if finished else math.nan,
         hero=hero,
-        opponent_decisions=totals["opp"],
+        opponent_decisions=opponent_decisions,
         opponents={name: len(v) for name, v in points.items()},
         buckets=dict(buckets),
         opponent_types={name: len(v) for name, v in type_points.items()},

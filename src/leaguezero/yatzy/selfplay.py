@@ -76,6 +76,94 @@ class SelfPlayStats:
         return asdict(self)
 
 
+class GameRecords:
+    """Per-slot decision records of the games in flight (preallocated, reused across games).
+
+    ``feats`` float32 [G, 90, F], ``legal`` bool [G, 90, A] (the policy's support), ``pis``
+    float32 [G, 90, A], ``movers`` int64 [G, 90], ``count`` int64 [G] recorded decisions.
+    """
+
+    def __init__(self, num_slots: int) -> None:
+        self.count = np.zeros(num_slots, np.int64)
+        self.feats = np.zeros((num_slots, MAX_DECISIONS, NUM_FEATURES), np.float32)
+        self.legal = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.bool_)
+        self.pis = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.float32)
+        self.movers = np.zeros((num_slots, MAX_DECISIONS), np.int64)
+
+    def record(self, slots: np.ndarray, feats, legal, pis, movers) -> None:
+        """Append one decision to each of ``slots`` (int64 [n]); arrays have n rows."""
+        d = self.count[slots]
+        self.feats[slots, d] = feats
+        self.legal[slots, d] = legal
+        self.pis[slots, d] = pis
+        self.movers[slots, d] = movers
+        self.count[slots] += 1
+
+    def game_batch(self, slot: int, final: np.ndarray, margin_scale: float) -> Batch:
+        """Replay samples of a finished game: targets from each recorded mover's view.
+
+        ``final`` int64 [2]: the seats' final scores.
+        """
+        k = int(self.count[slot])
+        who = self.movers[slot, :k]
+        diff = (final[who] - final[1 - who]).astype(np.float32)
+        return Batch(
+            self.feats[slot, :k].copy(),
+            self.legal[slot, :k].astype(np.uint8),
+            self.pis[slot, :k].copy(),
+            np.sign(diff).astype(np.float32),
+            np.tanh(diff / margin_scale).astype(np.float32),
+        )
+
+
+class HeroSearch:
+    """The batched self-play search step shared by self-play and league play.
+
+    Encodes the roots, masks them to the policy's support, searches them in one lockstep call
+    with root noise and per-game temperature, and keeps the running totals.
+    """
+
+    def __init__(self, cfg: YatzyConfig, evaluator: Evaluator, num_slots: int, seed: int) -> None:
+        self.cfg = cfg
+        self.search = make_search(
+            evaluator, cfg.mcts, max_games=num_slots, seed=seed,
+            margin_scale=cfg.train.margin_scale,
+        )  # fmt: skip
+        self.per_player = np.zeros((num_slots, 2), np.int64)  # searched decisions per seat
+        self.row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
+        self.row_legal = np.zeros((num_slots, NUM_ACTIONS), np.bool_)
+        self.totals = dict(decisions=0, sims=0, evals=0, fallbacks=0, collisions=0)
+        self.eval_seconds = 0.0
+
+    def reset(self, slot: int) -> None:
+        self.per_player[slot] = 0
+
+    def run(self, states: np.ndarray, rows: np.ndarray, rng: np.random.Generator):
+        """Search ``states[rows]``; returns (result, roots, movers). Moves are not applied.
+
+        ``self.row_feats[:n]`` / ``self.row_legal[:n]`` hold the roots' features and masks.
+        """
+        n = len(rows)
+        mcts = self.cfg.mcts
+        movers = states[rows, S_PLAYER]
+        temps = np.where(
+            self.per_player[rows, movers] < mcts.temperature_decisions, mcts.temperature, 0.0
+        )
+        encode_batch(states, rows, self.row_feats[:n])
+        policy_mask_batch(states, rows, self.row_legal[:n])  # one mask per distinct keep
+        roots = np.ascontiguousarray(states[rows])
+        seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
+        result = self.search.run(
+            roots, seeds, add_noise=mcts.dirichlet_epsilon > 0, temperature=temps
+        )
+        self.eval_seconds += result.stats["evaluate_seconds"]
+        for key in ("sims", "evals", "fallbacks", "collisions"):
+            self.totals[key] += int(result.stats[key])
+        self.totals["decisions"] += n
+        self.per_player[rows, movers] += 1
+        return result, roots, movers
+
+
 def run_selfplay(
     cfg: YatzyConfig,
     evaluator: Evaluator,
@@ -106,36 +194,22 @@ def run_selfplay(
     )
     rng = np.random.default_rng([seed, worker, done_before])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    search = make_search(
-        evaluator, cfg.mcts, max_games=num_slots, seed=int(rng.integers(2**62)),
-        margin_scale=cfg.train.margin_scale,
-    )  # fmt: skip
-
+    hero = HeroSearch(cfg, evaluator, num_slots, seed=int(rng.integers(2**62)))
+    records = GameRecords(num_slots)
     states = np.zeros((num_slots, STATE_LEN), np.int64)
     active = np.zeros(num_slots, np.bool_)
     done = np.zeros(num_slots, np.bool_)
-    n_dec = np.zeros(num_slots, np.int64)
-    per_player = np.zeros((num_slots, 2), np.int64)
-    feats = np.zeros((num_slots, MAX_DECISIONS, NUM_FEATURES), np.float32)
-    legal = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.bool_)
-    pis = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.float32)
-    movers = np.zeros((num_slots, MAX_DECISIONS), np.int64)
-    row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
-    row_legal = np.zeros((num_slots, NUM_ACTIONS), np.bool_)
 
-    started = finished = 0
-    totals = dict(decisions=0, samples=0, sims=0, evals=0, fallbacks=0, collisions=0)
-    eval_seconds = 0.0
+    started = finished = samples = 0
     scores: list[int] = []
     seat0_points = 0.0
-    margin_scale = cfg.train.margin_scale
 
     def start_game(slot: int) -> None:
         nonlocal started
         new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
         active[slot] = True
-        n_dec[slot] = 0
-        per_player[slot] = 0
+        records.count[slot] = 0
+        hero.reset(slot)
         started += 1
 
     for slot in range(num_slots):
@@ -146,30 +220,8 @@ def run_selfplay(
     while active.any():
         rows = np.flatnonzero(active).astype(np.int64)
         n = len(rows)
-        movers_now = states[rows, S_PLAYER]
-        temps = np.where(
-            per_player[rows, movers_now] < cfg.mcts.temperature_decisions,
-            cfg.mcts.temperature,
-            0.0,
-        )
-        encode_batch(states, rows, row_feats[:n])
-        policy_mask_batch(states, rows, row_legal[:n])  # the policy's support (one mask per keep)
-        roots = np.ascontiguousarray(states[rows])
-        seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
-        result = search.run(
-            roots, seeds, add_noise=cfg.mcts.dirichlet_epsilon > 0, temperature=temps
-        )
-        eval_seconds += result.stats["evaluate_seconds"]
-        for key in ("sims", "evals", "fallbacks", "collisions"):
-            totals[key] += int(result.stats[key])
-        totals["decisions"] += n
-        d = n_dec[rows]
-        feats[rows, d] = row_feats[:n]
-        legal[rows, d] = row_legal[:n]
-        pis[rows, d] = result.pi
-        movers[rows, d] = movers_now
-        n_dec[rows] += 1
-        per_player[rows, movers_now] += 1
+        result, roots, movers_now = hero.run(states, rows, rng)
+        records.record(rows, hero.row_feats[:n], hero.row_legal[:n], result.pi, movers_now)
         if roots_log is not None and cfg.selfplay.root_log_rate > 0:
             picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
             if picked.size:
@@ -178,21 +230,10 @@ def run_selfplay(
 
         terminal_mask(states, done)
         for slot in np.flatnonzero(done & active):
-            k = int(n_dec[slot])
             final = states[slot, S_SCORE : S_SCORE + 2]
-            who = movers[slot, :k]
-            diff = (final[who] - final[1 - who]).astype(np.float32)
-            writer.add(
-                Batch(
-                    feats[slot, :k].copy(),
-                    legal[slot, :k].astype(np.uint8),
-                    pis[slot, :k].copy(),
-                    np.sign(diff).astype(np.float32),
-                    np.tanh(diff / margin_scale).astype(np.float32),
-                ),
-                games=1,
-            )
-            totals["samples"] += k
+            batch = records.game_batch(slot, final, cfg.train.margin_scale)
+            writer.add(batch, games=1)
+            samples += len(batch)
             scores.extend(int(v) for v in final)
             seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
             finished += 1
@@ -203,16 +244,17 @@ def run_selfplay(
                 progress(1)
     writer.flush()
     seconds = time.perf_counter() - t0
+    totals = hero.totals
     return SelfPlayStats(
         games=finished,
         decisions=totals["decisions"],
-        samples=totals["samples"],
+        samples=samples,
         sims=totals["sims"],
         evals=totals["evals"],
         fallbacks=totals["fallbacks"],
         collisions=totals["collisions"],
         seconds=seconds,
-        evaluate_seconds=eval_seconds,
+        evaluate_seconds=hero.eval_seconds,
         sims_per_s=totals["sims"] / max(seconds, 1e-9),
         decisions_per_s=totals["decisions"] / max(seconds, 1e-9),
         mean_score=float(np.mean(scores)) if scores else math.nan,
