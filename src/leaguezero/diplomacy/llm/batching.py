@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from leaguezero.diplomacy.llm.client import Completion, GenerationRequest, check_rows
+from leaguezero.diplomacy.llm.client import Completion, GenerationRequest, make_requests
 
 
 class RowBackend(Protocol):
@@ -68,11 +68,7 @@ class BatchingGenerator:
         seed: int,
     ) -> list[Completion]:
         """The :class:`.client.GenerationClient` call, through the batcher."""
-        check_rows(prompts, adapters)
-        rows = [
-            GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
-            for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
-        ]
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed)
         return self.submit(rows)
 
     def close(self) -> None:

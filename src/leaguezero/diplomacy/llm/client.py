@@ -103,3 +103,18 @@ def check_rows(prompts: Sequence[str], adapters: Sequence[str | None]) -> None:
             f"generate needs one adapter entry per prompt (None for the base model); got "
             f"{len(prompts)} prompts and {len(adapters)} adapters"
         )
+
+
+def make_requests(
+    prompts: Sequence[str],
+    adapters: Sequence[str | None],
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+) -> list[GenerationRequest]:
+    """The rows of a ``generate`` call (checked); row ``i`` samples with ``seed + i``."""
+    check_rows(prompts, adapters)
+    return [
+        GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
+        for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
+    ]

@@ -35,7 +35,7 @@ from leaguezero.diplomacy.llm.client import (
     GenerationRequest,
     LLMError,
     UnknownAdapterError,
-    check_rows,
+    make_requests,
 )
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
 
@@ -276,11 +276,7 @@ class HFBackend:
         seed: int,
     ) -> list[Completion]:
         """One completion per prompt, adapters mixed per row (see :mod:`.client`)."""
-        check_rows(prompts, adapters)
-        rows = [
-            GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
-            for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
-        ]
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed)
         return self.generate_rows(rows)
 
     def generate_rows(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
