@@ -25,7 +25,7 @@ from leaguezero.az.replay import games_on_disk
 from leaguezero.distributed.runtime import init_ray
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.selfplay import SelfPlayStats
-from leaguezero.yatzy.workers import split_games
+from leaguezero.yatzy.workers import combine_stats, split_games
 
 MAX_RESTARTS = 3  # per actor: a worker that dies more often than this fails the iteration
 POLL_S = 0.5  # how often the driver counts finished games on disk
@@ -185,27 +185,6 @@ class RaySelfPlay:
         """Stop the actors (their CPUs go back to the cluster)."""
         for slot in self.slots:
             self.ray.kill(slot.actor, no_restart=True)
-
-
-def combine_stats(parts: list[dict[str, Any]], seconds: float, games: int) -> SelfPlayStats:
-    """One :class:`SelfPlayStats` from the workers' dicts (rates over the phase's wall time)."""
-    keys = ("decisions", "samples", "sims", "evals", "fallbacks", "collisions")
-    total = {k: sum(p[k] for p in parts) for k in keys}
-    played = sum(p["games"] for p in parts)
-
-    def weighted(key: str) -> float:
-        return sum(p[key] * p["games"] for p in parts if p["games"]) / max(played, 1)
-
-    return SelfPlayStats(
-        games=games,
-        **total,
-        seconds=seconds,
-        evaluate_seconds=sum(p["evaluate_seconds"] for p in parts),
-        sims_per_s=total["sims"] / max(seconds, 1e-9),
-        decisions_per_s=total["decisions"] / max(seconds, 1e-9),
-        mean_score=weighted("mean_score"),
-        seat0_win_rate=weighted("seat0_win_rate"),
-    )
 
 
 def run_selfplay_ray(

@@ -14,6 +14,7 @@ import multiprocessing as mp
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.selfplay import SelfPlayStats
@@ -111,16 +112,25 @@ def run_selfplay_workers(
         json.loads((out_dir / f".worker_{w:02d}.stats.json").read_text()) for w in range(len(procs))
     ]
     seconds = time.perf_counter() - start
-    keys = ("games", "decisions", "samples", "sims", "evals", "fallbacks", "collisions")
+    return combine_stats(parts, seconds, sum(p["games"] for p in parts))
+
+
+def combine_stats(parts: list[dict[str, Any]], seconds: float, games: int) -> SelfPlayStats:
+    """One :class:`SelfPlayStats` from the workers' dicts (rates over the phase's wall time)."""
+    keys = ("decisions", "samples", "sims", "evals", "fallbacks", "collisions")
     total = {k: sum(p[k] for p in parts) for k in keys}
-    games_done = max(total["games"], 1)
+    played = sum(p["games"] for p in parts)
+
+    def weighted(key: str) -> float:
+        return sum(p[key] * p["games"] for p in parts if p["games"]) / max(played, 1)
+
     return SelfPlayStats(
+        games=games,
         **total,
         seconds=seconds,
         evaluate_seconds=sum(p["evaluate_seconds"] for p in parts),
-        sims_per_s=total["sims"] / seconds,
-        decisions_per_s=total["decisions"] / seconds,
-        mean_score=sum(p["mean_score"] * p["games"] for p in parts if p["games"]) / games_done,
-        seat0_win_rate=sum(p["seat0_win_rate"] * p["games"] for p in parts if p["games"])
-        / games_done,
+        sims_per_s=total["sims"] / max(seconds, 1e-9),
+        decisions_per_s=total["decisions"] / max(seconds, 1e-9),
+        mean_score=weighted("mean_score"),
+        seat0_win_rate=weighted("seat0_win_rate"),
     )
