@@ -29,8 +29,8 @@ class Policy(Protocol):
     def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]: ...
 
 
-# (agent name or None for the base model) -> a policy for one game. Called once per distinct
-# non-bot agent of a rollout.
+# (agent name or None for the base model) -> a policy for one seat of one game. Called once per
+# non-bot seat of a rollout, so clones of one agent get separate policies (own seeds, records).
 AgentResolver = Callable[[str | None], Policy]
 
 

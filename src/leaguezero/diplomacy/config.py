@@ -16,6 +16,11 @@ from leaguezero.common.config import Section
 class TrainSection(Section):
     """GRPO training of the hero (leaguezero diplomacy train; docs/diplomacy_training.md)."""
 
+    agent: Literal["policy", "llm"] = Field(
+        "policy",
+        description="The hero: policy (the small CPU network) or llm (a LoRA adapter on "
+        "llm.base_model, hf backend).",
+    )
     steps: int = Field(300, ge=1, description="Training steps (one GRPO update each).")
     groups_per_step: int = Field(
         1, ge=1, description="Opponent draws per step; each is one group of games."

@@ -1,7 +1,9 @@
 """Diplomacy league agents from checkpoint paths, and the tournament the async evaluator runs.
 
 A league entry with a ``path`` is a policy checkpoint (:func:`~.policy.load_policy`; the
-``base_model`` baseline is the initial policy saved at step 0); entries without a path are the
+``base_model`` baseline is the initial policy saved at step 0) or, in a run with
+``train.agent: llm``, a LoRA adapter folder (:func:`~.llm.league.adapter_resolver`; there
+``base_model`` is the base LM without an adapter); entries without a path are the
 bots (``random_bot``, ``chaos_bot``, ``greedy_bot``). :func:`checkpoint_resolver` turns a
 {name: path} map into the rollout's :data:`~leaguezero.diplomacy.agents.AgentResolver`.
 
@@ -82,14 +84,31 @@ def diplomacy_tournament(
     torch.set_num_threads(1)  # the evaluator shares the machine with the trainer
     base = DiplomacyConfig.model_validate(config or {})
     paths = {a.name: a.path for a in [challenger, *gatekeepers] if a.path is not None}
+    backend = None
+    if base.train.agent == "llm":  # league entries are adapter folders on one base model
+        from leaguezero.diplomacy.llm.league import backend_from_config
+
+        backend = backend_from_config(base.llm)
     results: list[MatchResult] = []
     for k, keeper in enumerate(gatekeepers):
         cfg = base.model_copy(
             update={"seed": seed * 1_000 + k, "games_dir": None, "record_observations": False}
         )
-        resolver = checkpoint_resolver(
-            paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature
-        )
+        if backend is not None:
+            from leaguezero.diplomacy.llm.league import adapter_resolver
+
+            resolver = adapter_resolver(
+                backend,
+                paths,
+                seed=seed * 1_000 + k,
+                greedy=greedy,
+                temperature=temperature,
+                max_new_tokens=base.llm.max_new_tokens,
+            )
+        else:
+            resolver = checkpoint_resolver(
+                paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature
+            )
         played = run_tournament(
             cfg, challenger.name, [keeper.name], games_per_gatekeeper, resolver=resolver
         )

@@ -30,7 +30,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -41,22 +41,30 @@ from leaguezero.common.events import EventWriter
 from leaguezero.diplomacy.agents import BASE_MODEL, UnknownAgentError
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer
+from leaguezero.diplomacy.grpo import GameSample, GRPOPolicy, GRPOTrainer
 from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
 from leaguezero.diplomacy.policy import DiplomacyPolicy, NetActor, PolicyConfig, load_policy
 from leaguezero.diplomacy.rollout import run_rollout
 from leaguezero.league.evaluator import AsyncEvaluator, choose_gatekeepers, evaluator_paths
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import BucketShares, PFSPMatchmaker, WinRateTable, cluster_seating
-from leaguezero.league.registry import LeagueRegistry
-from leaguezero.league.schedule import promote_if_scheduled, promotion_reasons
+from leaguezero.league.registry import LeagueRegistry, LeagueState
+from leaguezero.league.schedule import (
+    promote_if_scheduled,
+    promotion_reasons,
+    retire_candidates,
+)
 from leaguezero.league.tracking import emit_opponents_sampled, plot_elo
 from leaguezero.league.types import MatchResult, Participant
+
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.llm.league import LLMLeagueHero
 
 HERO = "hero"  # the live, training weights (the mirror bucket's name)
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
+RETIRED_EVENT = "league.checkpoints_retired"
 
 
 class TrainError(RuntimeError):
@@ -98,11 +106,17 @@ class LeagueTrainer:
             )
         torch.set_num_threads(1)  # one core's work per process (see DESIGN: shared cores)
         tcfg, lcfg = cfg.train, cfg.league
-        self.policy = DiplomacyPolicy(PolicyConfig(tcfg.hidden, tcfg.layers), seed=tcfg.seed)
+        self.llm: LLMLeagueHero | None = None
+        self.policy: GRPOPolicy
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         base_path = self.ckpt_dir / f"{BASE_MODEL}.pt"
-        if not base_path.exists():
-            self.policy.save(base_path)  # step 0: the base model is the initial policy
+        if tcfg.agent == "llm":
+            self.llm = self._build_llm_hero(cfg, backend)
+            self.policy = self.llm.hero
+        else:
+            self.policy = DiplomacyPolicy(PolicyConfig(tcfg.hidden, tcfg.layers), seed=tcfg.seed)
+            if not base_path.exists():
+                self.policy.save(base_path)  # step 0: the base model is the initial policy
         write_resolved_config(cfg, self.run_dir)
         self.registry = LeagueRegistry.create(
             self.registry_path,
@@ -114,8 +128,9 @@ class LeagueTrainer:
             },
             anchor="random_bot",
         )
-        with self.registry.update() as state:
-            state.agents[BASE_MODEL].path = f"checkpoints/{BASE_MODEL}.pt"
+        if self.llm is None:  # an LLM run's base_model is the base LM itself (no path)
+            with self.registry.update() as state:
+                state.agents[BASE_MODEL].path = f"checkpoints/{BASE_MODEL}.pt"
         reference = load_policy(base_path) if tcfg.kl_coef > 0 else None
         self.trainer = GRPOTrainer(
             self.policy,
@@ -175,7 +190,26 @@ class LeagueTrainer:
         self.game_cfg = cfg.model_copy(update={"games_dir": None, "record_observations": False})
         self._opponents: dict[str, DiplomacyPolicy] = {}
 
+    @staticmethod
+    def _build_llm_hero(cfg: DiplomacyConfig, backend: str) -> LLMLeagueHero:
+        from leaguezero.diplomacy.llm.client import LLMError
+        from leaguezero.diplomacy.llm.league import LLMLeagueHero
+
+        if backend != "local":
+            raise TrainError("train.agent=llm runs with --backend local only (for now)")
+        if cfg.train.kl_coef > 0:
+            raise TrainError("train.kl_coef > 0 is not supported with train.agent=llm; set it to 0")
+        try:
+            return LLMLeagueHero(cfg, hero_name=HERO)
+        except LLMError as err:
+            raise TrainError(str(err)) from None
+
     # ----- state ----------------------------------------------------------------------------
+    def _hero_weights(self) -> dict[str, torch.Tensor]:
+        if self.llm is not None:
+            return self.llm.weights()
+        return self.policy.net.state_dict()
+
     def _save_state(self) -> None:
         buffer = io.BytesIO()
         torch.save(
@@ -183,7 +217,8 @@ class LeagueTrainer:
                 "format": STATE_FORMAT,
                 "schema_version": STATE_SCHEMA_VERSION,
                 "step": self.step,
-                "policy": self.policy.net.state_dict(),
+                "agent": self.cfg.train.agent,
+                "policy": self._hero_weights(),
                 "trainer": self.trainer.state_dict(),
                 "matchmaker_rng": self.matchmaker.rng.bit_generator.state,
                 "win_rates": self.win_rates.to_dict(),
@@ -204,7 +239,15 @@ class LeagueTrainer:
                 f"{self.state_path} has schema_version {data.get('schema_version')!r}, this "
                 f"leaguezero reads {STATE_SCHEMA_VERSION}; resume with a matching version"
             )
-        self.policy.net.load_state_dict(data["policy"])
+        agent = data.get("agent", "policy")  # files from before the LLM hero are policy runs
+        if agent != self.cfg.train.agent:
+            raise TrainError(
+                f"{self.state_path} holds a train.agent={agent} run; resume it with that agent"
+            )
+        if self.llm is not None:
+            self.llm.load_weights(data["policy"])
+        else:
+            self.policy.net.load_state_dict(data["policy"])
         self.trainer.load_state_dict(data["trainer"])
         self.matchmaker.rng.bit_generator.state = data["matchmaker_rng"]
         self.win_rates = WinRateTable.from_dict(data["win_rates"])
@@ -221,13 +264,40 @@ class LeagueTrainer:
 
     def _seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
         hero_seat = POWERS.index(hero_power)
-        if self.cfg.max_unique_opponents >= len(POWERS) - 1:
+        if self.llm is not None:  # distinct adapters at the table must fit llm.max_loras
+            from leaguezero.diplomacy.llm.adapters import fit_seating
+            from leaguezero.diplomacy.llm.league import uses_adapter
+
+            seats = fit_seating(
+                HERO,
+                names,
+                max_loras=self.cfg.llm.max_loras,
+                uses_slot=lambda n: n == HERO or uses_adapter(n),
+                rng=rng,
+                hero_seat=hero_seat,
+            )
+        elif self.cfg.max_unique_opponents >= len(POWERS) - 1:
             seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
         else:
             seats = cluster_seating(
                 HERO, names, len(POWERS), self.cfg.max_unique_opponents, rng, hero_seat
             )
         return dict(zip(POWERS, seats, strict=True))
+
+    def _adapter_paths(self, seating: dict[str, str]) -> dict[str, Path]:
+        # Adapter opponents by league name -> their checkpoint folders (LLM runs).
+        from leaguezero.diplomacy.llm.league import uses_adapter
+
+        agents = self.registry.load().agents
+        paths: dict[str, Path] = {}
+        for name in set(seating.values()):
+            if name == HERO or not uses_adapter(name):
+                continue
+            agent = agents.get(name)
+            if agent is None or agent.path is None:
+                raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
+            paths[name] = self.registry.resolve(agent.path)
+        return paths
 
     def _resolver(self, group_idx: int, game_idx: int, hero_actors: list[NetActor]):
         # One call per seat: the live hero (and its mirror seats) get actors of the training
@@ -250,13 +320,32 @@ class LeagueTrainer:
         samples: list[GameSample] = []
         results: list[MatchResult] = []
         tcfg = self.cfg.train
+        adapter_paths = self._adapter_paths(seating) if self.llm is not None else {}
         for game_idx in range(tcfg.group_size):
-            hero_actors: list[NetActor] = []
-            resolve = self._resolver(group_idx, game_idx, hero_actors)
-            game = run_rollout(
-                self.game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve
-            )
-            records = [r for a in hero_actors for r in a.records if r.power == hero_power]
+            if self.llm is not None:
+                # One table per game: every LLM seat of a phase is sampled in one batch.
+                table = self.llm.table(
+                    seating,
+                    adapter_paths,
+                    seed=_seed(tcfg.seed, group_idx, game_idx),
+                    temperature=tcfg.temperature,
+                )
+                game = run_rollout(
+                    self.game_cfg,
+                    group_idx,
+                    game_idx,
+                    table.seating,
+                    hero_power,
+                    resolver=table.resolver,
+                )
+                records = [r for r in table.records if r.power == hero_power]
+            else:
+                hero_actors: list[NetActor] = []
+                resolve = self._resolver(group_idx, game_idx, hero_actors)
+                game = run_rollout(
+                    self.game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve
+                )
+                records = [r for a in hero_actors for r in a.records if r.power == hero_power]
             samples.append(GameSample(game.scores[hero_power], records))
             results.append(
                 MatchResult(
@@ -300,7 +389,9 @@ class LeagueTrainer:
         name = checkpoint_name(step)
         added = None
         if name not in state.agents and promotion_reasons(step, hero_elo, state):
-            path = self.policy.save(self.ckpt_dir / f"{name}.pt")
+            # A policy checkpoint is one .pt file; an LLM checkpoint an adapter folder.
+            suffix = "" if self.llm is not None else ".pt"
+            path = self.policy.save(self.ckpt_dir / f"{name}{suffix}")
             parent = latest.name if latest is not None else BASE_MODEL
             added = promote_if_scheduled(
                 self.registry,
@@ -311,6 +402,7 @@ class LeagueTrainer:
                 parent=parent,
                 events=self.events,
             )
+        retired = self._retire_stale(step)
         self._save_state()
         if step % self.cfg.league.eval_every == 0:
             self._submit_evaluation(step)
@@ -321,11 +413,35 @@ class LeagueTrainer:
             "hero_elo": hero_elo,
             "opponents": opponents,
             "checkpoint_added": None if added is None else added.name,
+            "retired": retired,
             "play_seconds": round(play_seconds, 3),
             "seconds": round(time.perf_counter() - started, 3),
         }
         self.events.emit(TRAIN_STEP_EVENT, **record)
         return record
+
+    def _retire_stale(self, step: int) -> list[str]:
+        """Stop sampling curriculum snapshots that left the recent window (spec §1).
+
+        The schedule admits every 10th step as training moves on; ``retire_candidates`` names
+        those older than 100 steps that are no anchor, elite, first or best checkpoint. They are
+        marked ``extra["retired"] = step`` under the registry lock, so the matchmaker and the
+        evaluator's gatekeepers skip them while their ratings and games stay on record.
+        """
+
+        def stale(state: LeagueState) -> list[str]:
+            live = [a for a in state.checkpoints if not a.extra.get("retired")]
+            return retire_candidates(live, step, state.best_agent)
+
+        if not stale(self.registry.load()):  # most steps: no lock, no rewrite of league.json
+            return []
+        with self.registry.update() as state:
+            names = stale(state)  # again under the lock: the evaluator may have moved `best`
+            for name in names:
+                state.agents[name].extra["retired"] = step
+        if names:
+            self.events.emit(RETIRED_EVENT, step=step, agents=names)
+        return names
 
     def _submit_evaluation(self, step: int) -> None:
         state = self.registry.load()

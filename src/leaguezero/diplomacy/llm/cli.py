@@ -23,6 +23,7 @@ Start the server first (GPU machine):
 Regenerate: leaguezero llm config-write configs/diplomacy_vllm.yaml"""
 # What differs from the built-in defaults in configs/diplomacy_vllm.yaml.
 VLLM_OVERRIDES = [
+    "train.agent=llm",
     "llm.backend=openai",
     "llm.base_model=models/base",
     "llm.device=cuda",
