@@ -13,10 +13,17 @@ One step (``leaguezero diplomacy train``; docs/diplomacy_training.md):
    advantages of its final scores;
 4. the checkpointer saves ``checkpoints/hero_vNNNN.pt`` and adds it to the league when the
    schedule says so (``promote_if_scheduled``; the first one's parent is ``base_model``);
+   curriculum snapshots that left the last 100 steps are retired (``extra["retired"]``,
+   ``league.checkpoints_retired``) so they are no longer drawn;
 5. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, step) is written
    atomically to ``state.pt``, so a killed run resumes from the last finished step;
 6. every ``league.eval_every`` steps the async evaluator rates the newest checkpoint against
    the gatekeepers in a background process (training goes on).
+
+The hero is the small policy network (``train.agent: policy``) or, with ``train.agent: llm``,
+a LoRA adapter on ``llm.base_model`` (:class:`~leaguezero.diplomacy.llm.league.LLMLeagueHero`:
+hf backend in this process, opponents' adapters loaded by league name, one batched table per
+game, checkpoints as adapter folders ``checkpoints/hero_vNNNN/``).
 
 Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
 (training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
