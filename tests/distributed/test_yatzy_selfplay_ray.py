@@ -50,7 +50,10 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
         YatzyConfig, None, [*TINY, "selfplay.concurrent_games=1", "selfplay.shard_samples=1"]
     )
     out = tmp_path / "iter_0001"
-    phase = RaySelfPlay(cfg, _best(tmp_path), out, games=16, seed=5)
+    # Enough games that worker 0 is still playing when it is killed (a warm tiny game takes
+    # milliseconds).
+    per_worker = 60
+    phase = RaySelfPlay(cfg, _best(tmp_path), out, games=2 * per_worker, seed=5)
     phase.start()
     try:
         first_pids = phase.worker_pids()
@@ -59,14 +62,16 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
             time.sleep(0.05)
         os.kill(first_pids[0], signal.SIGKILL)
         at_kill = games_on_disk(out, worker=0)
-        assert 0 < at_kill < 8, "the kill should land in the middle of worker 0's games"
+        assert 0 < at_kill < per_worker, "the kill should land in the middle of worker 0's games"
         stats = phase.wait()
     finally:
         phase.shutdown()
     # The actor came back in a new process and resumed from its complete shards.
-    assert games_on_disk(out, worker=0) == 8 and games_on_disk(out, worker=1) == 8
-    assert stats.games == 16
+    assert games_on_disk(out, worker=0) == per_worker
+    assert games_on_disk(out, worker=1) == per_worker
+    assert stats.games == 2 * per_worker
     games_per_shard = [
         read_shard(s, SHARD_SCHEMA) for s in complete_shards(out) if "_w00_" in s.name
     ]
-    assert len(games_per_shard) == 8  # one shard per game: none replayed twice, none missing
+    # One shard per game: none replayed twice, none missing.
+    assert len(games_per_shard) == per_worker
