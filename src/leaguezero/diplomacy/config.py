@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
+from leaguezero.league.config import MatchmakingSection
 
 
 class TrainSection(Section):
@@ -41,25 +42,9 @@ class TrainSection(Section):
     seed: int = Field(0, ge=0, description="Seed of the initial weights, sampling and opponents.")
 
 
-class LeagueSection(Section):
+class LeagueSection(MatchmakingSection):
     """League around the hero: baselines, PFSP opponents, checkpoint schedule, async evaluator."""
 
-    mode: Literal["pfsp", "tiered"] = Field(
-        "pfsp", description="Opponent sampling: PFSP buckets, or the spec's tiered weights."
-    )
-    mirror_share: float = Field(0.30, ge=0, le=1, description="PFSP share: the current self.")
-    peers_share: float = Field(0.40, ge=0, le=1, description="PFSP share: agents within +-window.")
-    exploitable_share: float = Field(
-        0.20, ge=0, le=1, description="PFSP share: past checkpoints the hero should beat."
-    )
-    baselines_share: float = Field(0.10, ge=0, le=1, description="PFSP share: the fixed bots.")
-    peer_window: float = Field(100.0, gt=0, description="Elo distance that makes a peer.")
-    weighting: Literal["hard", "variance"] = Field(
-        "hard", description="Exploitable weight: (1-p)^2 (hard) or p(1-p) (variance)."
-    )
-    min_checkpoints: int = Field(
-        2, ge=0, description="Cold start: baselines only until this many checkpoints exist."
-    )
     base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
     random_bot_elo: float = Field(800.0, description="Rating of random_bot, the fixed anchor.")
     chaos_bot_elo: float = Field(900.0, description="Initial rating of chaos_bot.")
@@ -81,13 +66,6 @@ class LeagueSection(Section):
         "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
     )
     bootstrap: int = Field(50, ge=0, description="Bootstrap resamples for rating intervals.")
-
-    @model_validator(mode="after")
-    def _shares_sum_to_one(self) -> LeagueSection:
-        total = self.mirror_share + self.peers_share + self.exploitable_share + self.baselines_share
-        if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"the four league *_share values must sum to 1, they sum to {total:g}")
-        return self
 
 
 class LLMSection(Section):

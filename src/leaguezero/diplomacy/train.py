@@ -54,7 +54,7 @@ from leaguezero.diplomacy.policy import DiplomacyPolicy, NetActor, PolicyConfig,
 from leaguezero.diplomacy.rollout import run_rollout
 from leaguezero.league.evaluator import AsyncEvaluator, choose_gatekeepers, evaluator_paths
 from leaguezero.league.matchlog import MatchLog
-from leaguezero.league.matchmaker import BucketShares, PFSPMatchmaker, WinRateTable, cluster_seating
+from leaguezero.league.matchmaker import PFSPMatchmaker, WinRateTable, cluster_seating
 from leaguezero.league.registry import LeagueRegistry, LeagueState
 from leaguezero.league.schedule import (
     promote_if_scheduled,
@@ -149,9 +149,7 @@ class LeagueTrainer:
             reference=reference,
         )
         self.matchmaker = PFSPMatchmaker(
-            shares=BucketShares(
-                lcfg.mirror_share, lcfg.peers_share, lcfg.exploitable_share, lcfg.baselines_share
-            ),
+            shares=lcfg.bucket_shares(),
             peer_window=lcfg.peer_window,
             weighting=lcfg.weighting,
             mode=lcfg.mode,

@@ -33,7 +33,7 @@ from typing import Any
 from leaguezero.common.events import EventWriter, read_events
 from leaguezero.league.evaluator import AsyncEvaluator, choose_gatekeepers, evaluator_paths
 from leaguezero.league.matchlog import MatchLog
-from leaguezero.league.matchmaker import BucketShares, Draw, PFSPMatchmaker, WinRateTable
+from leaguezero.league.matchmaker import Draw, PFSPMatchmaker, WinRateTable
 from leaguezero.league.registry import LeagueRegistry, LeagueState
 from leaguezero.league.schedule import promote_if_scheduled
 from leaguezero.league.tracking import ELO_UPDATED, emit_opponents_sampled, plot_elo
@@ -117,8 +117,7 @@ class LeagueRun:
         self.matchlog = MatchLog(paths["matchlog"])
         self.win_rates = WinRateTable()
         hero_win_rates(self.matchlog.read(kind="training"), self.win_rates)
-        self.shares = BucketShares(lc.mirror_share, lc.peers_share, lc.exploitable_share,
-                                   lc.baselines_share)  # fmt: skip
+        self.shares = lc.bucket_shares()
         make_evaluator = AsyncEvaluator
         if cfg.run.backend == "ray":  # the spec's spawn() as a Ray task (docs/cluster.md)
             from leaguezero.distributed.evaluator import league_evaluator_factory
