@@ -370,6 +370,8 @@ def profile_selfplay_cmd(
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out} is a file; give a run directory")
     if best is not None:
         if not best.is_file():
             raise fail(f"--best {best} does not exist")
