@@ -408,10 +408,6 @@ class LeagueTrainer:
                 events=self.events,
             )
         retired = self._retire_stale(step)
-        self._save_state()
-        if step % self.cfg.league.eval_every == 0:
-            self._submit_evaluation(step)
-        self.evaluator.poll()
         record = {
             "step": step,
             **{k: round(v, 6) for k, v in metrics.items()},
@@ -422,7 +418,14 @@ class LeagueTrainer:
             "play_seconds": round(play_seconds, 3),
             "seconds": round(time.perf_counter() - started, 3),
         }
+        # The step's event goes out before the state that marks the step done: a kill in
+        # between redoes the step, and the report drops events past the resume point, so the
+        # step is logged exactly once either way (state first could lose its event).
         self.events.emit(TRAIN_STEP_EVENT, **record)
+        self._save_state()
+        if step % self.cfg.league.eval_every == 0:
+            self._submit_evaluation(step)
+        self.evaluator.poll()
         return record
 
     def _retire_stale(self, step: int) -> list[str]:
