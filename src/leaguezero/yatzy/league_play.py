@@ -240,21 +240,8 @@ def run_league_selfplay(
     writer.flush()
     release(pending_results)
     seconds = time.perf_counter() - t0
-    totals = search.totals
     return LeagueSelfPlayStats(
-        games=finished,
-        decisions=totals["decisions"],
-        samples=samples,
-        sims=totals["sims"],
-        evals=totals["evals"],
-        fallbacks=totals["fallbacks"],
-        collisions=totals["collisions"],
-        seconds=seconds,
-        evaluate_seconds=search.eval_seconds,
-        sims_per_s=totals["sims"] / max(seconds, 1e-9),
-        decisions_per_s=totals["decisions"] / max(seconds, 1e-9),
-        mean_score=float(np.mean(scores)) if scores else math.nan,
-        seat0_win_rate=seat0_points / finished if finished else math.nan,
+        **search.stats_fields(finished, samples, seconds, scores, seat0_points),
         hero=hero,
         opponent_decisions=opponent_decisions,
         opponents={name: len(v) for name, v in points.items()},

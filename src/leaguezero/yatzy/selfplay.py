@@ -138,6 +138,27 @@ class HeroSearch:
     def reset(self, slot: int) -> None:
         self.per_player[slot] = 0
 
+    def stats_fields(
+        self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float
+    ) -> dict[str, float | int]:
+        """The :class:`SelfPlayStats` fields of a finished self-play call."""
+        t = self.totals
+        return {
+            "games": games,
+            "decisions": t["decisions"],
+            "samples": samples,
+            "sims": t["sims"],
+            "evals": t["evals"],
+            "fallbacks": t["fallbacks"],
+            "collisions": t["collisions"],
+            "seconds": seconds,
+            "evaluate_seconds": self.eval_seconds,
+            "sims_per_s": t["sims"] / max(seconds, 1e-9),
+            "decisions_per_s": t["decisions"] / max(seconds, 1e-9),
+            "mean_score": float(np.mean(scores)) if scores else math.nan,
+            "seat0_win_rate": seat0_points / games if games else math.nan,
+        }
+
     def run(self, states: np.ndarray, rows: np.ndarray, rng: np.random.Generator):
         """Search ``states[rows]``; returns (result, roots, movers). Moves are not applied.
 
@@ -244,22 +265,7 @@ def run_selfplay(
                 progress(1)
     writer.flush()
     seconds = time.perf_counter() - t0
-    totals = hero.totals
-    return SelfPlayStats(
-        games=finished,
-        decisions=totals["decisions"],
-        samples=samples,
-        sims=totals["sims"],
-        evals=totals["evals"],
-        fallbacks=totals["fallbacks"],
-        collisions=totals["collisions"],
-        seconds=seconds,
-        evaluate_seconds=hero.eval_seconds,
-        sims_per_s=totals["sims"] / max(seconds, 1e-9),
-        decisions_per_s=totals["decisions"] / max(seconds, 1e-9),
-        mean_score=float(np.mean(scores)) if scores else math.nan,
-        seat0_win_rate=seat0_points / finished if finished else math.nan,
-    )
+    return SelfPlayStats(**hero.stats_fields(finished, samples, seconds, scores, seat0_points))
 
 
 def _log_roots(
