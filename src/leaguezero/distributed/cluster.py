@@ -155,11 +155,17 @@ def status(state_dir: Path, timeout_s: float = 60.0) -> tuple[ClusterInfo, str]:
         raise ClusterError("no cluster started here; run `leaguezero cluster start`")
     if not _alive(info.pid):
         raise ClusterError(f"the cluster at {info.address} is gone (pid {info.pid} exited)")
-    result = subprocess.run(
-        [*_ray_cli(), "status", "--address", info.address],
-        capture_output=True, text=True, timeout=timeout_s,
-    )  # fmt: skip
-    return info, (result.stdout + result.stderr).strip()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = subprocess.run(
+            [*_ray_cli(), "status", "--address", info.address],
+            capture_output=True, text=True, timeout=timeout_s,
+        )  # fmt: skip
+        text = (result.stdout + result.stderr).strip()
+        # Right after `start` the head answers before its status is published: wait for it.
+        if "No cluster status" not in text or time.monotonic() > deadline:
+            return info, text
+        time.sleep(1.0)
 
 
 def stop(state_dir: Path, timeout_s: float = 60.0) -> ClusterInfo | None:
