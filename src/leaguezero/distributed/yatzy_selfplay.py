@@ -56,7 +56,7 @@ class SelfPlayWorker:
     ) -> dict[str, Any]:
         """Play until this worker has ``games`` games in complete shards; returns its stats."""
         from leaguezero.common.events import EventWriter
-        from leaguezero.yatzy.loop import _oracle_values, make_selfplay_evaluator
+        from leaguezero.yatzy.loop import make_selfplay_evaluator, oracle_values
         from leaguezero.yatzy.selfplay import run_selfplay
 
         evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
@@ -69,7 +69,7 @@ class SelfPlayWorker:
             stats = run_selfplay(
                 self.cfg, evaluator, out_dir, games=games, seed=seed, worker=self.worker,
                 roots_log=EventWriter(roots_log) if roots_log else None,
-                oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+                oracle_values=oracle_values(oracle),
             )  # fmt: skip
         finally:
             close = getattr(evaluator, "close", None)

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.az.evaluator import Evaluator
-from leaguezero.az.replay import ShardWriter, games_on_disk
+from leaguezero.az.replay import ShardWriter
 from leaguezero.common.events import EventWriter
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.types import MatchResult, OpponentType, Participant
@@ -60,6 +60,7 @@ from leaguezero.yatzy.selfplay import (
     OracleValues,
     SelfPlayStats,
     _log_roots,
+    resume_point,
 )
 
 
@@ -101,12 +102,7 @@ def run_league_selfplay(
     both seats of mirror games in the match log); ``step`` is the hero's training step, stamped
     on the match results. Other arguments as in :func:`~leaguezero.yatzy.selfplay.run_selfplay`.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done_before = games_on_disk(out_dir, worker)
-    remaining = max(0, games - done_before)
-    if progress is not None and done_before:
-        progress(min(done_before, games))
+    out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     writer = ShardWriter(
         out_dir, SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples,
         extra_meta={"league": True, "hero": hero},

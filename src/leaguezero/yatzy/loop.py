@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import load_window, window_iterations
 from leaguezero.az.train import TrainSettings, train_candidate
@@ -96,6 +94,15 @@ def _copy_atomic(src: Path, dst: Path) -> None:
         atomic_write_bytes(Path(str(dst) + ".meta.json"), meta.read_bytes())
 
 
+def oracle_values(oracle):
+    """Every action's oracle value for a batch of states (for root logs), or None without one."""
+    if oracle is None:
+        return None
+    from leaguezero.yatzy.oracle_agent import OracleAgent
+
+    return OracleAgent(oracle=oracle).action_values
+
+
 def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     """The self-play evaluator: the best net in process, or the inference server's client."""
     from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
@@ -156,7 +163,7 @@ def run_iteration(
             stats = league.selfplay(
                 it, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
                 games=games, seed=seed, roots_log=events_roots,
-                oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+                oracle_values=oracle_values(oracle),
                 progress=lambda n: report("selfplay", n, games),
             )  # fmt: skip
         elif cfg.selfplay.workers > 1 or cfg.run.backend == "ray":
@@ -173,7 +180,7 @@ def run_iteration(
             stats = run_selfplay(
                 cfg, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
                 games=games, seed=seed, roots_log=events_roots,
-                oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle else None,
+                oracle_values=oracle_values(oracle),
                 progress=lambda n: report("selfplay", n, games),
             )  # fmt: skip
         record["selfplay"] = stats.to_dict()
@@ -251,15 +258,6 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
         extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
     )  # fmt: skip
     return {**asdict(rep), "window": window}
-
-
-def _oracle_values(oracle, states: np.ndarray) -> np.ndarray:
-    from leaguezero.yatzy.oracle_dp import oracle_action_values
-    from leaguezero.yatzy.tables import NUM_ACTIONS
-
-    out = np.empty((len(states), NUM_ACTIONS))
-    oracle_action_values(oracle.values, states, np.arange(len(states), dtype=np.int64), out)
-    return out
 
 
 def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) -> dict:

@@ -82,7 +82,9 @@ class SolitaireStats:
 
 def solitaire_seeds(seed: int, games: int) -> np.ndarray:
     """Per-game seeds (int64 [games]): a pure function of ``seed``, independent of threads."""
-    return np.random.default_rng(seed).integers(0, 2**62, size=games, dtype=np.int64)
+    from leaguezero.yatzy.match import episode_seeds  # one derivation of seeds for both
+
+    return episode_seeds(seed, games)
 
 
 def simulate(oracle: Oracle, games: int, seed: int = 0) -> SolitaireStats:

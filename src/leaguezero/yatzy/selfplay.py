@@ -76,6 +76,18 @@ class SelfPlayStats:
         return asdict(self)
 
 
+def resume_point(
+    out_dir: str | Path, worker: int, games: int, progress: Callable[[int], None] | None
+) -> tuple[Path, int, int]:
+    """(folder, games already on disk for ``worker``, games still to play); reports the former."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done_before = games_on_disk(out_dir, worker)
+    if progress is not None and done_before:
+        progress(min(done_before, games))
+    return out_dir, done_before, max(0, games - done_before)
+
+
 class GameRecords:
     """Per-slot decision records of the games in flight (preallocated, reused across games).
 
@@ -204,12 +216,7 @@ def run_selfplay(
     (with the oracle's best action and the regret of the chosen one if ``oracle_values``).
     ``progress(n)`` is called with the number of games finished at each step.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done_before = games_on_disk(out_dir, worker)
-    remaining = max(0, games - done_before)
-    if progress is not None and done_before:
-        progress(min(done_before, games))
+    out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     writer = ShardWriter(
         out_dir, SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples
     )

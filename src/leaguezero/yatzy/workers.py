@@ -40,7 +40,7 @@ def _worker_main(
     import torch
 
     from leaguezero.common.events import EventWriter
-    from leaguezero.yatzy.loop import _oracle_values, make_selfplay_evaluator
+    from leaguezero.yatzy.loop import make_selfplay_evaluator, oracle_values
     from leaguezero.yatzy.selfplay import run_selfplay
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
@@ -59,7 +59,7 @@ def _worker_main(
     stats = run_selfplay(
         cfg, evaluator, out_dir, games=games, seed=seed, worker=worker,
         roots_log=EventWriter(roots_log) if roots_log else None,
-        oracle_values=(lambda s: _oracle_values(oracle, s)) if oracle is not None else None,
+        oracle_values=oracle_values(oracle),
         progress=progress,
     )  # fmt: skip
     Path(out_dir, f".worker_{worker:02d}.stats.json").write_text(json.dumps(stats.to_dict()))
