@@ -41,6 +41,7 @@ def _batch(n, seed=0):
         pi.astype(np.float32),
         rng.choice([-1.0, 0.0, 1.0], n).astype(np.float32),
         np.tanh(rng.standard_normal(n)).astype(np.float32),
+        np.tanh(rng.standard_normal(n)).astype(np.float32),
     )
 
 
@@ -57,7 +58,7 @@ def test_shards_round_trip_and_split(tmp_path):
     for key in Batch.__dataclass_fields__:
         np.testing.assert_array_equal(getattr(loaded, key), getattr(data, key))
     meta = json.loads(shards[0].with_name("shard_w01_00000.meta.json").read_text())
-    assert meta["feature_schema_id"] == 7 and meta["shard_format_version"] == 1
+    assert meta["feature_schema_id"] == 7 and meta["shard_format_version"] == 2
     assert meta["games"] == 2 and games_on_disk(out) == 5  # shards end at game boundaries
     # A restarted writer continues the sequence instead of overwriting.
     again = ShardWriter(out, SCHEMA, worker=1, shard_samples=40)

@@ -47,16 +47,25 @@ def random_states(n: int, seed: int, min_steps: int = 0, max_steps: int = 85) ->
 
 
 @pytest.mark.parametrize(
-    ("max_inflight", "virtual_loss", "terminal_scale", "margin_utility"),
-    [(1, 1.0, 0.0, 0.0), (3, 1.0, 0.0, 1.0), (3, 0.0, 50.0, 0.0), (4, 0.5, 0.0, 0.5)],
+    ("max_inflight", "virtual_loss", "terminal_scale", "margin_utility", "normalize_q"),
+    [
+        (1, 1.0, 0.0, 0.0, True),
+        (1, 1.0, 0.0, 0.0, False),
+        (3, 1.0, 0.0, 1.0, True),
+        (3, 0.0, 50.0, 0.0, False),
+        (4, 0.5, 0.0, 0.5, True),
+    ],
 )
-def test_kernels_match_object_reference(max_inflight, virtual_loss, terminal_scale, margin_utility):
+def test_kernels_match_object_reference(
+    max_inflight, virtual_loss, terminal_scale, margin_utility, normalize_q
+):
     # Random states from early to the last few marks, so terminal nodes and collisions occur.
     states = np.concatenate([random_states(5, 1), random_states(3, 2, min_steps=78)])
     seeds = np.arange(100, 100 + len(states), dtype=np.int64)
     mcts = MctsSection(
         budget_reroll=40, budget_mark=24, max_inflight_per_game=max_inflight,
         virtual_loss=virtual_loss, c_puct=1.25, margin_utility=margin_utility,
+        normalize_q=normalize_q,
     )  # fmt: skip
     search = make_search(
         PointsEvaluator(), mcts, max_games=len(states), terminal_scale=terminal_scale
@@ -64,7 +73,7 @@ def test_kernels_match_object_reference(max_inflight, virtual_loss, terminal_sca
     result = search.run(states, seeds)
     reference = ReferencePUCT(
         YatzyReferenceGame(terminal_scale, margin_utility), PointsEvaluator(), c_puct=1.25,
-        max_inflight=max_inflight, virtual_loss=virtual_loss,
+        max_inflight=max_inflight, virtual_loss=virtual_loss, normalize_q=normalize_q,
     )  # fmt: skip
     for g, state in enumerate(states):
         budget = 40 if state[S_REROLLS] > 0 else 24

@@ -26,7 +26,7 @@ def tree_text(search, root_state: np.ndarray) -> str:
     """Every node (id order) with its incoming action, outcome, stats and its visited edges."""
     tree = search.tree
     lines = [
-        "# PUCT tree: PointsEvaluator, c_puct 1.5, budget_reroll 16, root seed 3",
+        "# PUCT tree: PointsEvaluator, c_puct 1.5, budget_reroll 16, root seed 3",  # raw Q
         f"# root: dice {DICE[root_state[S_DICE]].tolist()}, rerolls_left {root_state[S_REROLLS]}",
     ]
     for node in range(tree.num_nodes[0]):
@@ -56,7 +56,7 @@ def test_small_tree_matches_golden():
     new_match(state, 7, DICE_KEYED)
     search = make_search(
         PointsEvaluator(),
-        MctsSection(budget_reroll=16, c_puct=1.5, margin_utility=1.0),
+        MctsSection(budget_reroll=16, c_puct=1.5, margin_utility=1.0, normalize_q=False),
         max_games=1,
     )
     result = search.run(state[None], np.array([3], np.int64))

@@ -69,8 +69,10 @@ class ReferencePUCT:
         fpu_reduction: float = 0.0,
         max_inflight: int = 1,
         virtual_loss: float = 1.0,
+        normalize_q: bool = False,
     ) -> None:
         self.game = game
+        self.normalize_q = normalize_q
         self.evaluator = evaluator
         self.c_puct = c_puct
         self.fpu_reduction = fpu_reduction
@@ -88,6 +90,20 @@ class ReferencePUCT:
         sqrt_n = math.sqrt(n_sum)
         parent_q = node.value_sum / node.visits if node.visits > 0 else 0.0
         fpu_value = parent_q - self.fpu_reduction
+        q_low, q_scale = 0.0, 1.0
+        if self.normalize_q:  # min-max over the node's value and its visited edges
+            qs = [parent_q, fpu_value]
+            for a in legal:
+                visits = float(node.edge_visits.get(a, 0))
+                value_sum = node.edge_value.get(a, 0.0)
+                if use_pending:
+                    pending = node.edge_pending.get(a, 0)
+                    visits += pending
+                    value_sum -= self.virtual_loss * pending
+                if visits > 0:
+                    qs.append(value_sum / visits)
+            q_low = min(qs)
+            q_scale = 1.0 / max(max(qs[:1] + qs[2:]) - q_low, 1e-8)
         best, best_score = -1, -math.inf
         for a in legal:
             visits = float(node.edge_visits.get(a, 0))
@@ -97,6 +113,7 @@ class ReferencePUCT:
                 visits += pending
                 value_sum -= self.virtual_loss * pending
             q = value_sum / visits if visits > 0 else fpu_value
+            q = (q - q_low) * q_scale
             score = q + self.c_puct * node.prior[a] * sqrt_n / (1.0 + visits)
             if score > best_score:
                 best, best_score = a, score

@@ -99,6 +99,7 @@ class SearchParams:
     virtual_loss: float = 1.0  # 0 disables reservations (pending descents invisible)
     dirichlet_alpha: float = 0.3
     dirichlet_epsilon: float = 0.25
+    normalize_q: bool = False  # min-max normalised Q in PUCT (see tree.puct_select)
 
 
 @dataclass

@@ -28,6 +28,7 @@ class TrainSettings:
     weight_decay: float = 1e-4
     value_lambda: float = 1.0
     aux_margin_lambda: float = 0.25
+    q_weight: float = 0.0  # value targets: (1 - q_weight) * outcome + q_weight * root value
     seed: int = 0
     device: str = "cpu"
 
@@ -84,8 +85,13 @@ def train_candidate(
     features = torch.from_numpy(np.ascontiguousarray(data.features))
     legal = torch.from_numpy(np.ascontiguousarray(data.legal)).bool()
     pi = torch.from_numpy(np.ascontiguousarray(data.pi))
-    z = torch.from_numpy(np.ascontiguousarray(data.z))
-    z_margin = torch.from_numpy(np.ascontiguousarray(data.z_margin))
+    # Bootstrapped value targets: blend each head's outcome target with the root search value q
+    # (the utility the search backs up). The search mixes the heads linearly, so its value then
+    # regresses to (1 - a) * u(outcome) + a * q: far less variance than the outcome alone.
+    a = float(settings.q_weight)
+    q = torch.from_numpy(np.ascontiguousarray(data.q))
+    z = (1.0 - a) * torch.from_numpy(np.ascontiguousarray(data.z)) + a * q
+    z_margin = (1.0 - a) * torch.from_numpy(np.ascontiguousarray(data.z_margin)) + a * q
     history = np.zeros((settings.steps, 4), dtype=np.float64)
     t0 = time.perf_counter()
     for step in range(settings.steps):

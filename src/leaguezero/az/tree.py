@@ -134,7 +134,7 @@ def find_child(tree, g, node, action, key):
 
 
 @njit(cache=True)
-def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss):
+def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=False):
     """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
 
     ``N_sum = 1 + sum_a N(s,a)`` (the 1 is the node's own evaluation, so the first descent
@@ -145,6 +145,13 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss):
     every descent in flight through an edge counts as a visit of value ``-virtual_loss``, which
     steers concurrent descents apart; ``virtual_loss = 0`` makes pending descents invisible.
     Ties go to the lowest action index, so search is deterministic given its inputs.
+
+    ``normalize_q``: Q values (and the FPU value) are rescaled to [0, 1] by the minimum and
+    maximum over the node's own mean value and its visited edges (MuZero's min-max
+    normalisation in mctx's ``qtransform_by_parent_and_siblings`` form). Without it the
+    exploration term must be tuned to the game's value scale: Yatzy moves differ by a few
+    points, a few hundredths of a utility in [-1, 1], far below ``c_puct * P`` at low budgets,
+    so visits would follow the priors whatever the values say.
     """
     use_pending = virtual_loss > 0.0
     num_actions = tree.prior.shape[2]
@@ -158,6 +165,24 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss):
     node_visits = tree.node_visits[g, node]
     parent_q = tree.node_value_sum[g, node] / node_visits if node_visits > 0 else 0.0
     fpu_value = parent_q - fpu_reduction
+    q_low = 0.0
+    q_scale = 1.0
+    if normalize_q:
+        q_low = min(parent_q, fpu_value)
+        q_high = parent_q
+        for a in range(num_actions):
+            if tree.legal[g, node, a]:
+                visits = float(tree.edge_visits[g, node, a])
+                value_sum = tree.edge_value_sum[g, node, a]
+                if use_pending:
+                    pending = tree.edge_pending[g, node, a]
+                    visits += pending
+                    value_sum -= virtual_loss * pending
+                if visits > 0:
+                    q = value_sum / visits
+                    q_low = min(q_low, q)
+                    q_high = max(q_high, q)
+        q_scale = 1.0 / max(q_high - q_low, 1e-8)
     best_action = -1
     best_score = -np.inf
     for a in range(num_actions):
@@ -170,6 +195,7 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss):
             visits += pending
             value_sum -= virtual_loss * pending
         q = value_sum / visits if visits > 0 else fpu_value
+        q = (q - q_low) * q_scale
         # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
         score = q + c_puct * float(tree.prior[g, node, a]) * sqrt_n / (1.0 + visits)
         if score > best_score:

@@ -210,8 +210,10 @@ def train(
     except (CheckpointError, ReplayError) as err:
         raise fail(str(err)) from None
     settings = TrainSettings(
-        cfg.train.steps, cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay,
-        cfg.train.value_lambda, cfg.train.aux_margin_lambda, cfg.run.seed, cfg.run.device,
+        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
+        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
+        q_weight=cfg.train.q_weight, seed=cfg.run.seed, device=cfg.run.device,
     )  # fmt: skip
     with _progress(sys.stderr.isatty()) as (report, _):
         report("train", 0, settings.steps)

@@ -39,7 +39,7 @@ class MctsSection(Section):
     """PUCT search (PRD §7)."""
 
     c_puct: float = Field(
-        1.0, gt=0, description="PUCT exploration constant (utility values lie in [-1, 1])."
+        1.0, gt=0, description="PUCT exploration constant (Q in [0, 1] with normalize_q)."
     )
     budget_reroll: int = Field(
         64, ge=1, description="Simulations per decision while rerolls remain."
@@ -59,6 +59,11 @@ class MctsSection(Section):
         1, ge=1, description="Pending leaf evaluations per tree (virtual loss when > 1)."
     )
     virtual_loss: float = Field(1.0, ge=0, description="Virtual loss per pending visit.")
+    normalize_q: bool = Field(
+        True,
+        description="Min-max normalise Q values to [0, 1] inside each node before PUCT (MuZero); "
+        "false uses raw utilities.",
+    )
     margin_utility: float = Field(
         1.0,
         ge=0,
@@ -111,6 +116,13 @@ class TrainSection(Section):
     )
     margin_scale: float = Field(
         50.0, gt=0, description="z_margin = tanh(score_diff / margin_scale)."
+    )
+    q_weight: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Value targets = (1 - q_weight) * game outcome + q_weight * root search value "
+        "(bootstrapping; 0 = AlphaZero's outcome only).",
     )
 
 

@@ -170,7 +170,7 @@ def run_league_selfplay(
             rec = np.flatnonzero(keep)
             records.record(
                 rows[rec], search.row_feats[rec], search.row_legal[rec], result.pi[rec],
-                movers_now[rec],
+                movers_now[rec], result.root_value[rec],
             )  # fmt: skip
             if roots_log is not None and cfg.selfplay.root_log_rate > 0:
                 picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)

@@ -248,7 +248,7 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
         steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
         weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
         aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
-        seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
+        q_weight=cfg.train.q_weight, seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
     )  # fmt: skip
     report("train", 0, settings.steps)
     rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))

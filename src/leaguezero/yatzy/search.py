@@ -142,7 +142,9 @@ def begin_roots(tree, counters, batch, root_states, active):
 
 
 @njit(cache=True)
-def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss):
+def _descend(
+    tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss, normalize_q=False
+):
     """Walk from the root to a leaf, adding the leaf if its outcome is new.
 
     ``nodes`` int32 [D + 1], ``actions`` int32 [D]: the slot's path buffers. Returns
@@ -152,7 +154,7 @@ def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_
     nodes[0] = ROOT_INDEX
     depth = 0
     while tree.node_status[g, node] == NODE_EXPANDED:
-        action = puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss)
+        action = puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q)
         apply_action(sim_state, action)
         key = chance_key(sim_state)
         child = find_child(tree, g, node, action, key)
@@ -173,7 +175,7 @@ def _descend(tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_
 def select_leaves(
     tree, counters, batch, root_states, root_seeds, active, budgets, max_inflight,
     c_puct, fpu_reduction, virtual_loss, terminal_scale, sim_state,
-    margin_weight=0.0, margin_scale=50.0,
+    margin_weight=0.0, margin_scale=50.0, normalize_q=False,
 ):  # fmt: skip
     """One lockstep round: up to ``max_inflight`` new leaves per active tree, batched.
 
@@ -194,8 +196,9 @@ def select_leaves(
             descent_state(root_states[g], root_seeds[g], counters[g, C_DESCENTS], sim_state)
             counters[g, C_DESCENTS] += 1
             depth, is_new = _descend(
-                tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss
-            )
+                tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss,
+                normalize_q,
+            )  # fmt: skip
             leaf = nodes[depth]
             if tree.node_status[g, leaf] == NODE_TERMINAL:
                 value = terminal_value(
@@ -265,6 +268,7 @@ class YatzyKernels:
             tree, counters, batch, root_states, root_seeds, active, budgets,
             params.max_inflight_per_game, params.c_puct, params.fpu_reduction, params.virtual_loss,
             self.terminal_scale, self._sim_state, self.margin_weight, self.margin_scale,
+            params.normalize_q,
         )  # fmt: skip
 
 
@@ -293,6 +297,7 @@ def make_search(
         virtual_loss=mcts.virtual_loss,
         dirichlet_alpha=mcts.dirichlet_alpha,
         dirichlet_epsilon=mcts.dirichlet_epsilon,
+        normalize_q=mcts.normalize_q,
     )
     kernels = YatzyKernels(
         mcts.budget_reroll, mcts.budget_mark, terminal_scale, mcts.margin_utility, margin_scale

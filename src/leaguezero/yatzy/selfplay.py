@@ -92,7 +92,8 @@ class GameRecords:
     """Per-slot decision records of the games in flight (preallocated, reused across games).
 
     ``feats`` float32 [G, 90, F], ``legal`` bool [G, 90, A] (the policy's support), ``pis``
-    float32 [G, 90, A], ``movers`` int64 [G, 90], ``count`` int64 [G] recorded decisions.
+    float32 [G, 90, A], ``movers`` int64 [G, 90], ``qs`` float32 [G, 90] root values,
+    ``count`` int64 [G] recorded decisions.
     """
 
     def __init__(self, num_slots: int) -> None:
@@ -101,14 +102,16 @@ class GameRecords:
         self.legal = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.bool_)
         self.pis = np.zeros((num_slots, MAX_DECISIONS, NUM_ACTIONS), np.float32)
         self.movers = np.zeros((num_slots, MAX_DECISIONS), np.int64)
+        self.qs = np.zeros((num_slots, MAX_DECISIONS), np.float32)
 
-    def record(self, slots: np.ndarray, feats, legal, pis, movers) -> None:
+    def record(self, slots: np.ndarray, feats, legal, pis, movers, qs) -> None:
         """Append one decision to each of ``slots`` (int64 [n]); arrays have n rows."""
         d = self.count[slots]
         self.feats[slots, d] = feats
         self.legal[slots, d] = legal
         self.pis[slots, d] = pis
         self.movers[slots, d] = movers
+        self.qs[slots, d] = qs
         self.count[slots] += 1
 
     def game_batch(self, slot: int, final: np.ndarray, margin_scale: float) -> Batch:
@@ -125,6 +128,7 @@ class GameRecords:
             self.pis[slot, :k].copy(),
             np.sign(diff).astype(np.float32),
             np.tanh(diff / margin_scale).astype(np.float32),
+            self.qs[slot, :k].copy(),
         )
 
 
@@ -249,7 +253,9 @@ def run_selfplay(
         rows = np.flatnonzero(active).astype(np.int64)
         n = len(rows)
         result, roots, movers_now = hero.run(states, rows, rng)
-        records.record(rows, hero.row_feats[:n], hero.row_legal[:n], result.pi, movers_now)
+        records.record(
+            rows, hero.row_feats[:n], hero.row_legal[:n], result.pi, movers_now, result.root_value
+        )
         if roots_log is not None and cfg.selfplay.root_log_rate > 0:
             picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
             if picked.size:
