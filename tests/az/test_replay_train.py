@@ -176,3 +176,21 @@ def test_reusing_adam_moments_would_be_caught():
         (p + v + 0.25 * m).backward()
         opt.step()
     assert not torch.equal(next(fresh.parameters()), next(stale.parameters()))
+
+
+@pytest.mark.parametrize("q_weight", [0.0, 1.0])
+def test_q_weight_blends_outcome_and_root_value_targets(q_weight):
+    """Value targets are (1 - q_weight) * outcome + q_weight * root value q."""
+    torch.manual_seed(0)
+    data = _batch(512, seed=3)
+    data.z[:] = np.where(np.arange(512) % 2 == 0, 1.0, -1.0)  # outcomes average 0
+    data.z_margin[:] = data.z
+    data.q[:] = 0.5  # the root value says +0.5 everywhere
+    net = _TinyNet()
+    settings = TrainSettings(steps=300, batch_size=128, lr=1e-2, seed=1, q_weight=q_weight)
+    train_candidate(net, data, settings)
+    with torch.no_grad():
+        _, value, margin = net(torch.from_numpy(data.features))
+    want = 0.5 * q_weight
+    assert float(value.mean()) == pytest.approx(want, abs=0.1)
+    assert float(margin.mean()) == pytest.approx(want, abs=0.1)

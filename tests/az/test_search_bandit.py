@@ -21,7 +21,7 @@ from leaguezero.az.tree import (
 )
 
 
-def run_bandit(priors, values, sims, c_puct, fpu_reduction=0.0):
+def run_bandit(priors, values, sims, c_puct, fpu_reduction=0.0, normalize_q=False):
     """PUCT on a one-level tree whose arm ``a`` always returns ``values[a]``; root visits [A]."""
     num_actions = len(priors)
     tree = allocate_tree(1, sims + 2, num_actions)
@@ -31,7 +31,7 @@ def run_bandit(priors, values, sims, c_puct, fpu_reduction=0.0):
     nodes = np.zeros(2, np.int32)
     actions = np.zeros(1, np.int32)
     for _ in range(sims):
-        a = puct_select(tree, 0, root, c_puct, fpu_reduction, 1.0)
+        a = puct_select(tree, 0, root, c_puct, fpu_reduction, 1.0, normalize_q)
         child = find_child(tree, 0, root, a, 0)
         if child == UNVISITED:
             child = add_node(tree, 0, root, a, 0, 0, NODE_TERMINAL)
@@ -171,3 +171,20 @@ def test_temperature_sampling_follows_visit_powers():
         freq = np.bincount(actions, minlength=4) / len(actions)
         np.testing.assert_allclose(freq, expected, atol=0.015)
     assert (chooser._choose(pi, np.zeros(len(pi))) == 0).all()
+
+
+def test_normalised_q_ignores_the_value_scale():
+    """Min-max normalised Q: any positive affine map of the values gives the same visits, and
+    small value differences steer the search as much as large ones (unlike raw Q)."""
+    priors = np.array([0.4, 0.3, 0.2, 0.1])
+    values = np.array([-0.2, 0.1, 0.6, 0.3])
+    base = run_bandit(priors, values, 400, 1.25, normalize_q=True)
+    for scale, shift in ((0.01, 0.0), (0.05, -0.3), (3.0, 0.5)):
+        scaled = run_bandit(priors, scale * values + shift, 400, 1.25, normalize_q=True)
+        np.testing.assert_array_equal(scaled, base)
+    assert base.argmax() == 2
+    # Raw Q at a tiny scale: visits follow the priors, the best arm (prior 0.2) is not the most
+    # visited; normalised, it takes most of the visits.
+    raw = run_bandit(priors, 0.01 * values, 400, 1.25)
+    assert raw.argmax() == 0
+    assert base[2] > 0.5 * base.sum()
