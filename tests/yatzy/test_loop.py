@@ -79,6 +79,65 @@ def test_run_killed_during_selfplay_resumes_and_completes(tmp_path):
     assert finished.returncode == 0 and "all 2 iterations are done" in finished.stdout
 
 
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie: a container's pid 1 may never reap orphans)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
+def _children(pid: int) -> list[int]:
+    """Live child process ids of ``pid`` (Linux /proc)."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_sigterm_stops_run_and_its_workers_cleanly(tmp_path):
+    out = tmp_path / "term"
+    args = ["--set", "selfplay.workers=2", "--set", "selfplay.concurrent_games=6",
+            "--set", "selfplay.shard_samples=200"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "leaguezero", "yatzy", "run", "--config", str(SMOKE),
+         "--out", str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    first = out / "replay" / "iter_0001"
+    deadline = time.time() + 300
+    while time.time() < deadline and not complete_shards(first):
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2, "two self-play workers should be running"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    time.sleep(0.5)
+    alive = {w: _cmdline(w) for w in workers if _alive(w)}
+    assert not alive, f"workers {alive} outlived the run"
+    assert games_on_disk(first) < 48, "the workers should stop mid-self-play, not finish first"
+    result = _yz("run", "--out", str(out), "--resume")
+    assert result.returncode == 0, result.stderr
+    assert games_on_disk(first) == 48
+
+
 @pytest.mark.slow
 def test_default_config_iteration(tmp_path):
     """One iteration of the default local config (minutes): the real job, not the smoke."""

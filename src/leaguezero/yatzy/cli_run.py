@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,11 @@ from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_conf
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _raise_interrupt(signum, frame) -> None:
+    """SIGTERM handler: unwind like Ctrl-C (workers stopped, an interruption message)."""
+    raise KeyboardInterrupt
 
 
 def _setup_threads(cfg) -> None:
@@ -125,6 +131,8 @@ def run(
             league_run = LeagueRun(cfg, run_dir, oracle=oracle, oracle_table=oracle_table)
         except (RegistryError, RuntimeError) as err:
             raise fail(str(err)) from None
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
+    it = start
     try:
         for it in range(start, cfg.run.iterations + 1):
             with _progress(sys.stderr.isatty()) as (report, _):
@@ -132,10 +140,21 @@ def run(
                     cfg, run_dir, it, report, oracle, oracle_table, league=league_run
                 )
             typer.echo(summary_line(record))
+    except KeyboardInterrupt:
+        if league_run is not None:
+            league_run.close(timeout=0)
+        typer.echo(
+            f"interrupted in iteration {it}; finished phases and complete shards are kept: "
+            f"continue with  yz run --out {out} --resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
     except BaseException:
         if league_run is not None:  # stop a running evaluation; --resume submits it again
             league_run.close(timeout=0)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if league_run is not None:
         typer.echo("league: waiting for the last evaluation ...")
         league_run.close()

@@ -94,12 +94,22 @@ def run_selfplay_workers(
         procs.append(proc)
     seen = 0
     start = time.perf_counter()
-    while any(p.is_alive() for p in procs):
-        time.sleep(0.2)
-        value = counter.value
-        if progress is not None and value > seen:
-            progress(value - seen)
-        seen = value
+    try:
+        while any(p.is_alive() for p in procs):
+            time.sleep(0.2)
+            value = counter.value
+            if progress is not None and value > seen:
+                progress(value - seen)
+            seen = value
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM via `yz run`): stop the workers too, so none is left
+        # writing shards that a resumed run's workers would also write. Shard writes are atomic.
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+        raise
     failed = [p.name for p in procs if p.exitcode != 0]
     if failed:
         raise RuntimeError(
