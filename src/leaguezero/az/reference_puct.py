@@ -79,6 +79,15 @@ class ReferencePUCT:
         self.max_inflight = max_inflight
         self.virtual_loss = virtual_loss
 
+    def _edge(self, node: Node, a: int) -> tuple[float, float]:
+        visits = float(node.edge_visits.get(a, 0))
+        value_sum = node.edge_value.get(a, 0.0)
+        if self.virtual_loss > 0:
+            pending = node.edge_pending.get(a, 0)
+            visits += pending
+            value_sum -= self.virtual_loss * pending
+        return visits, value_sum
+
     def select(self, node: Node) -> int:
         use_pending = self.virtual_loss > 0
         legal = [a for a in range(self.game.num_actions) if node.legal[a]]
@@ -90,28 +99,15 @@ class ReferencePUCT:
         sqrt_n = math.sqrt(n_sum)
         parent_q = node.value_sum / node.visits if node.visits > 0 else 0.0
         fpu_value = parent_q - self.fpu_reduction
+        edges = {a: self._edge(node, a) for a in legal}  # (visits, value sum)
         q_low, q_scale = 0.0, 1.0
         if self.normalize_q:  # min-max over the node's value and its visited edges
-            qs = [parent_q, fpu_value]
-            for a in legal:
-                visits = float(node.edge_visits.get(a, 0))
-                value_sum = node.edge_value.get(a, 0.0)
-                if use_pending:
-                    pending = node.edge_pending.get(a, 0)
-                    visits += pending
-                    value_sum -= self.virtual_loss * pending
-                if visits > 0:
-                    qs.append(value_sum / visits)
-            q_low = min(qs)
-            q_scale = 1.0 / max(max(qs[:1] + qs[2:]) - q_low, 1e-8)
+            visited = [v / n for n, v in edges.values() if n > 0]
+            q_low = min([parent_q, fpu_value, *visited])
+            q_scale = 1.0 / max(max([parent_q, *visited]) - q_low, 1e-8)
         best, best_score = -1, -math.inf
         for a in legal:
-            visits = float(node.edge_visits.get(a, 0))
-            value_sum = node.edge_value.get(a, 0.0)
-            if use_pending:
-                pending = node.edge_pending.get(a, 0)
-                visits += pending
-                value_sum -= self.virtual_loss * pending
+            visits, value_sum = edges[a]
             q = value_sum / visits if visits > 0 else fpu_value
             q = (q - q_low) * q_scale
             score = q + self.c_puct * node.prior[a] * sqrt_n / (1.0 + visits)

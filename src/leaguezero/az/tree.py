@@ -134,6 +134,19 @@ def find_child(tree, g, node, action, key):
 
 
 @njit(cache=True)
+def edge_stats(tree, g, node, a, virtual_loss):
+    """(visits, value sum) of edge ``a``, each pending descent counted as a visit of value
+    ``-virtual_loss`` when ``virtual_loss > 0``."""
+    visits = float(tree.edge_visits[g, node, a])
+    value_sum = tree.edge_value_sum[g, node, a]
+    if virtual_loss > 0.0:
+        pending = tree.edge_pending[g, node, a]
+        visits += pending
+        value_sum -= virtual_loss * pending
+    return visits, value_sum
+
+
+@njit(cache=True)
 def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=False):
     """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
 
@@ -172,12 +185,7 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
         q_high = parent_q
         for a in range(num_actions):
             if tree.legal[g, node, a]:
-                visits = float(tree.edge_visits[g, node, a])
-                value_sum = tree.edge_value_sum[g, node, a]
-                if use_pending:
-                    pending = tree.edge_pending[g, node, a]
-                    visits += pending
-                    value_sum -= virtual_loss * pending
+                visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
                 if visits > 0:
                     q = value_sum / visits
                     q_low = min(q_low, q)
@@ -188,12 +196,7 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     for a in range(num_actions):
         if not tree.legal[g, node, a]:
             continue
-        visits = float(tree.edge_visits[g, node, a])
-        value_sum = tree.edge_value_sum[g, node, a]
-        if use_pending:
-            pending = tree.edge_pending[g, node, a]
-            visits += pending
-            value_sum -= virtual_loss * pending
+        visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
         q = value_sum / visits if visits > 0 else fpu_value
         q = (q - q_low) * q_scale
         # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
