@@ -74,3 +74,23 @@ def test_numba_random_playouts_match_the_reference_distribution():
     # Means of ~50 with std ~12 per player: the two estimates agree within a few SE.
     se = np.sqrt(scores.var() / scores.size + ref.var() / ref.size)
     assert abs(scores.mean() - ref.mean()) < 4 * se
+
+
+def test_model_agent_options(tmp_path):
+    import pytest
+
+    from leaguezero.az.checkpoint import save_checkpoint
+    from leaguezero.yatzy.model_agent import YATZY_SCHEMA, PolicyAgent
+    from leaguezero.yatzy.net import MODEL_KIND, build_net
+
+    net = build_net(hidden=16, blocks=0)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(path, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=YATZY_SCHEMA)
+    searched = make_agent(f"model:{path}?sims=6&c_puct=2.5&normalize_q=false")
+    params = searched.search.params
+    assert (params.c_puct, params.normalize_q) == (2.5, False)
+    assert make_agent(f"model:{path}?sims=6").search.params.normalize_q is True  # the default
+    assert isinstance(make_agent(f"model:{path}?sims=0"), PolicyAgent)
+    _play(searched, games=2)
+    with pytest.raises(ValueError, match=r"unknown model option.*normalize_q"):
+        make_agent(f"model:{path}?sims=6&normalise_q=false")

@@ -4,7 +4,8 @@ Options (query string or keyword arguments):
 
 * ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
   ``sims=0`` plays the raw policy (most probable legal action, no search);
-* ``c_puct``, ``max_inflight_per_game``, ``margin_utility`` as in the ``mcts`` config section;
+* ``c_puct``, ``max_inflight_per_game``, ``margin_utility``, ``normalize_q`` as in the ``mcts``
+  config section;
 * ``device`` (``cpu`` | ``cuda``).
 
 Evaluation mode always: no root noise, temperature 0, deterministic ties and chance streams
@@ -28,7 +29,10 @@ from leaguezero.yatzy.search import SearchAgent
 from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
 
 YATZY_SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
-_SEARCH_KEYS = {"budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game", "margin_utility"}
+_SEARCH_KEYS = {
+    "budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game", "margin_utility",
+    "normalize_q",
+}  # fmt: skip
 
 
 def load_yatzy_model(path: str | Path, device: str = "cpu"):
@@ -78,7 +82,8 @@ class ModelAgent:
         if unknown:
             raise ValueError(
                 f"unknown model option(s) {', '.join(sorted(unknown))}: use sims, "
-                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, device"
+                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, "
+                "normalize_q, device"
             )
         if sims is not None:
             if int(sims) == 0:
