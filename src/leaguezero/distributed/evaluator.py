@@ -56,27 +56,14 @@ class RayEvaluator(AsyncEvaluator):
                 try:
                     self.ray.get(running.ref)
                 except self.ray.exceptions.RayError as err:
-                    self._failed(running, err)
+                    self._job_failed(
+                        running.job, running.attempt, exitcode=None, error=type(err).__name__
+                    )
                 else:
                     self.completed.append(running.job)
         if self._running is None and self._waiting is not None:
             job, self._waiting = self._waiting, None
             self._start(job, 0)
-
-    def _failed(self, running: _RayRunning, err: BaseException) -> None:
-        retry = running.attempt < self.max_retries
-        self._emit(
-            "league.evaluation_failed",
-            job=running.job,
-            exitcode=None,
-            error=type(err).__name__,
-            attempt=running.attempt,
-            retrying=retry,
-        )
-        if retry:
-            self._start(running.job, running.attempt + 1)
-        else:
-            self.failed.append(running.job)
 
     def running_pid(self) -> int | None:
         """Ray tasks run in pooled worker processes; there is no process id to report."""

@@ -294,21 +294,20 @@ class AsyncEvaluator:
             if code == 0:
                 self.completed.append(running.job)
             else:
-                retry = running.attempt < self.max_retries
-                self._emit(
-                    "league.evaluation_failed",
-                    job=running.job,
-                    exitcode=code,
-                    attempt=running.attempt,
-                    retrying=retry,
-                )
-                if retry:
-                    self._start(running.job, running.attempt + 1)
-                else:
-                    self.failed.append(running.job)
+                self._job_failed(running.job, running.attempt, exitcode=code)
         if self._running is None and self._waiting is not None:
             job, self._waiting = self._waiting, None
             self._start(job, 0)
+
+    def _job_failed(self, job: EvalJob, attempt: int, **details: Any) -> None:
+        """Report a failed attempt (``league.evaluation_failed`` with ``details``); start the
+        next attempt, or give the job up after ``max_retries`` retries."""
+        retry = attempt < self.max_retries
+        self._emit("league.evaluation_failed", job=job, **details, attempt=attempt, retrying=retry)
+        if retry:
+            self._start(job, attempt + 1)
+        else:
+            self.failed.append(job)
 
     @property
     def busy(self) -> bool:
