@@ -6,7 +6,7 @@ import pytest
 
 from leaguezero.common.events import read_events
 from leaguezero.league.registry import LeagueRegistry
-from leaguezero.league.schedule import promote_if_scheduled
+from tests.league.toy_tournament import add_checkpoint, make_league
 
 pytest.importorskip("ray")
 
@@ -15,19 +15,9 @@ TOURNAMENT = "tests.league.toy_tournament:coin_tournament"
 
 @pytest.fixture
 def run_dir(tmp_path):
-    reg = LeagueRegistry.create(
-        tmp_path / "league.json", run_name="ev", baselines={"random": 800.0, "greedy": 1000.0}
-    )
-    with reg.update() as state:
-        state.agents["random"].extra["strength"] = 800.0
-        state.agents["greedy"].extra["strength"] = 1000.0
+    make_league(tmp_path)
     for name, step, strength in (("c10", 10, 1200.0), ("c20", 20, 1300.0)):
-        (tmp_path / f"{name}.pt").write_bytes(b"w")
-        assert promote_if_scheduled(
-            reg, name=name, path=f"{name}.pt", step=step, current_elo=float("-inf")
-        )
-        with reg.update() as state:
-            state.agents[name].extra["strength"] = strength
+        add_checkpoint(tmp_path, name, step, strength)
     return tmp_path
 
 

@@ -18,32 +18,16 @@ from leaguezero.league.evaluator import (
 )
 from leaguezero.league.matchlog import read_matches
 from leaguezero.league.registry import LeagueRegistry
-from leaguezero.league.schedule import promote_if_scheduled
 from leaguezero.league.tracking import elo_series, plot_elo
+from tests.league.toy_tournament import add_checkpoint, make_league
 
 TOURNAMENT = "tests.league.toy_tournament:coin_tournament"
 
 
 @pytest.fixture
 def run_dir(tmp_path):
-    reg = LeagueRegistry.create(
-        tmp_path / "league.json", run_name="ev", baselines={"random": 800.0, "greedy": 1000.0}
-    )
-    with reg.update() as state:
-        state.agents["random"].extra["strength"] = 800.0
-        state.agents["greedy"].extra["strength"] = 1000.0
+    make_league(tmp_path)
     return tmp_path
-
-
-def _add(run_dir, name, step, strength):
-    reg = LeagueRegistry(run_dir / "league.json")
-    (run_dir / f"{name}.pt").write_bytes(b"w")
-    agent = promote_if_scheduled(
-        reg, name=name, path=f"{name}.pt", step=step, current_elo=float("-inf")
-    )
-    assert agent is not None
-    with reg.update() as state:
-        state.agents[name].extra["strength"] = strength
 
 
 def _job(run_dir, challenger, step, **kwargs):
@@ -59,9 +43,9 @@ def _job(run_dir, challenger, step, **kwargs):
 
 
 def test_gatekeepers_are_anchor_best_and_recent(run_dir):
-    _add(run_dir, "c10", 10, 900.0)
-    _add(run_dir, "c20", 20, 950.0)
-    _add(run_dir, "c30", 30, 1100.0)
+    add_checkpoint(run_dir, "c10", 10, 900.0)
+    add_checkpoint(run_dir, "c20", 20, 950.0)
+    add_checkpoint(run_dir, "c30", 30, 1100.0)
     reg = LeagueRegistry(run_dir / "league.json")
     with reg.update() as state:
         state.set_ratings({"c10": 1200.0, "c20": 900.0})
@@ -70,7 +54,7 @@ def test_gatekeepers_are_anchor_best_and_recent(run_dir):
 
 
 def test_run_evaluation_rates_the_challenger_and_logs_everything(run_dir):
-    _add(run_dir, "c10", 10, 1300.0)
+    add_checkpoint(run_dir, "c10", 10, 1300.0)
     summary = run_evaluation(
         _job(
             run_dir,
@@ -98,7 +82,7 @@ def test_run_evaluation_rates_the_challenger_and_logs_everything(run_dir):
 
 
 def test_online_elo_method_moves_ratings_the_spec_way(run_dir):
-    _add(run_dir, "c10", 10, 2000.0)
+    add_checkpoint(run_dir, "c10", 10, 2000.0)
     run_evaluation(
         _job(run_dir, "c10", 10, method="elo", tournament_kwargs={"games_per_opponent": 5})
     )
@@ -131,7 +115,7 @@ def test_background_evaluation_runs_while_training_continues(run_dir):
     steps_while_evaluating = 0
     for step in range(0, 31):
         if step % 10 == 0:
-            _add(run_dir, f"c{step}", step, 900.0 + 10 * step)
+            add_checkpoint(run_dir, f"c{step}", step, 900.0 + 10 * step)
             evaluator.maybe_submit(step, f"c{step}")
         # "training": a step of real work while the evaluator runs in another process.
         time.sleep(0.05)
@@ -150,7 +134,7 @@ def test_background_evaluation_runs_while_training_continues(run_dir):
 
 
 def test_crashed_evaluator_is_reported_and_retried(run_dir):
-    _add(run_dir, "c10", 10, 1200.0)
+    add_checkpoint(run_dir, "c10", 10, 1200.0)
     marker = run_dir / "crashed-once"
     with AsyncEvaluator(
         registry_path=run_dir / "league.json",
@@ -170,7 +154,7 @@ def test_crashed_evaluator_is_reported_and_retried(run_dir):
 
 
 def test_killed_evaluator_is_retried_and_never_corrupts_the_registry(run_dir):
-    _add(run_dir, "c10", 10, 1200.0)
+    add_checkpoint(run_dir, "c10", 10, 1200.0)
     evaluator = AsyncEvaluator(
         registry_path=run_dir / "league.json",
         matchlog_path=run_dir / "matches.ndjson",
@@ -195,7 +179,7 @@ def test_killed_evaluator_is_retried_and_never_corrupts_the_registry(run_dir):
 
 
 def test_failing_tournament_gives_up_after_retries_and_leaves_registry_untouched(run_dir):
-    _add(run_dir, "c10", 10, 1200.0)
+    add_checkpoint(run_dir, "c10", 10, 1200.0)
     before = LeagueRegistry(run_dir / "league.json").load().to_dict()
     with AsyncEvaluator(
         registry_path=run_dir / "league.json",

@@ -13,7 +13,33 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.league.rating import expected_score
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.schedule import promote_if_scheduled
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
+
+
+def make_league(run_dir: Path) -> LeagueRegistry:
+    """``run_dir/league.json`` with the random (800) and greedy (1000) baselines at their true
+    strengths."""
+    reg = LeagueRegistry.create(
+        run_dir / "league.json", run_name="ev", baselines={"random": 800.0, "greedy": 1000.0}
+    )
+    with reg.update() as state:
+        state.agents["random"].extra["strength"] = 800.0
+        state.agents["greedy"].extra["strength"] = 1000.0
+    return reg
+
+
+def add_checkpoint(run_dir: Path, name: str, step: int, strength: float) -> None:
+    """Add checkpoint ``name`` (a dummy weights file) to the league with a true strength."""
+    reg = LeagueRegistry(run_dir / "league.json")
+    (run_dir / f"{name}.pt").write_bytes(b"w")
+    agent = promote_if_scheduled(
+        reg, name=name, path=f"{name}.pt", step=step, current_elo=float("-inf")
+    )
+    assert agent is not None
+    with reg.update() as state:
+        state.agents[name].extra["strength"] = strength
 
 
 def coin_tournament(
