@@ -153,7 +153,9 @@ def bench_reference(roots: int, mcts: MctsSection) -> None:
     start = time.perf_counter()
     result = search.run(states, seeds)
     ours = result.stats["sims"] / (time.perf_counter() - start)
-    reference = ReferencePUCT(YatzyReferenceGame(), evaluator, c_puct=mcts.c_puct)
+    reference = ReferencePUCT(
+        YatzyReferenceGame(), evaluator, c_puct=mcts.c_puct, normalize_q=mcts.normalize_q
+    )  # the same algorithm as ours
     start = time.perf_counter()
     sims = 0
     for g in range(roots):
