@@ -79,6 +79,18 @@ def test_run_killed_during_selfplay_resumes_and_completes(tmp_path):
     assert finished.returncode == 0 and "all 2 iterations are done" in finished.stdout
 
 
+def test_resume_over_replay_of_an_older_format_fails_with_a_clear_message(tmp_path):
+    out = tmp_path / "old"
+    first = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
+    assert first.returncode == 0, first.stderr
+    for meta in (out / "replay" / "iter_0001").glob("*.meta.json"):  # as an old version wrote
+        meta.write_text(json.dumps({**json.loads(meta.read_text()), "shard_format_version": 1}))
+    result = _yz("run", "--out", str(out), "--resume", "--set", "run.iterations=2")
+    assert result.returncode == 2
+    assert "has format version 1; this build reads 2" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def _alive(pid: int) -> bool:
     """Running (not gone, not a zombie: a container's pid 1 may never reap orphans)."""
     try:

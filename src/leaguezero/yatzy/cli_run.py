@@ -131,6 +131,9 @@ def run(
             league_run = LeagueRun(cfg, run_dir, oracle=oracle, oracle_table=oracle_table)
         except (RegistryError, RuntimeError) as err:
             raise fail(str(err)) from None
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.replay import ReplayError
+
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
     it = start
     try:
@@ -140,18 +143,18 @@ def run(
                     cfg, run_dir, it, report, oracle, oracle_table, league=league_run
                 )
             typer.echo(summary_line(record))
-    except KeyboardInterrupt:
-        if league_run is not None:
-            league_run.close(timeout=0)
-        typer.echo(
-            f"interrupted in iteration {it}; finished phases and complete shards are kept: "
-            f"continue with  yz run --out {out} --resume",
-            err=True,
-        )
-        raise typer.Exit(130) from None
-    except BaseException:
+    except BaseException as err:
         if league_run is not None:  # stop a running evaluation; --resume submits it again
             league_run.close(timeout=0)
+        if isinstance(err, KeyboardInterrupt):
+            typer.echo(
+                f"interrupted in iteration {it}; finished phases and complete shards are kept: "
+                f"continue with  yz run --out {out} --resume",
+                err=True,
+            )
+            raise typer.Exit(130) from None
+        if isinstance(err, (ReplayError, CheckpointError)):  # e.g. replay of an older version
+            raise fail(str(err)) from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
