@@ -56,8 +56,8 @@ class SelfPlayWorker:
     ) -> dict[str, Any]:
         """Play until this worker has ``games`` games in complete shards; returns its stats."""
         from leaguezero.common.events import EventWriter
+        from leaguezero.yatzy.kinds import selfplay_function
         from leaguezero.yatzy.loop import make_selfplay_evaluator, oracle_values
-        from leaguezero.yatzy.selfplay import run_selfplay
 
         evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
         oracle = None
@@ -66,7 +66,7 @@ class SelfPlayWorker:
 
             oracle = load_oracle(oracle_table)
         try:
-            stats = run_selfplay(
+            stats = selfplay_function(self.cfg.search.kind)(
                 self.cfg, evaluator, out_dir, games=games, seed=seed, worker=self.worker,
                 roots_log=EventWriter(roots_log) if roots_log else None,
                 oracle_values=oracle_values(oracle),

@@ -182,8 +182,8 @@ def selfplay(
     """Self-play games into replay shards under OUT/replay/iter_0000 (resumable)."""
     from leaguezero.common.config import write_resolved_config
     from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.kinds import selfplay_function
     from leaguezero.yatzy.loop import make_selfplay_evaluator
-    from leaguezero.yatzy.selfplay import run_selfplay
 
     cfg = load_yatzy_config(
         config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]
@@ -196,7 +196,7 @@ def selfplay(
     evaluator = make_selfplay_evaluator(cfg, best)
     n = games or cfg.selfplay.games_per_iteration
     with _progress(sys.stderr.isatty()) as (report, _):
-        stats = run_selfplay(
+        stats = selfplay_function(cfg.search.kind)(
             cfg, evaluator, out / "replay" / "iter_0000", games=n, seed=seed, worker=worker,
             roots_log=EventWriter(out / "logs" / "mcts_roots.ndjson"),
             progress=lambda k: report("selfplay", k, n),
@@ -216,19 +216,19 @@ def train(
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
     from leaguezero.az.replay import ReplayError, load_window, window_iterations
     from leaguezero.az.train import TrainSettings, train_candidate
-    from leaguezero.yatzy.model_agent import YATZY_SCHEMA, load_yatzy_model
+    from leaguezero.yatzy.kinds import checkpoint_schema, shard_schema
+    from leaguezero.yatzy.model_agent import load_yatzy_model
     from leaguezero.yatzy.net import MODEL_KIND
-    from leaguezero.yatzy.selfplay import SHARD_SCHEMA
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
     try:
-        model, meta = load_yatzy_model(best, cfg.run.device)
+        model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
         iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
         if not iters:
             raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
         window = window_iterations(replay, iters[-1], cfg.train.window_iterations)
-        data = load_window(replay, window, SHARD_SCHEMA)
+        data = load_window(replay, window, shard_schema(cfg.search.kind))
     except (CheckpointError, ReplayError) as err:
         raise fail(str(err)) from None
     settings = TrainSettings(
@@ -240,7 +240,8 @@ def train(
     with _progress(sys.stderr.isatty()) as (report, _):
         report("train", 0, settings.steps)
         rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
-    save_checkpoint(out, model, kind=MODEL_KIND, kwargs=model.kwargs(), schema=YATZY_SCHEMA,
+    schema = checkpoint_schema(cfg.search.kind)
+    save_checkpoint(out, model, kind=MODEL_KIND, kwargs=model.kwargs(), schema=schema,
                     train_step=meta.train_step + settings.steps)  # fmt: skip
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
@@ -419,12 +420,14 @@ def init_model(
 ) -> None:
     """Write a freshly initialised YatzyNet checkpoint (the start of a hand-run workflow)."""
     from leaguezero.az.checkpoint import save_checkpoint
-    from leaguezero.yatzy.model_agent import YATZY_SCHEMA
+    from leaguezero.yatzy.kinds import checkpoint_schema, num_features
     from leaguezero.yatzy.net import MODEL_KIND, build_net
 
     cfg = load_yatzy_config(config, set_)
-    net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed)
-    save_checkpoint(out, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=YATZY_SCHEMA)
+    kind = cfg.search.kind
+    net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed,
+                    num_features=num_features(kind))  # fmt: skip
+    save_checkpoint(out, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=checkpoint_schema(kind))
     typer.echo(f"wrote {out}")
 
 

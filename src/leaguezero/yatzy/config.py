@@ -35,6 +35,35 @@ class RunSection(Section):
     )
 
 
+class SearchSection(Section):
+    """Which search plays and is trained (docs/search.md): PUCT over a tree with sampled dice, or
+    the turn search (exact in-turn DP over a network's values of the next turn starts)."""
+
+    kind: Literal["turn", "puct"] = Field(
+        "turn",
+        description="turn: exact play inside a turn, learned values between turns (feature "
+        "schema 2); puct: the PRD's PUCT with chance nodes (schema 1, the mcts section).",
+    )
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        description="turn: self-play samples its moves from a softmax over action values at "
+        "this temperature (utility units; ~0.01 = one point) for the first temperature_turns "
+        "turns; 0 = greedy.",
+    )
+    temperature_turns: int = Field(
+        15, ge=0, le=15, description="turn: turns per player played with temperature."
+    )
+    td_lambda: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="turn: a turn start's target q is the TD(lambda) return G_t = (1 - lambda) * "
+        "backup_t + lambda * (-G_t+1), G after the last turn = the final utility: 0 = the "
+        "one-turn DP backup alone, 1 = the game outcome (train.q_weight then blends in z).",
+    )
+
+
 class MctsSection(Section):
     """PUCT search (PRD §7)."""
 
@@ -216,6 +245,7 @@ class YatzyConfig(Section):
     """Everything a Yatzy AlphaZero run needs; ``configs/yatzy_local_cpu.yaml`` is the default."""
 
     run: RunSection = RunSection()
+    search: SearchSection = SearchSection()
     mcts: MctsSection = MctsSection()
     selfplay: SelfPlaySection = SelfPlaySection()
     model: ModelSection = ModelSection()

@@ -31,9 +31,16 @@ from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.model_agent import YATZY_SCHEMA, ModelAgent, load_yatzy_model
+from leaguezero.yatzy.kinds import (
+    checkpoint_schema,
+    feature_schema_id,
+    num_features,
+    selfplay_function,
+    shard_schema,
+)
+from leaguezero.yatzy.model_agent import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.net import MODEL_KIND, build_net
-from leaguezero.yatzy.selfplay import SHARD_SCHEMA, SelfPlayStats, run_selfplay
+from leaguezero.yatzy.selfplay import SelfPlayStats
 
 RUN_STATE_VERSION = 1
 PHASES = ("selfplay", "train", "gate", "eval", "promote")
@@ -79,9 +86,11 @@ def init_run(cfg: YatzyConfig, run: RunDir) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, run.root)
     if not run.best.exists():
-        net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, cfg.run.seed)
+        kind = cfg.search.kind
+        net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, cfg.run.seed,
+                        num_features=num_features(kind))  # fmt: skip
         save_checkpoint(run.models / "best_0000.pt", net, kind=MODEL_KIND, kwargs=net.kwargs(),
-                        schema=YATZY_SCHEMA, extra={"iteration": 0})  # fmt: skip
+                        schema=checkpoint_schema(kind), extra={"iteration": 0})  # fmt: skip
         shutil.copyfile(run.models / "best_0000.pt", run.best)
     if not run.state_path.exists():
         run.write_state(0, [])
@@ -105,21 +114,19 @@ def oracle_values(oracle):
 
 def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     """The self-play evaluator: the best net in process, or the inference server's client."""
-    from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
     from leaguezero.yatzy.tables import NUM_ACTIONS
 
+    fid = feature_schema_id(cfg.search.kind)
     if cfg.selfplay.infer == "local":
         from leaguezero.az.inference.local import TorchEvaluator
 
-        model, _ = load_yatzy_model(best_path, cfg.run.device)
-        return TorchEvaluator(
-            model, FEATURE_SCHEMA_ID, cfg.run.device, margin_weight=cfg.mcts.margin_utility
-        )
+        model, _ = load_yatzy_model(best_path, cfg.run.device, kind=cfg.search.kind)
+        return TorchEvaluator(model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility)
     from leaguezero.az.inference.client import InferenceClient
 
     client = InferenceClient(
         cfg.selfplay.infer,
-        feature_schema_id=FEATURE_SCHEMA_ID,
+        feature_schema_id=fid,
         num_actions=NUM_ACTIONS,
         max_pending_total=cfg.infer.max_pending_total,
     )
@@ -177,7 +184,7 @@ def run_iteration(
                 progress=lambda n: report("selfplay", n, games),
             )  # fmt: skip
         else:
-            stats = run_selfplay(
+            stats = selfplay_function(cfg.search.kind)(
                 cfg, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
                 games=games, seed=seed, roots_log=events_roots,
                 oracle_values=oracle_values(oracle),
@@ -241,9 +248,9 @@ def run_iteration(
 def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
     """Train iteration ``it``'s candidate from the best net on the replay window; writes
     ``models/candidate_NNNN.pt`` and returns the phase record (a Ray task can run it)."""
-    model, _ = load_yatzy_model(run.best, cfg.run.device)
+    model, _ = load_yatzy_model(run.best, cfg.run.device, kind=cfg.search.kind)
     window = window_iterations(run.replay, it, cfg.train.window_iterations)
-    data = load_window(run.replay, window, SHARD_SCHEMA)
+    data = load_window(run.replay, window, shard_schema(cfg.search.kind))
     settings = TrainSettings(
         steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
         weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
@@ -254,7 +261,7 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
     rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
     save_checkpoint(
         run.candidate(it), model, kind=MODEL_KIND, kwargs=model.kwargs(),
-        schema=YATZY_SCHEMA, train_step=it * cfg.train.steps,
+        schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
         extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
     )  # fmt: skip
     return {**asdict(rep), "window": window}

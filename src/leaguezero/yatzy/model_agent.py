@@ -2,6 +2,9 @@
 
 Options (query string or keyword arguments):
 
+* ``search=turn|puct``: which search plays; by default the one the checkpoint's feature
+  schema is for (schema 2 networks play the turn search, schema 1 networks PUCT). The PUCT
+  options below are ignored by the turn search;
 * ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
   ``sims=0`` plays the raw policy (most probable legal action, no search);
 * ``c_puct``, ``max_inflight_per_game``, ``margin_utility``, ``normalize_q`` as in the ``mcts``
@@ -19,25 +22,42 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
-from leaguezero.az.checkpoint import CheckpointError, SchemaIds, load_checkpoint
+from leaguezero.az.checkpoint import CheckpointError, check_schema, load_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, encode_batch
+from leaguezero.yatzy.features import encode_batch
+from leaguezero.yatzy.kinds import checkpoint_schema, kind_of_schema
 from leaguezero.yatzy.net import MODEL_CONSTRUCTORS
 from leaguezero.yatzy.rules import policy_mask_batch
 from leaguezero.yatzy.search import SearchAgent
-from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
+from leaguezero.yatzy.tables import NUM_ACTIONS
+from leaguezero.yatzy.turn_search import TurnSearchAgent
 
-YATZY_SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
+YATZY_SCHEMA = checkpoint_schema("puct")
 _SEARCH_KEYS = {
     "budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game", "margin_utility",
     "normalize_q",
 }  # fmt: skip
 
 
-def load_yatzy_model(path: str | Path, device: str = "cpu"):
-    """(model in eval mode, checkpoint meta) for a Yatzy checkpoint; schema ids are checked."""
-    return load_checkpoint(path, MODEL_CONSTRUCTORS, expect=YATZY_SCHEMA, device=device)
+def load_yatzy_model(path: str | Path, device: str = "cpu", kind: str | None = None):
+    """(model in eval mode, checkpoint meta) for a Yatzy checkpoint; schema ids are checked.
+
+    ``kind`` (``puct`` | ``turn``) is the search the caller will run; None accepts either
+    (``kind_of_schema(meta.schema.feature_schema_id)`` tells which).
+    """
+    model, meta = load_checkpoint(path, MODEL_CONSTRUCTORS, device=device)
+    try:
+        found = kind_of_schema(meta.schema.feature_schema_id)
+    except ValueError as err:
+        raise CheckpointError(f"checkpoint {path}: {err}") from None
+    if kind is not None and kind != found:
+        raise CheckpointError(
+            f"checkpoint {path} is a {found}-search network (feature schema "
+            f"{meta.schema.feature_schema_id}); search={kind} needs a {kind} network"
+        )
+    check_schema(meta, checkpoint_schema(found), where=f"checkpoint {path}")
+    return model, meta
 
 
 class PolicyAgent:
@@ -70,21 +90,28 @@ class ModelAgent:
         if not path.is_file():
             raise FileNotFoundError(f"model checkpoint {path} does not exist")
         device = str(opts.pop("device", "cpu"))
+        kind = opts.pop("search", None)
+        if kind is not None and kind not in ("turn", "puct"):
+            raise ValueError(f"unknown search {kind!r}: use search=turn or search=puct")
         try:
-            model, _ = load_yatzy_model(path, device)
+            model, meta = load_yatzy_model(path, device, kind=kind)
         except CheckpointError as err:
             raise ValueError(str(err)) from None
+        kind = kind_of_schema(meta.schema.feature_schema_id)
         search = {k: v for k, v in opts.items() if k in _SEARCH_KEYS}
         margin = float(search.get("margin_utility", MctsSection().margin_utility))
-        evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, device, margin_weight=margin)
+        fid = meta.schema.feature_schema_id
+        evaluator = TorchEvaluator(model, fid, device, margin_weight=margin)
         sims = opts.pop("sims", None)
         unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
         if unknown:
             raise ValueError(
-                f"unknown model option(s) {', '.join(sorted(unknown))}: use sims, "
+                f"unknown model option(s) {', '.join(sorted(unknown))}: use search, sims, "
                 "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, "
                 "normalize_q, device"
             )
+        if kind == "turn":
+            return TurnSearchAgent(evaluator, name=f"model:{path}")
         if sims is not None:
             if int(sims) == 0:
                 return PolicyAgent(evaluator, name=f"model:{path}")

@@ -83,8 +83,20 @@ class YatzyNet(nn.Module):
 MODEL_CONSTRUCTORS = {MODEL_KIND: YatzyNet}
 
 
-def build_net(hidden: int = 256, blocks: int = 2, margin_head: bool = True, seed: int = 0):
-    """A freshly initialised YatzyNet for feature schema 1 (seeded, so it is reproducible)."""
+def build_net(
+    hidden: int = 256,
+    blocks: int = 2,
+    margin_head: bool = True,
+    seed: int = 0,
+    num_features: int = NUM_FEATURES,
+):
+    """A freshly initialised YatzyNet (seeded, so it is reproducible).
+
+    ``num_features`` is 94 for feature schema 1 (PUCT) and 169 for schema 2 (the turn search's
+    turn starts; its policy head is not trained).
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return YatzyNet(hidden=hidden, blocks=blocks, margin_head=margin_head)
+        return YatzyNet(
+            num_features=num_features, hidden=hidden, blocks=blocks, margin_head=margin_head
+        )

@@ -40,8 +40,8 @@ def _worker_main(
     import torch
 
     from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.kinds import selfplay_function
     from leaguezero.yatzy.loop import make_selfplay_evaluator, oracle_values
-    from leaguezero.yatzy.selfplay import run_selfplay
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
     torch.set_num_threads(cfg.run.torch_threads)
@@ -56,7 +56,7 @@ def _worker_main(
         with counter.get_lock():
             counter.value += n
 
-    stats = run_selfplay(
+    stats = selfplay_function(cfg.search.kind)(
         cfg, evaluator, out_dir, games=games, seed=seed, worker=worker,
         roots_log=EventWriter(roots_log) if roots_log else None,
         oracle_values=oracle_values(oracle),

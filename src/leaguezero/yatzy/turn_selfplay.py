@@ -1,0 +1,219 @@
+"""Self-play with the turn search: one replay sample per turn start, valued by a Bellman backup.
+
+Many games run in lockstep as in PUCT self-play (:mod:`leaguezero.yatzy.selfplay`): every round
+each active game makes one decision, and the games at a new turn get their successors evaluated
+in one batched call. The sample of a turn is its start position (feature schema 2, the mover's
+view, no dice) with two targets: the game's outcome (``z``, ``z_margin``) and ``q``, the exact
+expected utility of the turn given the network's values of the next turn starts (the DP's
+pre-roll value: a one-turn Bellman backup, far less noisy than the outcome). The trainer blends
+them with ``train.q_weight`` (``1 - q_weight`` is the outcome's weight).
+
+Exploration: the executed move is a softmax sample over the action values at
+``search.temperature`` (utility units) for the first ``search.temperature_turns`` turns of each
+player, then greedy. The targets are always the greedy backup, so exploration does not bias them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.replay import Batch, ShardSchema, ShardWriter
+from leaguezero.common.events import EventWriter
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.rules import (
+    DICE_RNG,
+    S_MARKS,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    STATE_LEN,
+    apply_actions_batch,
+    new_match,
+    terminal_mask,
+)
+from leaguezero.yatzy.selfplay import PROTOCOL_VERSION, SelfPlayStats, resume_point
+from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, NUM_CATEGORIES, RULESET_ID
+from leaguezero.yatzy.turn_features import (
+    NUM_TURN_FEATURES,
+    TURN_FEATURE_SCHEMA_ID,
+    encode_turn_state_into,
+)
+from leaguezero.yatzy.turn_search import TurnSearch, sample_actions
+
+TURNS = 2 * NUM_CATEGORIES  # turn starts per game (both players)
+
+TURN_SHARD_SCHEMA = ShardSchema(
+    protocol_version=PROTOCOL_VERSION,
+    feature_schema_id=TURN_FEATURE_SCHEMA_ID,
+    action_space_id=ACTION_SPACE_ID,
+    ruleset_id=RULESET_ID,
+    num_features=NUM_TURN_FEATURES,
+    num_actions=NUM_ACTIONS,
+)
+
+
+class TurnRecords:
+    """Per-slot turn-start records of the games in flight (preallocated, reused).
+
+    ``feats`` float32 [G, 30, F], ``movers`` int64 [G, 30], ``qs`` float32 [G, 30],
+    ``count`` int64 [G].
+    """
+
+    def __init__(self, num_slots: int) -> None:
+        self.count = np.zeros(num_slots, np.int64)
+        self.feats = np.zeros((num_slots, TURNS, NUM_TURN_FEATURES), np.float32)
+        self.movers = np.zeros((num_slots, TURNS), np.int64)
+        self.qs = np.zeros((num_slots, TURNS), np.float32)
+
+    def record(self, slot: int, state: np.ndarray, q: float) -> None:
+        k = self.count[slot]
+        encode_turn_state_into(state, self.feats[slot, k])
+        self.movers[slot, k] = state[S_PLAYER]
+        self.qs[slot, k] = q
+        self.count[slot] += 1
+
+    def game_batch(
+        self, slot: int, final: np.ndarray, margin_scale: float, margin_weight: float,
+        td_lambda: float,
+    ) -> Batch:  # fmt: skip
+        """Replay samples of a finished game (no policy targets: ``legal`` and ``pi`` are 0).
+
+        ``q`` holds the TD(lambda) returns of the turn starts (see :func:`td_lambda_returns`).
+        """
+        k = int(self.count[slot])
+        who = self.movers[slot, :k]
+        diff = (final[who] - final[1 - who]).astype(np.float64)
+        z = np.sign(diff)
+        z_margin = np.tanh(diff / margin_scale)
+        final_utility = (z + margin_weight * z_margin) / (1.0 + margin_weight)
+        q = td_lambda_returns(self.qs[slot, :k].astype(np.float64), final_utility[-1], td_lambda)
+        return Batch(
+            self.feats[slot, :k].copy(),
+            np.zeros((k, NUM_ACTIONS), np.uint8),
+            np.zeros((k, NUM_ACTIONS), np.float32),
+            z.astype(np.float32),
+            z_margin.astype(np.float32),
+            q.astype(np.float32),
+        )
+
+
+def td_lambda_returns(backups: np.ndarray, last_final: float, td_lambda: float) -> np.ndarray:
+    """TD(lambda) returns of a game's turn starts, each from its mover's view (float64 [T]).
+
+    Turns alternate movers, so the next turn's return enters negated (utilities are
+    antisymmetric): ``G_t = (1 - lambda) * backup_t + lambda * (-G_{t+1})``, and after the last
+    turn ``G_{T-1} = (1 - lambda) * backup_{T-1} + lambda * last_final`` (``last_final``: the
+    final utility from the last mover's view). ``lambda = 0`` gives the one-turn backups,
+    ``lambda = 1`` the outcome.
+    """
+    out = np.empty_like(backups)
+    ahead = last_final
+    for t in range(len(backups) - 1, -1, -1):
+        out[t] = (1.0 - td_lambda) * backups[t] + td_lambda * ahead
+        ahead = -out[t]
+    return out
+
+
+def run_turn_selfplay(
+    cfg: YatzyConfig,
+    evaluator: Evaluator,
+    out_dir: str | Path,
+    *,
+    games: int,
+    seed: int,
+    worker: int = 0,
+    roots_log: EventWriter | None = None,
+    oracle_values=None,
+    progress: Callable[[int], None] | None = None,
+) -> SelfPlayStats:
+    """Play ``games`` turn-search self-play games into replay shards under ``out_dir``.
+
+    Same contract as :func:`leaguezero.yatzy.selfplay.run_selfplay` (resumable per worker).
+    ``roots_log`` and ``oracle_values`` are accepted for that contract; the turn search logs
+    no search roots (it has no tree).
+    """
+    del roots_log, oracle_values
+    out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
+    writer = ShardWriter(
+        out_dir, TURN_SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples
+    )
+    rng = np.random.default_rng([seed, worker, done_before, 2])
+    num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
+    search = TurnSearch(evaluator, margin_scale=cfg.train.margin_scale)
+    records = TurnRecords(num_slots)
+    states = np.zeros((num_slots, STATE_LEN), np.int64)
+    active = np.zeros(num_slots, np.bool_)
+    done = np.zeros(num_slots, np.bool_)
+    explore_marks = 2 * cfg.search.temperature_turns  # marks made before exploration stops
+
+    started = finished = samples = decisions = 0
+    scores: list[int] = []
+    seat0_points = 0.0
+
+    def start_game(slot: int) -> None:
+        nonlocal started
+        new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
+        active[slot] = True
+        records.count[slot] = 0
+        started += 1
+
+    for slot in range(num_slots):
+        if started < remaining:
+            start_game(slot)
+
+    t0 = time.perf_counter()
+    while active.any():
+        rows = np.flatnonzero(active).astype(np.int64)
+        actions, action_values, turn_values = search.decide(states, rows)
+        for j in np.flatnonzero(states[rows, S_REROLLS] == 2):
+            records.record(int(rows[j]), states[rows[j]], float(turn_values[j]))
+        exploring = np.flatnonzero(states[rows, S_MARKS] < explore_marks)
+        if exploring.size and cfg.search.temperature > 0:
+            sub = rows[exploring]
+            chosen = actions[exploring]
+            sample_actions(
+                states, sub, action_values[exploring], cfg.search.temperature,
+                rng.random(len(sub)), chosen,
+            )  # fmt: skip
+            actions[exploring] = chosen
+        apply_actions_batch(states, rows, actions)
+        decisions += len(rows)
+
+        terminal_mask(states, done)
+        for slot in np.flatnonzero(done & active):
+            final = states[slot, S_SCORE : S_SCORE + 2]
+            batch = records.game_batch(
+                slot, final, cfg.train.margin_scale, search.margin_weight, cfg.search.td_lambda
+            )
+            writer.add(batch, games=1)
+            samples += len(batch)
+            scores.extend(int(v) for v in final)
+            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
+            finished += 1
+            active[slot] = False
+            if started < remaining:
+                start_game(slot)
+            if progress is not None:
+                progress(1)
+    writer.flush()
+    seconds = time.perf_counter() - t0
+    return SelfPlayStats(
+        games=finished,
+        decisions=decisions,
+        samples=samples,
+        sims=search.evaluations,
+        evals=search.calls,
+        fallbacks=0,
+        collisions=0,
+        seconds=seconds,
+        evaluate_seconds=search.evaluate_seconds,
+        sims_per_s=search.evaluations / max(seconds, 1e-9),
+        decisions_per_s=decisions / max(seconds, 1e-9),
+        mean_score=float(np.mean(scores)) if scores else float("nan"),
+        seat0_win_rate=seat0_points / finished if finished else float("nan"),
+    )
