@@ -7,13 +7,17 @@ network-guided search amortise their per-call cost over many games.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from leaguezero.yatzy.bots import greedy_actions, random_actions
 
-BUILTIN_AGENTS = ("random", "greedy", "oracle")
+BUILTIN_AGENTS = ("random", "greedy", "oracle", "pretrained")
+# The strongest network trained here, shipped with the package (docs/alphazero.md says how it
+# was made); ``pretrained`` plays it with the search its checkpoint is for.
+PRETRAINED_PATH = Path(__file__).resolve().parent / "pretrained" / "yatzy_turn.pt"
 
 
 class Agent(Protocol):
@@ -59,7 +63,9 @@ class AgentSpecError(ValueError):
 
 
 def make_agent(spec: str, seed: int = 0, **options: object) -> Agent:
-    """Build an agent from its name: ``random``, ``greedy``, ``oracle`` or ``model:PATH``.
+    """Build an agent from its name: ``random``, ``greedy``, ``oracle``, ``pretrained`` (the
+    network shipped with the package; ``pretrained?search=...`` takes model options too) or
+    ``model:PATH``.
 
     ``options`` are passed to model agents (search settings); bots ignore them.
     """
@@ -71,6 +77,12 @@ def make_agent(spec: str, seed: int = 0, **options: object) -> Agent:
         from leaguezero.yatzy.oracle_agent import OracleAgent
 
         return OracleAgent(**{k: v for k, v in options.items() if k == "table_path"})
+    if spec == "pretrained" or spec.startswith("pretrained?"):
+        if not PRETRAINED_PATH.is_file():
+            raise AgentSpecError(
+                f"this installation has no pretrained network ({PRETRAINED_PATH} is missing)"
+            )
+        spec = f"model:{PRETRAINED_PATH}{spec[len('pretrained') :]}"
     if spec.startswith("model:"):
         from leaguezero.yatzy.model_agent import ModelAgent
 

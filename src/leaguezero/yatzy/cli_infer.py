@@ -41,20 +41,18 @@ def parse_model_specs(specs: list[str]) -> dict[int, str]:
 
 
 def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int):
-    """A server ModelLoader for YatzyNet checkpoints (schema-checked) and ``dummy``."""
-    from leaguezero.az.checkpoint import SchemaIds, load_checkpoint
+    """A server ModelLoader for YatzyNet checkpoints of either search kind (schema-checked:
+    schema 1 for PUCT, 2 for the turn search) and ``dummy`` (a fresh schema-1 net)."""
     from leaguezero.az.inference.server import ServedModel
     from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
-    from leaguezero.yatzy.net import MODEL_CONSTRUCTORS, build_net
-    from leaguezero.yatzy.tables import ACTION_SPACE_ID, RULESET_ID
-
-    schema = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
+    from leaguezero.yatzy.model_agent import load_yatzy_model
+    from leaguezero.yatzy.net import build_net
 
     def load(source: str) -> ServedModel:
         if source == "dummy":
             net = build_net(hidden=hidden, blocks=blocks, margin_head=margin_head, seed=seed)
             return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy")
-        model, meta = load_checkpoint(source, MODEL_CONSTRUCTORS, expect=schema)
+        model, meta = load_yatzy_model(source)
         return ServedModel(model, meta.schema.feature_schema_id, source)
 
     return load

@@ -37,7 +37,10 @@ class RunSection(Section):
 
 class SearchSection(Section):
     """Which search plays and is trained (docs/search.md): PUCT over a tree with sampled dice, or
-    the turn search (exact in-turn DP over a network's values of the next turn starts)."""
+    the turn search (exact in-turn DP over a network's values of the next turn starts).
+
+    Both use ``mcts.margin_utility`` to mix the value and margin heads into one utility.
+    """
 
     kind: Literal["turn", "puct"] = Field(
         "turn",
@@ -147,11 +150,12 @@ class TrainSection(Section):
         50.0, gt=0, description="z_margin = tanh(score_diff / margin_scale)."
     )
     q_weight: float = Field(
-        0.5,
+        1.0,
         ge=0,
         le=1,
-        description="Value targets = (1 - q_weight) * game outcome + q_weight * root search value "
-        "(bootstrapping; 0 = AlphaZero's outcome only).",
+        description="Value targets = (1 - q_weight) * game outcome + q_weight * q, q = the root "
+        "search value (puct; 0.5 works there) or the TD(lambda) return (turn, which already "
+        "holds the outcome); 0 = AlphaZero's outcome only.",
     )
 
 

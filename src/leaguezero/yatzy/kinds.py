@@ -14,16 +14,17 @@ from collections.abc import Callable
 from leaguezero.az.checkpoint import SchemaIds
 from leaguezero.az.replay import ShardSchema
 from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
-from leaguezero.yatzy.selfplay import SHARD_SCHEMA, run_selfplay
+from leaguezero.yatzy.selfplay import SHARD_SCHEMA, PuctHero, run_selfplay
 from leaguezero.yatzy.tables import ACTION_SPACE_ID, RULESET_ID
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
-from leaguezero.yatzy.turn_selfplay import TURN_SHARD_SCHEMA, run_turn_selfplay
+from leaguezero.yatzy.turn_selfplay import TURN_SHARD_SCHEMA, TurnHero, run_turn_selfplay
 
 SEARCH_KINDS = ("turn", "puct")
 _FEATURES = {"puct": FEATURE_SCHEMA_ID, "turn": TURN_FEATURE_SCHEMA_ID}
 _WIDTH = {"puct": NUM_FEATURES, "turn": NUM_TURN_FEATURES}
 _SHARDS = {"puct": SHARD_SCHEMA, "turn": TURN_SHARD_SCHEMA}
 _SELFPLAY = {"puct": run_selfplay, "turn": run_turn_selfplay}
+_HEROES = {"puct": PuctHero, "turn": TurnHero}
 
 
 def _check(kind: str) -> str:
@@ -55,6 +56,11 @@ def shard_schema(kind: str) -> ShardSchema:
 def selfplay_function(kind: str) -> Callable:
     """``run_selfplay`` or ``run_turn_selfplay`` (same signature and resume contract)."""
     return _SELFPLAY[_check(kind)]
+
+
+def hero_factory(kind: str) -> Callable:
+    """The hero searcher of the self-play and league slot loops (``PuctHero`` | ``TurnHero``)."""
+    return _HEROES[_check(kind)]
 
 
 def kind_of_schema(feature_schema_id: int) -> str:

@@ -53,15 +53,7 @@ from leaguezero.yatzy.rules import (
     new_match,
     terminal_mask,
 )
-from leaguezero.yatzy.selfplay import (
-    SHARD_SCHEMA,
-    GameRecords,
-    HeroSearch,
-    OracleValues,
-    SelfPlayStats,
-    _log_roots,
-    resume_point,
-)
+from leaguezero.yatzy.selfplay import OracleValues, PuctHero, SelfPlayStats, resume_point
 
 
 @dataclass
@@ -94,23 +86,26 @@ def run_league_selfplay(
     roots_log: EventWriter | None = None,
     oracle_values: OracleValues | None = None,
     progress: Callable[[int], None] | None = None,
+    hero_factory: Callable[..., PuctHero] = PuctHero,
 ) -> LeagueSelfPlayStats:
     """Play ``games`` league games (hero vs ``sample(i)``'s opponent) into replay shards.
 
     ``evaluator`` is the hero's network (batched); ``agent_for(name)`` returns the match agent
     of a non-mirror opponent (callers cache them); ``hero`` is the hero's league name (it fills
     both seats of mirror games in the match log); ``step`` is the hero's training step, stamped
-    on the match results. Other arguments as in :func:`~leaguezero.yatzy.selfplay.run_selfplay`.
+    on the match results. Other arguments (``hero_factory``: the hero's search, PUCT or the
+    turn search) as in :func:`~leaguezero.yatzy.selfplay.run_selfplay`.
     """
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
-    writer = ShardWriter(
-        out_dir, SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples,
-        extra_meta={"league": True, "hero": hero},
-    )  # fmt: skip
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    search = HeroSearch(cfg, evaluator, num_slots, seed=int(rng.integers(2**62)))
-    records = GameRecords(num_slots)  # the decisions that enter replay
+    player = hero_factory(
+        cfg, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
+    )  # searches the hero's decisions and records those that enter replay
+    writer = ShardWriter(
+        out_dir, player.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples,
+        extra_meta={"league": True, "hero": hero},
+    )  # fmt: skip
     record_mirror_both = cfg.league.mirror_both_seats
 
     states = np.zeros((num_slots, STATE_LEN), np.int64)  # [G, 16]
@@ -131,7 +126,6 @@ def run_league_selfplay(
     buckets: Counter[str] = Counter()
     pending_results: list[MatchResult] = []
     shards_seen = writer.shards_written
-    margin_scale = cfg.train.margin_scale
 
     def start_game(slot: int) -> None:
         nonlocal started
@@ -143,8 +137,7 @@ def run_league_selfplay(
         hero_seat[slot] = index % 2
         new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
         active[slot] = True
-        records.count[slot] = 0
-        search.reset(slot)
+        player.start(slot)
         started += 1
 
     def release(results: list[MatchResult]) -> None:
@@ -163,20 +156,10 @@ def run_league_selfplay(
         rows = rows_all[hero_turn]  # searched by the hero
         opp_rows = rows_all[~hero_turn]  # played by the opponents, never recorded
         if rows.size:
-            n = len(rows)
-            result, roots, movers_now = search.run(states, rows, rng)
             # Mirror games record both seats only when configured; the hero's seat always.
+            movers_now = states[rows, S_PLAYER]
             keep = (movers_now == hero_seat[rows]) | (mirror[rows] & record_mirror_both)
-            rec = np.flatnonzero(keep)
-            records.record(
-                rows[rec], search.row_feats[rec], search.row_legal[rec], result.pi[rec],
-                movers_now[rec], result.root_value[rec],
-            )  # fmt: skip
-            if roots_log is not None and cfg.selfplay.root_log_rate > 0:
-                picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
-                if picked.size:
-                    _log_roots(roots_log, roots[picked], result, picked, oracle_values, rows)
-            apply_actions_batch(states, rows, result.actions)
+            apply_actions_batch(states, rows, player.act(states, rows, keep, rng))
         if opp_rows.size:
             names = opponent[opp_rows]
             for name in dict.fromkeys(names.tolist()):  # one batched call per opponent
@@ -188,7 +171,7 @@ def run_league_selfplay(
         terminal_mask(states, done)
         for slot in np.flatnonzero(done & active):
             final = states[slot, S_SCORE : S_SCORE + 2]
-            batch = records.game_batch(slot, final, margin_scale)
+            batch = player.game_batch(slot, final)
             writer.add(batch, games=1)
             samples += len(batch)
             draw = draws[slot]
@@ -237,7 +220,7 @@ def run_league_selfplay(
     release(pending_results)
     seconds = time.perf_counter() - t0
     return LeagueSelfPlayStats(
-        **search.stats_fields(finished, samples, seconds, scores, seat0_points),
+        **player.stats_fields(finished, samples, seconds, scores, seat0_points),
         hero=hero,
         opponent_decisions=opponent_decisions,
         opponents={name: len(v) for name, v in points.items()},

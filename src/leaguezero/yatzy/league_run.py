@@ -39,6 +39,7 @@ from leaguezero.league.schedule import promote_if_scheduled
 from leaguezero.league.tracking import ELO_UPDATED, emit_opponents_sampled, plot_elo
 from leaguezero.league.types import AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.kinds import hero_factory
 from leaguezero.yatzy.league_eval import TOURNAMENT, build_league_agent
 from leaguezero.yatzy.league_play import LeagueSelfPlayStats, run_league_selfplay
 from leaguezero.yatzy.loop import RunDir
@@ -187,6 +188,7 @@ class LeagueRun:
             self.cfg, evaluator, out_dir, games=games, seed=seed, hero=hero, sample=sample,
             agent_for=agent_for, step=step, on_games=on_games, roots_log=roots_log,
             oracle_values=oracle_values, progress=progress,
+            hero_factory=hero_factory(self.cfg.search.kind),
         )  # fmt: skip
         summary = {
             "iteration": it, "step": step, "hero": hero, "hero_elo": hero_elo,

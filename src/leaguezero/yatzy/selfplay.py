@@ -201,6 +201,67 @@ class HeroSearch:
         return result, roots, movers
 
 
+class PuctHero:
+    """The hero's side of a self-play slot loop with PUCT: search, record, build samples.
+
+    Self-play (:func:`run_selfplay`) and league play
+    (:func:`leaguezero.yatzy.league_play.run_league_selfplay`) drive any object with this
+    interface (``schema``, ``start``, ``act``, ``game_batch``, ``stats_fields``); the turn
+    search's is :class:`leaguezero.yatzy.turn_selfplay.TurnHero`.
+    """
+
+    schema = SHARD_SCHEMA
+
+    def __init__(
+        self,
+        cfg: YatzyConfig,
+        evaluator: Evaluator,
+        num_slots: int,
+        seed: int,
+        roots_log: EventWriter | None = None,
+        oracle_values: OracleValues | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.search = HeroSearch(cfg, evaluator, num_slots, seed)
+        self.records = GameRecords(num_slots)
+        self.roots_log = roots_log
+        self.oracle_values = oracle_values
+
+    def start(self, slot: int) -> None:
+        """A new game begins in ``slot``."""
+        self.records.count[slot] = 0
+        self.search.reset(slot)
+
+    def act(
+        self, states: np.ndarray, rows: np.ndarray, record: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Search ``states[rows]``; record the decisions where ``record`` (bool [n]); return the
+        moves to play (int64 [n], not applied)."""
+        n = len(rows)
+        search = self.search
+        result, roots, movers = search.run(states, rows, rng)
+        rec = np.flatnonzero(record)
+        self.records.record(
+            rows[rec], search.row_feats[rec], search.row_legal[rec], result.pi[rec],
+            movers[rec], result.root_value[rec],
+        )  # fmt: skip
+        rate = self.cfg.selfplay.root_log_rate
+        if self.roots_log is not None and rate > 0:
+            picked = np.flatnonzero(rng.random(n) < rate)
+            if picked.size:
+                _log_roots(self.roots_log, roots[picked], result, picked, self.oracle_values, rows)
+        return result.actions
+
+    def game_batch(self, slot: int, final: np.ndarray) -> Batch:
+        """The replay samples of the finished game in ``slot`` (final scores ``final`` [2])."""
+        return self.records.game_batch(slot, final, self.cfg.train.margin_scale)
+
+    def stats_fields(
+        self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float
+    ) -> dict[str, float | int]:
+        return self.search.stats_fields(games, samples, seconds, scores, seat0_points)
+
+
 def run_selfplay(
     cfg: YatzyConfig,
     evaluator: Evaluator,
@@ -212,22 +273,25 @@ def run_selfplay(
     roots_log: EventWriter | None = None,
     oracle_values: OracleValues | None = None,
     progress: Callable[[int], None] | None = None,
+    hero_factory: Callable[..., PuctHero] = PuctHero,
 ) -> SelfPlayStats:
     """Play ``games`` self-play games into replay shards under ``out_dir``.
 
     Resumable: games already in complete shards of this ``worker`` count towards ``games``.
     ``roots_log`` receives a sampled ``mcts_root`` event per ``selfplay.root_log_rate``
     (with the oracle's best action and the regret of the chosen one if ``oracle_values``).
-    ``progress(n)`` is called with the number of games finished at each step.
+    ``progress(n)`` is called with the number of games finished at each step. ``hero_factory``
+    builds the searcher of both seats (:class:`PuctHero`, or the turn search's ``TurnHero``).
     """
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
-    writer = ShardWriter(
-        out_dir, SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples
-    )
     rng = np.random.default_rng([seed, worker, done_before])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    hero = HeroSearch(cfg, evaluator, num_slots, seed=int(rng.integers(2**62)))
-    records = GameRecords(num_slots)
+    hero = hero_factory(
+        cfg, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
+    )
+    writer = ShardWriter(
+        out_dir, hero.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples
+    )
     states = np.zeros((num_slots, STATE_LEN), np.int64)
     active = np.zeros(num_slots, np.bool_)
     done = np.zeros(num_slots, np.bool_)
@@ -240,8 +304,7 @@ def run_selfplay(
         nonlocal started
         new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
         active[slot] = True
-        records.count[slot] = 0
-        hero.reset(slot)
+        hero.start(slot)
         started += 1
 
     for slot in range(num_slots):
@@ -251,21 +314,13 @@ def run_selfplay(
     t0 = time.perf_counter()
     while active.any():
         rows = np.flatnonzero(active).astype(np.int64)
-        n = len(rows)
-        result, roots, movers_now = hero.run(states, rows, rng)
-        records.record(
-            rows, hero.row_feats[:n], hero.row_legal[:n], result.pi, movers_now, result.root_value
-        )
-        if roots_log is not None and cfg.selfplay.root_log_rate > 0:
-            picked = np.flatnonzero(rng.random(n) < cfg.selfplay.root_log_rate)
-            if picked.size:
-                _log_roots(roots_log, roots[picked], result, picked, oracle_values, rows)
-        apply_actions_batch(states, rows, result.actions)
+        actions = hero.act(states, rows, np.ones(len(rows), np.bool_), rng)
+        apply_actions_batch(states, rows, actions)
 
         terminal_mask(states, done)
         for slot in np.flatnonzero(done & active):
             final = states[slot, S_SCORE : S_SCORE + 2]
-            batch = records.game_batch(slot, final, cfg.train.margin_scale)
+            batch = hero.game_batch(slot, final)
             writer.add(batch, games=1)
             samples += len(batch)
             scores.extend(int(v) for v in final)

@@ -21,7 +21,7 @@ import time
 import numpy as np
 from numba import njit
 
-from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.evaluator import Evaluator, mix_utility
 from leaguezero.yatzy.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, policy_mask
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.turn_dp import (
@@ -33,6 +33,7 @@ from leaguezero.yatzy.turn_dp import (
 )
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
 
+PIPELINE_CHUNK = 1024  # rows per request when the evaluator is the inference server's client
 _KEY_FIELDS = np.array(
     [S_AVAIL, S_AVAIL + 1, S_UPPER, S_UPPER + 1, S_SCORE, S_SCORE + 1, S_PLAYER], np.int64
 )
@@ -142,13 +143,34 @@ class TurnSearch:
             )  # fmt: skip
             if k:
                 t0 = time.perf_counter()
-                _, values = self.evaluator.evaluate(self._feats[:k], self._legal[:k])
+                values = self._evaluate(k)
                 self.evaluate_seconds += time.perf_counter() - t0
                 self.evaluations += k
                 self.calls += 1
-                fill_successor_values(row_of, np.asarray(values, np.float32), succ)
+                fill_successor_values(row_of, values, succ)
             self._succ[fresh_rows] = succ
         return self._succ[rows]
+
+    def _evaluate(self, k: int) -> np.ndarray:
+        """Values (float32 [k]) of the first ``k`` feature rows.
+
+        A client of the inference server gets the rows in chunks that are all in flight at
+        once, so the server's forward of one chunk overlaps the transfer of the next.
+        """
+        submit = getattr(self.evaluator, "submit", None)
+        if submit is None or k <= PIPELINE_CHUNK:
+            _, values = self.evaluator.evaluate(self._feats[:k], self._legal[:k])
+            return np.asarray(values, np.float32)
+        futures = [
+            submit(self._feats[i : i + PIPELINE_CHUNK], self._legal[i : i + PIPELINE_CHUNK])
+            for i in range(0, k, PIPELINE_CHUNK)
+        ]
+        replies = [f.result() for f in futures]
+        values = np.concatenate([r.values for r in replies])
+        margins = (
+            None if replies[0].margins is None else np.concatenate([r.margins for r in replies])
+        )
+        return mix_utility(values, margins, self.margin_weight)
 
     def decide(
         self, states: np.ndarray, rows: np.ndarray

@@ -8,6 +8,9 @@ expected utility of the turn given the network's values of the next turn starts 
 pre-roll value: a one-turn Bellman backup, far less noisy than the outcome). The trainer blends
 them with ``train.q_weight`` (``1 - q_weight`` is the outcome's weight).
 
+:class:`TurnHero` is the turn search's side of the shared self-play slot loop
+(:func:`leaguezero.yatzy.selfplay.run_selfplay`, and league play).
+
 Exploration: the executed move is a softmax sample over the action values at
 ``search.temperature`` (utility units) for the first ``search.temperature_turns`` turns of each
 player, then greedy. The targets are always the greedy backup, so exploration does not bias them.
@@ -15,28 +18,20 @@ player, then greedy. The targets are always the greedy backup, so exploration do
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from leaguezero.az.evaluator import Evaluator
-from leaguezero.az.replay import Batch, ShardSchema, ShardWriter
+from leaguezero.az.replay import Batch, ShardSchema
 from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.rules import (
-    DICE_RNG,
     S_MARKS,
     S_PLAYER,
     S_REROLLS,
-    S_SCORE,
-    STATE_LEN,
-    apply_actions_batch,
-    new_match,
-    terminal_mask,
 )
-from leaguezero.yatzy.selfplay import PROTOCOL_VERSION, SelfPlayStats, resume_point
+from leaguezero.yatzy.selfplay import PROTOCOL_VERSION, SelfPlayStats, run_selfplay
 from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, NUM_CATEGORIES, RULESET_ID
 from leaguezero.yatzy.turn_features import (
     NUM_TURN_FEATURES,
@@ -119,101 +114,86 @@ def td_lambda_returns(backups: np.ndarray, last_final: float, td_lambda: float) 
     return out
 
 
+class TurnHero:
+    """The hero's side of the self-play slot loop with the turn search (the interface of
+    :class:`leaguezero.yatzy.selfplay.PuctHero`): decide, explore, record turn starts."""
+
+    schema = TURN_SHARD_SCHEMA
+
+    def __init__(
+        self,
+        cfg: YatzyConfig,
+        evaluator: Evaluator,
+        num_slots: int,
+        seed: int,
+        roots_log: EventWriter | None = None,
+        oracle_values=None,
+    ) -> None:
+        del seed, roots_log, oracle_values  # deterministic search; no tree roots to log
+        self.cfg = cfg
+        self.search = TurnSearch(evaluator, margin_scale=cfg.train.margin_scale)
+        self.records = TurnRecords(num_slots)
+        self.explore_marks = 2 * cfg.search.temperature_turns  # marks before greedy play
+        self.decisions = 0
+
+    def start(self, slot: int) -> None:
+        self.records.count[slot] = 0
+
+    def act(
+        self, states: np.ndarray, rows: np.ndarray, record: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Best moves of ``states[rows]`` (sampled while exploring); records the turn starts
+        among the rows where ``record`` (bool [n])."""
+        actions, action_values, turn_values = self.search.decide(states, rows)
+        for j in np.flatnonzero(record & (states[rows, S_REROLLS] == 2)):
+            self.records.record(int(rows[j]), states[rows[j]], float(turn_values[j]))
+        temperature = self.cfg.search.temperature
+        exploring = np.flatnonzero(states[rows, S_MARKS] < self.explore_marks)
+        if exploring.size and temperature > 0:
+            chosen = actions[exploring]
+            uniforms = rng.random(len(exploring))
+            sample_actions(
+                states, rows[exploring], action_values[exploring], temperature, uniforms, chosen
+            )
+            actions[exploring] = chosen
+        self.decisions += len(rows)
+        return actions
+
+    def game_batch(self, slot: int, final: np.ndarray) -> Batch:
+        return self.records.game_batch(
+            slot, final, self.cfg.train.margin_scale, self.search.margin_weight,
+            self.cfg.search.td_lambda,
+        )  # fmt: skip
+
+    def stats_fields(
+        self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float
+    ) -> dict[str, float | int]:
+        """The :class:`~leaguezero.yatzy.selfplay.SelfPlayStats` fields ("sims" counts the
+        successor positions evaluated, "evals" the evaluator calls)."""
+        search = self.search
+        return {
+            "games": games,
+            "decisions": self.decisions,
+            "samples": samples,
+            "sims": search.evaluations,
+            "evals": search.calls,
+            "fallbacks": 0,
+            "collisions": 0,
+            "seconds": seconds,
+            "evaluate_seconds": search.evaluate_seconds,
+            "sims_per_s": search.evaluations / max(seconds, 1e-9),
+            "decisions_per_s": self.decisions / max(seconds, 1e-9),
+            "mean_score": float(np.mean(scores)) if scores else float("nan"),
+            "seat0_win_rate": seat0_points / games if games else float("nan"),
+        }
+
+
 def run_turn_selfplay(
     cfg: YatzyConfig,
     evaluator: Evaluator,
     out_dir: str | Path,
-    *,
-    games: int,
-    seed: int,
-    worker: int = 0,
-    roots_log: EventWriter | None = None,
-    oracle_values=None,
-    progress: Callable[[int], None] | None = None,
+    **kwargs,
 ) -> SelfPlayStats:
-    """Play ``games`` turn-search self-play games into replay shards under ``out_dir``.
-
-    Same contract as :func:`leaguezero.yatzy.selfplay.run_selfplay` (resumable per worker).
-    ``roots_log`` and ``oracle_values`` are accepted for that contract; the turn search logs
-    no search roots (it has no tree).
-    """
-    del roots_log, oracle_values
-    out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
-    writer = ShardWriter(
-        out_dir, TURN_SHARD_SCHEMA, worker=worker, shard_samples=cfg.selfplay.shard_samples
-    )
-    rng = np.random.default_rng([seed, worker, done_before, 2])
-    num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
-    search = TurnSearch(evaluator, margin_scale=cfg.train.margin_scale)
-    records = TurnRecords(num_slots)
-    states = np.zeros((num_slots, STATE_LEN), np.int64)
-    active = np.zeros(num_slots, np.bool_)
-    done = np.zeros(num_slots, np.bool_)
-    explore_marks = 2 * cfg.search.temperature_turns  # marks made before exploration stops
-
-    started = finished = samples = decisions = 0
-    scores: list[int] = []
-    seat0_points = 0.0
-
-    def start_game(slot: int) -> None:
-        nonlocal started
-        new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
-        active[slot] = True
-        records.count[slot] = 0
-        started += 1
-
-    for slot in range(num_slots):
-        if started < remaining:
-            start_game(slot)
-
-    t0 = time.perf_counter()
-    while active.any():
-        rows = np.flatnonzero(active).astype(np.int64)
-        actions, action_values, turn_values = search.decide(states, rows)
-        for j in np.flatnonzero(states[rows, S_REROLLS] == 2):
-            records.record(int(rows[j]), states[rows[j]], float(turn_values[j]))
-        exploring = np.flatnonzero(states[rows, S_MARKS] < explore_marks)
-        if exploring.size and cfg.search.temperature > 0:
-            sub = rows[exploring]
-            chosen = actions[exploring]
-            sample_actions(
-                states, sub, action_values[exploring], cfg.search.temperature,
-                rng.random(len(sub)), chosen,
-            )  # fmt: skip
-            actions[exploring] = chosen
-        apply_actions_batch(states, rows, actions)
-        decisions += len(rows)
-
-        terminal_mask(states, done)
-        for slot in np.flatnonzero(done & active):
-            final = states[slot, S_SCORE : S_SCORE + 2]
-            batch = records.game_batch(
-                slot, final, cfg.train.margin_scale, search.margin_weight, cfg.search.td_lambda
-            )
-            writer.add(batch, games=1)
-            samples += len(batch)
-            scores.extend(int(v) for v in final)
-            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
-            finished += 1
-            active[slot] = False
-            if started < remaining:
-                start_game(slot)
-            if progress is not None:
-                progress(1)
-    writer.flush()
-    seconds = time.perf_counter() - t0
-    return SelfPlayStats(
-        games=finished,
-        decisions=decisions,
-        samples=samples,
-        sims=search.evaluations,
-        evals=search.calls,
-        fallbacks=0,
-        collisions=0,
-        seconds=seconds,
-        evaluate_seconds=search.evaluate_seconds,
-        sims_per_s=search.evaluations / max(seconds, 1e-9),
-        decisions_per_s=decisions / max(seconds, 1e-9),
-        mean_score=float(np.mean(scores)) if scores else float("nan"),
-        seat0_win_rate=seat0_points / finished if finished else float("nan"),
-    )
+    """:func:`~leaguezero.yatzy.selfplay.run_selfplay` with the turn search (same arguments,
+    same resume contract)."""
+    return run_selfplay(cfg, evaluator, out_dir, hero_factory=TurnHero, **kwargs)

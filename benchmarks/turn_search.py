@@ -1,0 +1,141 @@
+"""Turn-search throughput: ``python benchmarks/turn_search.py`` (figures, never pass/fail).
+
+Self-play-like lockstep play of ``--games`` games with the turn search (one batched evaluation
+of every new turn's successors per round, then the exact in-turn DP per decision), using the
+default YatzyNet (256 wide, 2 residual blocks) on feature schema 2:
+
+(a) in this process (``TorchEvaluator``): decisions/s, successor evaluations/s, and the share
+    of wall time in the network forward vs the DP and the rest;
+(b) through the inference server (``yz infer-server``, a subprocess on a Unix socket, one
+    torch thread) with the same checkpoint: decisions/s and the ratio to (a) (target >= 0.8x).
+
+Both run in this command, one after the other, with one torch and one numba thread each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np
+import torch
+
+from leaguezero.az.checkpoint import save_checkpoint
+from leaguezero.az.inference.local import TorchEvaluator
+from leaguezero.yatzy.kinds import checkpoint_schema, num_features
+from leaguezero.yatzy.net import MODEL_KIND, build_net
+from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
+from leaguezero.yatzy.rules import terminal_mask as finished_mask
+from leaguezero.yatzy.turn_features import TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.turn_search import TurnSearch
+
+
+class TimedEvaluator:
+    """Wraps an evaluator and counts the seconds spent inside it."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.feature_schema_id = inner.feature_schema_id
+        self.num_actions = inner.num_actions
+        self.margin_weight = getattr(inner, "margin_weight", 0.0)
+        self.seconds = 0.0
+
+    def evaluate(self, features: np.ndarray, legal: np.ndarray):
+        t0 = time.perf_counter()
+        out = self.inner.evaluate(features, legal)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
+def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
+    """``rounds`` lockstep decision rounds over ``games`` games (finished games restart)."""
+    timed = TimedEvaluator(evaluator)
+    search = TurnSearch(timed)
+    states = np.zeros((games, STATE_LEN), np.int64)
+    new_matches(states, np.arange(games, dtype=np.int64) + seed * games, DICE_RNG)
+    rows = np.arange(games, dtype=np.int64)
+    done = np.zeros(games, np.bool_)
+    search.decide(states, rows)  # warm-up: compiles the kernels
+    timed.seconds = 0.0
+    search.evaluations = 0
+    decisions = 0
+    t0 = time.perf_counter()
+    for r in range(rounds):
+        actions, _, _ = search.decide(states, rows)
+        apply_actions_batch(states, rows, actions)
+        decisions += games
+        finished_mask(states, done)
+        if done.any():
+            fresh = np.flatnonzero(done)
+            sub = states[fresh]
+            new_matches(sub, (r + 1) * 1_000_003 + fresh.astype(np.int64), DICE_RNG)
+            states[fresh] = sub
+    seconds = time.perf_counter() - t0
+    return {
+        "decisions_per_s": decisions / seconds,
+        "evals_per_s": search.evaluations / seconds,
+        "network_share": timed.seconds / seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=90, help="decision rounds (90 = a game)")
+    parser.add_argument("--skip-server", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    net = build_net(seed=0, num_features=num_features("turn"))
+    folder = tempfile.mkdtemp(prefix="lz-turn-bench-")
+    ckpt = os.path.join(folder, "turn.pt")
+    save_checkpoint(
+        ckpt, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=checkpoint_schema("turn")
+    )
+
+    local = play(
+        TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0), args.games, args.rounds
+    )
+    print(
+        f"(a) in process, {args.games} games: {local['decisions_per_s']:,.0f} decisions/s, "
+        f"{local['evals_per_s']:,.0f} successor evaluations/s; network forward "
+        f"{100 * local['network_share']:.0f}% of wall time (DP, encoding and the rest: "
+        f"{100 * (1 - local['network_share']):.0f}%)"
+    )
+    if args.skip_server:
+        return
+    from leaguezero.az.inference.client import InferenceClient
+
+    sock = os.path.join(folder, "infer.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", ckpt,
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        client = InferenceClient(
+            f"unix://{sock}", feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47
+        )
+        client.margin_weight = 1.0
+        remote = play(client, args.games, args.rounds)
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ratio = remote["decisions_per_s"] / local["decisions_per_s"]
+    print(
+        f"(b) through yz infer-server (Unix socket): {remote['decisions_per_s']:,.0f} "
+        f"decisions/s vs {local['decisions_per_s']:,.0f} in process: {ratio:.2f}x "
+        f"(target >= 0.8x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
