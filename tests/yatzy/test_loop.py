@@ -174,3 +174,27 @@ def test_report_of_a_run(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert missing.returncode == 2 and "not a yz run directory" in missing.stderr
+
+
+def test_turn_search_run_trains_turn_networks_end_to_end(tmp_path):
+    out = tmp_path / "turn"
+    result = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "search.kind=turn")
+    assert result.returncode == 0, result.stderr
+    for it in (1, 2):
+        folder = out / "replay" / f"iter_{it:04d}"
+        assert games_on_disk(folder) == 48
+        meta = json.loads(complete_shards(folder)[0].with_suffix(".meta.json").read_text())
+        assert meta["feature_schema_id"] == 2 and meta["num_features"] == 169
+        ckpt = json.loads((out / "models" / f"candidate_{it:04d}.pt.meta.json").read_text())
+        assert ckpt["feature_schema_id"] == 2
+        ev = json.loads((out / "eval" / f"iter_{it:04d}.json").read_text())
+        assert ev["candidate"]["boards"] == 40 and ev["candidate"]["mean"] > 0
+    stats = read_events(out / "logs" / "iteration_stats.ndjson")
+    assert stats[-1]["sims_per_s"] > 0 and stats[-1]["loss_value"] > 0
+    match = _yz("match", "--a", f"model:{out / 'models' / 'best.pt'}", "--b", "greedy",
+                "--games", "4", "--json")  # fmt: skip
+    assert match.returncode == 0, match.stderr
+    assert json.loads(match.stdout)["games"] == 4
+    wrong = _yz("match", "--a", f"model:{out / 'models' / 'best.pt'}?search=puct", "--b",
+                "greedy", "--games", "2")  # fmt: skip
+    assert wrong.returncode == 2 and "turn-search network" in wrong.stderr
