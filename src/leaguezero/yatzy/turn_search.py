@@ -33,6 +33,7 @@ from leaguezero.yatzy.turn_dp import (
 )
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
 
+MAX_GAMES_PER_CALL = 512  # games whose successors go into one evaluator call (memory bound)
 PIPELINE_CHUNK = 1024  # rows per request when the evaluator is the inference server's client
 _KEY_FIELDS = np.array(
     [S_AVAIL, S_AVAIL + 1, S_UPPER, S_UPPER + 1, S_SCORE, S_SCORE + 1, S_PLAYER], np.int64
@@ -119,7 +120,7 @@ class TurnSearch:
         if self._keys.shape[0] != games:  # another batch shape: a fresh cache
             self._keys = np.full((games, len(_KEY_FIELDS)), -1, np.int64)
             self._succ = np.zeros((games, NUM_SLOTS))
-        need = rows * NUM_SLOTS
+        need = min(rows, MAX_GAMES_PER_CALL) * NUM_SLOTS
         if self._feats.shape[0] < need:
             self._feats = np.zeros((need, NUM_TURN_FEATURES), np.float32)
             self._legal = np.ones((need, NUM_ACTIONS), np.bool_)
@@ -127,16 +128,17 @@ class TurnSearch:
     def successor_values(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Successor values (float64 [n, NUM_SLOTS], mover's view) of ``states[rows]``.
 
-        Only games whose board changed since the last call are evaluated, in one batch.
+        Only games whose board changed since the last call are evaluated: in one evaluator
+        call per :data:`MAX_GAMES_PER_CALL` such games.
         """
         rows = np.asarray(rows, dtype=np.int64)
         self._ensure(states.shape[0], len(rows))
         stale = np.zeros(len(rows), np.int64)
         m = stale_rows(states, rows, self._keys, _KEY_FIELDS, stale)
-        if m:
-            fresh_rows = rows[stale[:m]]
-            row_of = np.zeros((m, NUM_SLOTS), np.int64)
-            succ = np.zeros((m, NUM_SLOTS))
+        for lo in range(0, m, MAX_GAMES_PER_CALL):  # bounded memory for huge batches
+            fresh_rows = rows[stale[lo : min(m, lo + MAX_GAMES_PER_CALL)]]
+            row_of = np.zeros((len(fresh_rows), NUM_SLOTS), np.int64)
+            succ = np.zeros((len(fresh_rows), NUM_SLOTS))
             k = successor_batch(
                 states, fresh_rows, self._feats, row_of, succ, self.margin_weight,
                 self.margin_scale,
