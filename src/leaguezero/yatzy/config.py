@@ -18,7 +18,7 @@ class RunSection(Section):
 
     name: str = Field("yatzy", description="Run name, written into logs and checkpoints.")
     seed: int = Field(0, ge=0, description="Master seed; every other seed derives from it.")
-    iterations: int = Field(10, ge=1, description="Self-play -> train -> gate iterations.")
+    iterations: int = Field(30, ge=1, description="Self-play -> train -> gate iterations.")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Torch device for net work.")
     torch_threads: int = Field(
         1, ge=1, description="torch threads per process (1 when processes share cores)."
@@ -36,10 +36,10 @@ class RunSection(Section):
 
 
 class SearchSection(Section):
-    """Which search plays and is trained (docs/search.md): PUCT over a tree with sampled dice, or
-    the turn search (exact in-turn DP over a network's values of the next turn starts).
+    """Which search plays and is trained: the turn search or PUCT (docs/search.md).
 
-    Both use ``mcts.margin_utility`` to mix the value and margin heads into one utility.
+    PUCT searches a tree with sampled dice; the turn search plays each turn exactly (a DP over
+    the dice) from a network's values of the next turn starts. Both use ``mcts.margin_utility`` to mix the value and margin heads into one utility.
     """
 
     kind: Literal["turn", "puct"] = Field(
@@ -107,9 +107,9 @@ class MctsSection(Section):
 class SelfPlaySection(Section):
     """Self-play workers and replay shards (PRD §8, §10)."""
 
-    games_per_iteration: int = Field(768, ge=2, description="Games generated per iteration.")
+    games_per_iteration: int = Field(1024, ge=2, description="Games generated per iteration.")
     concurrent_games: int = Field(
-        128, ge=1, description="Games run in lockstep per worker (batch size of leaf evals)."
+        256, ge=1, description="Games run in lockstep per worker (batch size of leaf evals)."
     )
     workers: int = Field(1, ge=1, description="Self-play worker processes.")
     infer: str = Field(
@@ -135,7 +135,7 @@ class ModelSection(Section):
 class TrainSection(Section):
     """Trainer (PRD §11): candidate initialised from best, fresh optimizer."""
 
-    steps: int = Field(600, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(1000, ge=1, description="Optimizer steps per iteration.")
     batch_size: int = Field(512, ge=1, description="Samples per optimizer step.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
     weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
@@ -163,7 +163,7 @@ class GateSection(Section):
     """Paired, side-swapped gating with a sequential test (PRD §12)."""
 
     max_games: int = Field(
-        800, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
+        400, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
     )
     min_games: int = Field(200, ge=2, description="Games before the sequential test may stop.")
     threshold: float = Field(
