@@ -12,34 +12,40 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import complete_shards, games_on_disk, read_shard
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.model_agent import YATZY_SCHEMA
+from leaguezero.yatzy.kinds import checkpoint_schema, num_features, shard_schema
 from leaguezero.yatzy.net import MODEL_KIND, build_net
 from leaguezero.yatzy.selfplay import SHARD_SCHEMA
 
 pytest.importorskip("ray")
 
 TINY = ["mcts.budget_reroll=4", "mcts.budget_mark=2", "model.hidden=32", "model.blocks=0",
-        "selfplay.workers=2", "run.backend=ray", "selfplay.root_log_rate=0"]  # fmt: skip
+        "selfplay.workers=2", "run.backend=ray", "selfplay.root_log_rate=0",
+        "search.kind=puct"]  # fmt: skip
 
 
-def _best(tmp_path):
-    net = build_net(32, 0)
+def _best(tmp_path, kind: str = "puct"):
+    net = build_net(32, 0, num_features=num_features(kind))
     path = tmp_path / "best.pt"
-    save_checkpoint(path, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=YATZY_SCHEMA)
+    schema = checkpoint_schema(kind)
+    save_checkpoint(path, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=schema)
     return path
 
 
-def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path):
+@pytest.mark.parametrize("kind", ["puct", "turn"])
+def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
     from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray
 
-    cfg = load_config(YatzyConfig, None, [*TINY, "selfplay.shard_samples=64"])
+    cfg = load_config(
+        YatzyConfig, None, [*TINY, "selfplay.shard_samples=64", f"search.kind={kind}"]
+    )
     seen: list[int] = []
     out = tmp_path / "iter_0001"
-    stats = run_selfplay_ray(cfg, _best(tmp_path), out, games=6, seed=3, progress=seen.append)
+    best = _best(tmp_path, kind)
+    stats = run_selfplay_ray(cfg, best, out, games=6, seed=3, progress=seen.append)
     assert stats.games == 6 and sum(seen) == 6 and stats.decisions_per_s > 0
     assert games_on_disk(out, worker=0) == 3 and games_on_disk(out, worker=1) == 3
     for shard in complete_shards(out):
-        assert len(read_shard(shard, SHARD_SCHEMA)) > 0
+        assert len(read_shard(shard, shard_schema(kind))) > 0
 
 
 def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):

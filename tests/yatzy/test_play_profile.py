@@ -46,7 +46,7 @@ def test_profile_selfplay_writes_reports(tmp_path):
 
     cfg = load_config(
         YatzyConfig, None, ["mcts.budget_reroll=4", "mcts.budget_mark=2",
-                            "selfplay.concurrent_games=4"],
+                            "selfplay.concurrent_games=4", "search.kind=puct"],
     )  # fmt: skip
     evaluator = TorchEvaluator(build_net(32, 0), 1)
     summary = profile_selfplay(cfg, evaluator, tmp_path / "profile", games=4, seed=0)

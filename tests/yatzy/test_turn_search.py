@@ -133,3 +133,35 @@ def test_turn_selfplay_writes_one_sample_per_turn_start(tmp_path) -> None:
     # Resumable: asking again for 5 games plays none.
     again = run_turn_selfplay(cfg, evaluator, tmp_path, games=5, seed=1)
     assert again.games == 0
+
+
+def test_pretrained_agent_is_the_shipped_network(tmp_path, monkeypatch) -> None:
+    from leaguezero.yatzy import agents
+
+    assert agents.PRETRAINED_PATH.is_file(), "the package ships a pretrained network"
+    assert isinstance(make_agent("pretrained"), TurnSearchAgent)
+    monkeypatch.setattr(agents, "PRETRAINED_PATH", tmp_path / "missing.pt")
+    with pytest.raises(agents.AgentSpecError, match="no pretrained network"):
+        make_agent("pretrained")
+
+
+def test_bfloat16_self_play_evaluator_stays_close_to_float32() -> None:
+    import torch
+
+    from leaguezero.az.inference.local import resolve_dtype
+
+    assert resolve_dtype("float32") == torch.float32
+    assert resolve_dtype("bfloat16") == torch.bfloat16
+    assert resolve_dtype("auto") in (torch.float32, torch.bfloat16)
+    with pytest.raises(ValueError, match="unknown inference dtype"):
+        resolve_dtype("int8")
+    feats = np.random.default_rng(0).random((64, NUM_TURN_FEATURES), dtype=np.float32)
+    legal = np.ones((64, 47), bool)
+    full = TorchEvaluator(build_net(32, 1, num_features=NUM_TURN_FEATURES), 2, margin_weight=1.0)
+    half = TorchEvaluator(
+        build_net(32, 1, num_features=NUM_TURN_FEATURES), 2, margin_weight=1.0,
+        dtype=torch.bfloat16,
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        full.evaluate(feats, legal)[1], half.evaluate(feats, legal)[1], atol=0.02
+    )

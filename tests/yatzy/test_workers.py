@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import pytest
+
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import games_on_disk
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.model_agent import YATZY_SCHEMA
+from leaguezero.yatzy.kinds import checkpoint_schema, num_features
 from leaguezero.yatzy.net import MODEL_KIND, build_net
 from leaguezero.yatzy.workers import run_selfplay_workers, split_games
 
@@ -13,16 +15,19 @@ def test_split_games():
     assert split_games(10, 3) == [4, 3, 3] and sum(split_games(7, 7)) == 7
 
 
-def test_two_worker_processes_fill_one_iteration(tmp_path):
+@pytest.mark.parametrize("kind", ["puct", "turn"])
+def test_two_worker_processes_fill_one_iteration(tmp_path, kind):
     cfg = load_config(
         YatzyConfig,
         None,
         ["selfplay.workers=2", "mcts.budget_reroll=4", "mcts.budget_mark=2",
-         "selfplay.shard_samples=64", "model.hidden=32", "model.blocks=0"],
+         "selfplay.shard_samples=64", "model.hidden=32", "model.blocks=0",
+         f"search.kind={kind}"],
     )  # fmt: skip
-    net = build_net(32, 0)
+    net = build_net(32, 0, num_features=num_features(kind))
     best = tmp_path / "best.pt"
-    save_checkpoint(best, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=YATZY_SCHEMA)
+    schema = checkpoint_schema(kind)
+    save_checkpoint(best, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=schema)
     seen = []
     stats = run_selfplay_workers(
         cfg, best, tmp_path / "iter_0001", games=6, seed=3, progress=seen.append

@@ -387,8 +387,9 @@ def profile_selfplay_cmd(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
 ) -> None:
     """Run self-play under the profilers and write the reports into OUT/profile."""
+    from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.inference.local import TorchEvaluator
-    from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.kinds import feature_schema_id, num_features
     from leaguezero.yatzy.model_agent import load_yatzy_model
     from leaguezero.yatzy.net import build_net
     from leaguezero.yatzy.profiling import profile_selfplay
@@ -400,10 +401,17 @@ def profile_selfplay_cmd(
     if best is not None:
         if not best.is_file():
             raise fail(f"--best {best} does not exist")
-        model, _ = load_yatzy_model(best, cfg.run.device)
+        try:
+            model, _ = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
+        except CheckpointError as err:
+            raise fail(str(err)) from None
     else:
-        model = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head)
-    evaluator = TorchEvaluator(model, FEATURE_SCHEMA_ID, cfg.run.device)
+        model = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head,
+                          num_features=num_features(cfg.search.kind))  # fmt: skip
+    evaluator = TorchEvaluator(
+        model, feature_schema_id(cfg.search.kind), cfg.run.device,
+        margin_weight=cfg.mcts.margin_utility,
+    )  # fmt: skip
     summary = profile_selfplay(cfg, evaluator, out / "profile", games, seed)
     typer.echo(
         f"{summary['games']} games, {summary['sims_per_s']:,.0f} sims/s; network "

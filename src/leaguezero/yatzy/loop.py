@@ -118,10 +118,13 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
 
     fid = feature_schema_id(cfg.search.kind)
     if cfg.selfplay.infer == "local":
-        from leaguezero.az.inference.local import TorchEvaluator
+        from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 
         model, _ = load_yatzy_model(best_path, cfg.run.device, kind=cfg.search.kind)
-        return TorchEvaluator(model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility)
+        return TorchEvaluator(
+            model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility,
+            dtype=resolve_dtype(cfg.selfplay.inference_dtype, cfg.run.device),
+        )  # fmt: skip
     from leaguezero.az.inference.client import InferenceClient
 
     client = InferenceClient(

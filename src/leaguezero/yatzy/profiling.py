@@ -24,11 +24,14 @@ from leaguezero.yatzy.config import YatzyConfig
 
 
 def profile_selfplay(cfg: YatzyConfig, evaluator, out_dir: Path, games: int, seed: int) -> dict:
-    """Profile ``games`` self-play games with ``evaluator``; returns the summary dict."""
+    """Profile ``games`` self-play games (of ``cfg.search.kind``) with ``evaluator``; returns
+    the summary dict."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from leaguezero.yatzy.selfplay import run_selfplay
+    from leaguezero.yatzy.kinds import selfplay_function
+
+    run_selfplay = selfplay_function(cfg.search.kind)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     # Warm-up outside the profile: numba compiles (or loads its cache) on first use.

@@ -63,13 +63,36 @@ def masked_softmax_torch(logits: torch.Tensor, legal: torch.Tensor) -> torch.Ten
     return torch.nan_to_num(priors, nan=0.0)  # all-illegal rows give 0/0
 
 
+def resolve_dtype(name: str, device: torch.device | str = "cpu") -> torch.dtype:
+    """The forward dtype for ``name``: ``float32``, ``bfloat16``, or ``auto`` (bfloat16 on CUDA
+    and on CPUs with native bfloat16 matrix units — AMX or AVX512-BF16 — else float32)."""
+    if name == "float32":
+        return torch.float32
+    if name == "bfloat16":
+        return torch.bfloat16
+    if name != "auto":
+        raise ValueError(f"unknown inference dtype {name!r}: use auto, float32 or bfloat16")
+    if torch.device(device).type == "cuda":
+        return torch.bfloat16
+    cpu = torch.cpu
+    native = (
+        getattr(cpu, "_is_amx_tile_supported", lambda: False)()
+        or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+    )
+    return torch.bfloat16 if native else torch.float32
+
+
 class TorchEvaluator:
     """The Evaluator protocol over a torch model in this process.
 
     Args:
-        model: a policy-value model (see module docstring); put in eval mode here.
+        model: a policy-value model (see module docstring); put in eval mode (and cast to
+            ``dtype``) here.
         feature_schema_id: the feature schema the model was trained on (checked by callers).
         device: torch device for the forward pass.
+        margin_weight: the search utility's margin weight (:func:`mix_utility`).
+        dtype: forward dtype; ``torch.bfloat16`` runs ~4x faster on CPUs with AMX and changes
+            values by ~1e-3 (self-play uses it; evaluation stays float32).
     """
 
     def __init__(
@@ -78,10 +101,12 @@ class TorchEvaluator:
         feature_schema_id: int,
         device: torch.device | str = "cpu",
         margin_weight: float = 0.0,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         self.margin_weight = margin_weight  # search utility: see az.evaluator.mix_utility
         self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        self.dtype = dtype
+        self.model = model.to(self.device, dtype).eval()
         self.feature_schema_id = feature_schema_id
         self.num_features, self.num_actions = model_dims(model)
 
@@ -93,7 +118,8 @@ class TorchEvaluator:
                 f"got {features.shape} and {legal.shape}"
             )
         with torch.inference_mode():
-            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(self.device)
+            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+            x = x.to(self.device, self.dtype)
             mask = torch.from_numpy(np.ascontiguousarray(legal, dtype=np.bool_)).to(self.device)
             logits, values, margins = self.model(x)
             priors = masked_softmax_torch(logits.float(), mask)
