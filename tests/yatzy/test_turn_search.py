@@ -15,7 +15,7 @@ from leaguezero.yatzy.match import play_match
 from leaguezero.yatzy.net import MODEL_KIND, build_net
 from leaguezero.yatzy.rules import DICE_RNG, S_REROLLS, STATE_LEN, is_legal, new_matches
 from leaguezero.yatzy.search import SearchAgent
-from leaguezero.yatzy.turn_dp import NUM_SLOTS, successor_batch
+from leaguezero.yatzy.turn_dp import NUM_SLOTS, successor_batch, successor_states
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.turn_search import TurnSearch, TurnSearchAgent
 from leaguezero.yatzy.turn_selfplay import TURN_SHARD_SCHEMA, run_turn_selfplay, td_lambda_returns
@@ -165,3 +165,27 @@ def test_bfloat16_self_play_evaluator_stays_close_to_float32() -> None:
     np.testing.assert_allclose(
         full.evaluate(feats, legal)[1], half.evaluate(feats, legal)[1], atol=0.02
     )
+
+
+def test_two_turns_deep_values_successors_by_the_opponents_exact_turn() -> None:
+    states = np.zeros((3, STATE_LEN), np.int64)
+    new_matches(states, np.arange(3, dtype=np.int64), DICE_RNG)
+    rows = np.arange(3, dtype=np.int64)
+    one = TurnSearch(CountingEvaluator())
+    two = TurnSearch(CountingEvaluator(), depth=2)
+    succ = two.successor_values(states, rows)
+    # Each successor's value is minus the opponent's pre-roll turn value from depth 1.
+    feats = np.zeros((3 * NUM_SLOTS, NUM_TURN_FEATURES), np.float32)
+    row_of = np.zeros((3, NUM_SLOTS), np.int64)
+    k = successor_batch(states, rows, feats, row_of, np.zeros((3, NUM_SLOTS)), 0.0, 50.0)
+    after = np.zeros((k, STATE_LEN), np.int64)
+    successor_states(states, rows, row_of, after)
+    _, _, opp_values = one.decide(after, np.arange(k, dtype=np.int64))
+    for j in range(3):
+        for s in range(NUM_SLOTS):
+            if row_of[j, s] >= 0:
+                assert succ[j, s] == pytest.approx(-opp_values[row_of[j, s]], abs=1e-6)
+    actions, _, _ = two.decide(states, rows)
+    assert all(is_legal(states[g], actions[g]) for g in range(3))
+    with pytest.raises(ValueError, match="depth"):
+        TurnSearch(CountingEvaluator(), depth=3)

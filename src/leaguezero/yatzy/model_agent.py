@@ -5,6 +5,8 @@ Options (query string or keyword arguments):
 * ``search=turn|puct``: which search plays; by default the one the checkpoint's feature
   schema is for (schema 2 networks play the turn search, schema 1 networks PUCT). The PUCT
   options below are ignored by the turn search;
+* ``depth=1|2`` (turn search): 2 values each successor by an exact expectimax of the
+  opponent's next turn over the network's values (two turns deep; ~100x the evaluations);
 * ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
   ``sims=0`` plays the raw policy (most probable legal action, no search);
 * ``c_puct``, ``max_inflight_per_game``, ``margin_utility``, ``normalize_q`` as in the ``mcts``
@@ -103,15 +105,18 @@ class ModelAgent:
         fid = meta.schema.feature_schema_id
         evaluator = TorchEvaluator(model, fid, device, margin_weight=margin)
         sims = opts.pop("sims", None)
+        depth = int(opts.pop("depth", 1))
         unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
         if unknown:
             raise ValueError(
-                f"unknown model option(s) {', '.join(sorted(unknown))}: use search, sims, "
+                f"unknown model option(s) {', '.join(sorted(unknown))}: use search, depth, sims, "
                 "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, "
                 "normalize_q, device"
             )
         if kind == "turn":
-            return TurnSearchAgent(evaluator, name=f"model:{path}")
+            return TurnSearchAgent(evaluator, name=f"model:{path}", depth=depth)
+        if depth != 1:
+            raise ValueError("depth is an option of the turn search (search=turn)")
         if sims is not None:
             if int(sims) == 0:
                 return PolicyAgent(evaluator, name=f"model:{path}")

@@ -37,6 +37,7 @@ from leaguezero.yatzy.oracle_dp import (
 from leaguezero.yatzy.rules import (
     S_AVAIL,
     S_DICE,
+    S_MARKS,
     S_PLAYER,
     S_REROLLS,
     S_SCORE,
@@ -137,6 +138,33 @@ def successor_batch(states, rows, feats, row_of, succ, margin_weight, margin_sca
             row_of[j, s] = k
             k += 1
     return k
+
+
+@njit(cache=True)
+def successor_states(states, rows, row_of, out):
+    """The successor positions themselves (for a deeper search): ``out[row_of[j, s]]`` (int64
+    [>= k, 16]) = ``states[rows[j]]`` after marking slot ``s``, the opponent to roll (dice 0,
+    rerolls 2). ``row_of`` as filled by :func:`successor_batch`."""
+    for j in range(rows.shape[0]):
+        state = states[rows[j]]
+        me = state[S_PLAYER]
+        avail, upper, score = state[S_AVAIL + me], state[S_UPPER + me], state[S_SCORE + me]
+        for s in range(NUM_SLOTS):
+            r = row_of[j, s]
+            if r < 0:
+                continue
+            for i in range(state.shape[0]):
+                out[r, i] = state[i]
+            n_avail, n_upper, n_score = _after_mark(
+                avail, upper, score, SLOT_CAT[s], SLOT_POINTS[s]
+            )
+            out[r, S_AVAIL + me] = n_avail
+            out[r, S_UPPER + me] = n_upper
+            out[r, S_SCORE + me] = n_score
+            out[r, S_MARKS] = state[S_MARKS] + 1
+            out[r, S_PLAYER] = 1 - me
+            out[r, S_DICE] = 0
+            out[r, S_REROLLS] = 2
 
 
 @njit(cache=True)

@@ -22,13 +22,14 @@ import numpy as np
 from numba import njit
 
 from leaguezero.az.evaluator import Evaluator, mix_utility
-from leaguezero.yatzy.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, policy_mask
+from leaguezero.yatzy.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.turn_dp import (
     NUM_SLOTS,
     TABLE_ROWS,
     fill_successor_values,
     successor_batch,
+    successor_states,
     turn_decisions,
 )
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
@@ -97,14 +98,19 @@ class TurnSearch:
         margin_scale: the utility's margin scale (``train.margin_scale``).
     """
 
-    def __init__(self, evaluator: Evaluator, margin_scale: float = 50.0) -> None:
+    def __init__(self, evaluator: Evaluator, margin_scale: float = 50.0, depth: int = 1) -> None:
         if evaluator.feature_schema_id != TURN_FEATURE_SCHEMA_ID:
             raise ValueError(
                 f"the turn search needs a turn-start network (feature schema "
                 f"{TURN_FEATURE_SCHEMA_ID}); this evaluator serves schema "
                 f"{evaluator.feature_schema_id} (a PUCT network: use search=puct)"
             )
+        if depth not in (1, 2):
+            raise ValueError(f"turn search depth must be 1 or 2, got {depth}")
         self.evaluator = evaluator
+        # depth 2: a successor's value is the exact expectimax of the opponent's turn over the
+        # network's values of *their* successors (GNU Backgammon's 2-ply), not the network's.
+        self.inner = TurnSearch(evaluator, margin_scale) if depth == 2 else None
         self.margin_weight = float(getattr(evaluator, "margin_weight", 0.0) or 0.0)
         self.margin_scale = float(margin_scale)
         self._keys = np.full((0, len(_KEY_FIELDS)), -1, np.int64)
@@ -143,7 +149,16 @@ class TurnSearch:
                 states, fresh_rows, self._feats, row_of, succ, self.margin_weight,
                 self.margin_scale,
             )  # fmt: skip
-            if k:
+            if k and self.inner is not None:
+                self._succ_states = np.zeros((k, STATE_LEN), np.int64)
+                successor_states(states, fresh_rows, row_of, self._succ_states)
+                inner_rows = np.arange(k, dtype=np.int64)
+                opp_values = np.zeros(k)
+                for i in range(0, k, MAX_GAMES_PER_CALL):
+                    part = inner_rows[i : i + MAX_GAMES_PER_CALL]
+                    _, _, opp_values[part] = self.inner.decide(self._succ_states, part)
+                fill_successor_values(row_of, opp_values, succ)
+            elif k:
                 t0 = time.perf_counter()
                 values = self._evaluate(k)
                 self.evaluate_seconds += time.perf_counter() - t0
@@ -194,10 +209,10 @@ class TurnSearchAgent:
     deterministic = True
 
     def __init__(
-        self, evaluator: Evaluator, name: str = "turn", margin_scale: float = 50.0
+        self, evaluator: Evaluator, name: str = "turn", margin_scale: float = 50.0, depth: int = 1
     ) -> None:
         self.name = name
-        self.search = TurnSearch(evaluator, margin_scale=margin_scale)
+        self.search = TurnSearch(evaluator, margin_scale=margin_scale, depth=depth)
 
     def act(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Actions (int64 [len(rows)]) for ``states[rows]``; states int64 [G, 16]."""
