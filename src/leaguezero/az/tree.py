@@ -59,6 +59,8 @@ class Tree(NamedTuple):
     node_value_sum: np.ndarray  # [G, N] float64: sum of backed-up values, node player's view
     prior: np.ndarray  # [G, N, A] float32: policy priors (0 for illegal actions)
     legal: np.ndarray  # [G, N, A] bool: legal actions
+    legal_actions: np.ndarray  # [G, N, A] int16: the legal actions in increasing order ...
+    num_legal: np.ndarray  # [G, N] int16: ... of which the first num_legal are used
     edge_child: np.ndarray  # [G, N, A] int32: first child of the edge, or UNVISITED
     edge_visits: np.ndarray  # [G, N, A] int32: N(s, a)
     edge_value_sum: np.ndarray  # [G, N, A] float64: W(s, a), node player's view
@@ -80,6 +82,8 @@ def allocate_tree(num_games: int, max_nodes: int, num_actions: int) -> Tree:
         node_value_sum=np.zeros((g, n), np.float64),
         prior=np.zeros((g, n, a), np.float32),
         legal=np.zeros((g, n, a), np.bool_),
+        legal_actions=np.zeros((g, n, a), np.int16),
+        num_legal=np.zeros((g, n), np.int16),
         edge_child=np.full((g, n, a), UNVISITED, np.int32),
         edge_visits=np.zeros((g, n, a), np.int32),
         edge_value_sum=np.zeros((g, n, a), np.float64),
@@ -106,6 +110,7 @@ def add_node(tree, g, parent, action, key, player, status):
     tree.node_key[g, node] = key
     tree.node_visits[g, node] = 0
     tree.node_value_sum[g, node] = 0.0
+    tree.num_legal[g, node] = 0
     for a in range(tree.prior.shape[2]):
         tree.prior[g, node, a] = 0.0
         tree.legal[g, node, a] = False
@@ -123,6 +128,18 @@ def add_node(tree, g, parent, action, key, player, status):
 
 
 @njit(cache=True)
+def set_legal(tree, g, node, legal):
+    """Set the legal actions of ``node`` from ``legal`` (bool [A]): the mask and its list."""
+    count = 0
+    for a in range(legal.shape[0]):
+        tree.legal[g, node, a] = legal[a]
+        if legal[a]:
+            tree.legal_actions[g, node, count] = a
+            count += 1
+    tree.num_legal[g, node] = count
+
+
+@njit(cache=True)
 def find_child(tree, g, node, action, key):
     """The child of edge ``(node, action)`` reached by chance outcome ``key``, or UNVISITED."""
     child = tree.edge_child[g, node, action]
@@ -134,16 +151,17 @@ def find_child(tree, g, node, action, key):
 
 
 @njit(cache=True)
-def edge_stats(tree, g, node, a, virtual_loss):
-    """(visits, value sum) of edge ``a``, each pending descent counted as a visit of value
-    ``-virtual_loss`` when ``virtual_loss > 0``."""
-    visits = float(tree.edge_visits[g, node, a])
-    value_sum = tree.edge_value_sum[g, node, a]
+def edge_stats(visits, value_sum, pending, virtual_loss):
+    """(visits, value sum) of one edge as PUCT sees it: each of its ``pending`` descents in flight
+    counts as a visit of value ``-virtual_loss`` when ``virtual_loss > 0``.
+
+    Scalars in, scalars out, on purpose: a helper that takes the whole :class:`Tree` (15 arrays)
+    and is called per action stops numba from optimising the caller's loop (commit 709b06e made
+    ``puct_select`` 25x slower that way; ``benchmarks/search.py --quick`` guards it in CI).
+    """
     if virtual_loss > 0.0:
-        pending = tree.edge_pending[g, node, a]
-        visits += pending
-        value_sum -= virtual_loss * pending
-    return visits, value_sum
+        return float(visits + pending), value_sum - virtual_loss * pending
+    return float(visits), value_sum
 
 
 @njit(cache=True)
@@ -165,15 +183,23 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     exploration term must be tuned to the game's value scale: Yatzy moves differ by a few
     points, a few hundredths of a utility in [-1, 1], far below ``c_puct * P`` at low budgets,
     so visits would follow the priors whatever the values say.
+
+    Only the node's legal actions are scanned (``legal_actions``, written by :func:`set_legal`).
     """
+    # The node's rows, read once: the loops below then touch plain 1-D arrays.
+    num_legal = tree.num_legal[g, node]
+    legal_actions = tree.legal_actions[g, node]  # [A] int16: the first num_legal entries used
+    prior = tree.prior[g, node]
+    edge_visits = tree.edge_visits[g, node]
+    edge_value_sum = tree.edge_value_sum[g, node]
+    edge_pending = tree.edge_pending[g, node]
     use_pending = virtual_loss > 0.0
-    num_actions = tree.prior.shape[2]
     n_sum = 1.0
-    for a in range(num_actions):
-        if tree.legal[g, node, a]:
-            n_sum += tree.edge_visits[g, node, a]
-            if use_pending:
-                n_sum += tree.edge_pending[g, node, a]
+    for i in range(num_legal):
+        a = legal_actions[i]
+        n_sum += edge_visits[a]
+        if use_pending:
+            n_sum += edge_pending[a]
     sqrt_n = math.sqrt(n_sum)
     node_visits = tree.node_visits[g, node]
     parent_q = tree.node_value_sum[g, node] / node_visits if node_visits > 0 else 0.0
@@ -183,24 +209,28 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     if normalize_q:
         q_low = min(parent_q, fpu_value)
         q_high = parent_q
-        for a in range(num_actions):
-            if tree.legal[g, node, a]:
-                visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
-                if visits > 0:
-                    q = value_sum / visits
-                    q_low = min(q_low, q)
-                    q_high = max(q_high, q)
+        for i in range(num_legal):
+            a = legal_actions[i]
+            visits, value_sum = edge_stats(
+                edge_visits[a], edge_value_sum[a], edge_pending[a], virtual_loss
+            )
+            if visits > 0:
+                q = value_sum / visits
+                q_low = min(q_low, q)
+                q_high = max(q_high, q)
         q_scale = 1.0 / max(q_high - q_low, 1e-8)
     best_action = -1
     best_score = -np.inf
-    for a in range(num_actions):
-        if not tree.legal[g, node, a]:
-            continue
-        visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
+    # Legal actions are listed in increasing order, so ties still go to the lowest index.
+    for i in range(num_legal):
+        a = legal_actions[i]
+        visits, value_sum = edge_stats(
+            edge_visits[a], edge_value_sum[a], edge_pending[a], virtual_loss
+        )
         q = value_sum / visits if visits > 0 else fpu_value
         q = (q - q_low) * q_scale
         # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
-        score = q + c_puct * float(tree.prior[g, node, a]) * sqrt_n / (1.0 + visits)
+        score = q + c_puct * float(prior[a]) * sqrt_n / (1.0 + visits)
         if score > best_score:
             best_score = score
             best_action = a
@@ -298,8 +328,7 @@ def expand_backup(
         if not math.isfinite(value):
             value = 0.0
             fallback = True
-        for a in range(legal.shape[1]):
-            tree.legal[g, leaf, a] = legal[row, a]
+        set_legal(tree, g, leaf, legal[row])
         tree.node_status[g, leaf] = NODE_EXPANDED
         add_pending(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, -1)
         backup(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, value)
