@@ -68,27 +68,56 @@ class Tree(NamedTuple):
     num_nodes: np.ndarray  # [G] int32: nodes in use
 
 
+# Memory layout: a descent reads a few fields of one node and of its legal edges, from trees far
+# larger than the L2 cache (256 games x 66 nodes x 47 edges is ~20 MB). With one array per field,
+# every field of an edge sat in a different cache line; here the fields of a node, and those of
+# each of its edges, are interleaved records, so a node's edges are one contiguous block that the
+# hardware prefetcher streams in. The Tree's fields stay plain (strided) ndarray views.
+_NODE_RECORD = np.dtype(
+    {
+        "names": ["value_sum", "key", "parent", "action", "sibling", "visits", "num_legal",
+                  "status", "player"],
+        "formats": [np.float64, np.int64, np.int32, np.int32, np.int32, np.int32, np.int16,
+                    np.int8, np.int8],
+        "offsets": [0, 8, 16, 20, 24, 28, 32, 34, 35],
+        "itemsize": 40,
+    }
+)  # fmt: skip
+_EDGE_RECORD = np.dtype(
+    {
+        "names": ["value_sum", "prior", "visits", "pending", "child", "legal_action", "legal"],
+        "formats": [np.float64, np.float32, np.int32, np.int32, np.int32, np.int16, np.bool_],
+        "offsets": [0, 8, 12, 16, 20, 24, 26],
+        "itemsize": 32,
+    }
+)
+
+
 def allocate_tree(num_games: int, max_nodes: int, num_actions: int) -> Tree:
     """Allocate ``num_games`` empty trees of ``max_nodes`` nodes over ``num_actions`` actions."""
-    g, n, a = num_games, max_nodes, num_actions
+    nodes = np.zeros((num_games, max_nodes), _NODE_RECORD)
+    edges = np.zeros((num_games, max_nodes, num_actions), _EDGE_RECORD)
+    for field in ("parent", "action", "sibling"):
+        nodes[field] = UNVISITED
+    edges["child"] = UNVISITED
     return Tree(
-        node_status=np.zeros((g, n), np.int8),
-        node_player=np.zeros((g, n), np.int8),
-        node_parent=np.full((g, n), UNVISITED, np.int32),
-        node_action=np.full((g, n), UNVISITED, np.int32),
-        node_key=np.zeros((g, n), np.int64),
-        node_sibling=np.full((g, n), UNVISITED, np.int32),
-        node_visits=np.zeros((g, n), np.int32),
-        node_value_sum=np.zeros((g, n), np.float64),
-        prior=np.zeros((g, n, a), np.float32),
-        legal=np.zeros((g, n, a), np.bool_),
-        legal_actions=np.zeros((g, n, a), np.int16),
-        num_legal=np.zeros((g, n), np.int16),
-        edge_child=np.full((g, n, a), UNVISITED, np.int32),
-        edge_visits=np.zeros((g, n, a), np.int32),
-        edge_value_sum=np.zeros((g, n, a), np.float64),
-        edge_pending=np.zeros((g, n, a), np.int32),
-        num_nodes=np.zeros(g, np.int32),
+        node_status=nodes["status"],
+        node_player=nodes["player"],
+        node_parent=nodes["parent"],
+        node_action=nodes["action"],
+        node_key=nodes["key"],
+        node_sibling=nodes["sibling"],
+        node_visits=nodes["visits"],
+        node_value_sum=nodes["value_sum"],
+        prior=edges["prior"],
+        legal=edges["legal"],
+        legal_actions=edges["legal_action"],
+        num_legal=nodes["num_legal"],
+        edge_child=edges["child"],
+        edge_visits=edges["visits"],
+        edge_value_sum=edges["value_sum"],
+        edge_pending=edges["pending"],
+        num_nodes=np.zeros(num_games, np.int32),
     )
 
 
