@@ -121,16 +121,21 @@ def allocate_tree(num_games: int, max_nodes: int, num_actions: int) -> Tree:
     )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def has_room(tree, g, new_nodes):
+    """Whether tree ``g`` can take ``new_nodes`` more nodes."""
+    return tree.num_nodes[g] + new_nodes <= tree.node_status.shape[1]
+
+
+@njit(cache=True, error_model="numpy")
 def add_node(tree, g, parent, action, key, player, status):
     """Append a node to tree ``g`` below edge ``(parent, action)``; returns its id.
 
-    The root is added with ``parent = UNVISITED``. Raises when the tree is full (the driver sizes
-    trees so that this cannot happen: one new node per simulation at most).
+    The root is added with ``parent = UNVISITED``. The caller makes sure the tree has room
+    (:func:`has_room`): a ``raise`` in here would cost every call an atomic incref/decref of each
+    tree array (numba cannot prune them across the raise path).
     """
     node = tree.num_nodes[g]
-    if node >= tree.node_status.shape[1]:
-        raise RuntimeError("search tree is full: max_nodes is smaller than the budget")
     tree.num_nodes[g] = node + 1
     tree.node_status[g, node] = status
     tree.node_player[g, node] = player
@@ -156,7 +161,7 @@ def add_node(tree, g, parent, action, key, player, status):
     return node
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def set_legal(tree, g, node, legal):
     """Set the legal actions of ``node`` from ``legal`` (bool [A]): the mask and its list."""
     count = 0
@@ -168,7 +173,7 @@ def set_legal(tree, g, node, legal):
     tree.num_legal[g, node] = count
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def find_child(tree, g, node, action, key):
     """The child of edge ``(node, action)`` reached by chance outcome ``key``, or UNVISITED."""
     child = tree.edge_child[g, node, action]
@@ -179,7 +184,7 @@ def find_child(tree, g, node, action, key):
     return UNVISITED
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def edge_stats(visits, value_sum, pending, virtual_loss):
     """(visits, value sum) of one edge as PUCT sees it: each of its ``pending`` descents in flight
     counts as a visit of value ``-virtual_loss`` when ``virtual_loss > 0``.
@@ -193,7 +198,7 @@ def edge_stats(visits, value_sum, pending, virtual_loss):
     return float(visits), value_sum
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=False):
     """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
 
@@ -215,20 +220,16 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
 
     Only the node's legal actions are scanned (``legal_actions``, written by :func:`set_legal`).
     """
-    # The node's rows, read once: the loops below then touch plain 1-D arrays.
+    # Arrays are indexed through ``tree`` and never bound to locals or sliced into row views:
+    # either costs an atomic incref/decref pair per call that numba cannot prune across loops.
     num_legal = tree.num_legal[g, node]
-    legal_actions = tree.legal_actions[g, node]  # [A] int16: the first num_legal entries used
-    prior = tree.prior[g, node]
-    edge_visits = tree.edge_visits[g, node]
-    edge_value_sum = tree.edge_value_sum[g, node]
-    edge_pending = tree.edge_pending[g, node]
     use_pending = virtual_loss > 0.0
     n_sum = 1.0
     for i in range(num_legal):
-        a = legal_actions[i]
-        n_sum += edge_visits[a]
+        a = tree.legal_actions[g, node, i]
+        n_sum += tree.edge_visits[g, node, a]
         if use_pending:
-            n_sum += edge_pending[a]
+            n_sum += tree.edge_pending[g, node, a]
     sqrt_n = math.sqrt(n_sum)
     node_visits = tree.node_visits[g, node]
     parent_q = tree.node_value_sum[g, node] / node_visits if node_visits > 0 else 0.0
@@ -239,9 +240,12 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
         q_low = min(parent_q, fpu_value)
         q_high = parent_q
         for i in range(num_legal):
-            a = legal_actions[i]
+            a = tree.legal_actions[g, node, i]
             visits, value_sum = edge_stats(
-                edge_visits[a], edge_value_sum[a], edge_pending[a], virtual_loss
+                tree.edge_visits[g, node, a],
+                tree.edge_value_sum[g, node, a],
+                tree.edge_pending[g, node, a],
+                virtual_loss,
             )
             if visits > 0:
                 q = value_sum / visits
@@ -252,51 +256,56 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     best_score = -np.inf
     # Legal actions are listed in increasing order, so ties still go to the lowest index.
     for i in range(num_legal):
-        a = legal_actions[i]
+        a = tree.legal_actions[g, node, i]
         visits, value_sum = edge_stats(
-            edge_visits[a], edge_value_sum[a], edge_pending[a], virtual_loss
+            tree.edge_visits[g, node, a],
+            tree.edge_value_sum[g, node, a],
+            tree.edge_pending[g, node, a],
+            virtual_loss,
         )
         q = value_sum / visits if visits > 0 else fpu_value
         q = (q - q_low) * q_scale
         # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
-        score = q + c_puct * float(prior[a]) * sqrt_n / (1.0 + visits)
+        score = q + c_puct * float(tree.prior[g, node, a]) * sqrt_n / (1.0 + visits)
         if score > best_score:
             best_score = score
             best_action = a
     return best_action
 
 
-@njit(cache=True)
-def add_pending(tree, g, path_nodes, path_actions, depth, delta):
-    """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along a path.
+@njit(cache=True, error_model="numpy")
+def add_pending(tree, g, path_nodes, path_actions, slot, depth, delta):
+    """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along descent ``slot`` of ``g``.
 
-    ``path_nodes`` int32 [>= depth + 1], ``path_actions`` int32 [>= depth]: the path's nodes
-    from the root and the action taken at each.
+    ``path_nodes`` int32 [G, K, >= depth + 1], ``path_actions`` int32 [G, K, >= depth]: each
+    descent's nodes from the root and the action taken at each (the :class:`Batch` arrays,
+    indexed whole: row views would cost an atomic incref/decref pair per call).
     """
     for i in range(depth):
-        tree.edge_pending[g, path_nodes[i], path_actions[i]] += delta
+        tree.edge_pending[g, path_nodes[g, slot, i], path_actions[g, slot, i]] += delta
 
 
-@njit(cache=True)
-def backup(tree, g, path_nodes, path_actions, depth, leaf_value):
-    """Back ``leaf_value`` (leaf player's view) up a path of ``depth`` edges.
+@njit(cache=True, error_model="numpy")
+def backup(tree, g, path_nodes, path_actions, slot, depth, leaf_value):
+    """Back ``leaf_value`` (leaf player's view) up descent ``slot`` of ``g``, ``depth`` edges long.
 
-    ``path_nodes`` int32 [>= depth + 1] (``path_nodes[depth]`` is the leaf), ``path_actions``
-    int32 [>= depth]. Each node and edge receives the value from its own player's view.
+    ``path_nodes`` int32 [G, K, >= depth + 1] (``path_nodes[g, slot, depth]`` is the leaf),
+    ``path_actions`` int32 [G, K, >= depth]. Each node and edge receives the value from its own
+    player's view.
     """
-    leaf_player = tree.node_player[g, path_nodes[depth]]
+    leaf_player = tree.node_player[g, path_nodes[g, slot, depth]]
     for i in range(depth, -1, -1):
-        node = path_nodes[i]
+        node = path_nodes[g, slot, i]
         value = leaf_value if tree.node_player[g, node] == leaf_player else -leaf_value
         tree.node_visits[g, node] += 1
         tree.node_value_sum[g, node] += value
         if i < depth:
-            action = path_actions[i]
+            action = path_actions[g, slot, i]
             tree.edge_visits[g, node, action] += 1
             tree.edge_value_sum[g, node, action] += value
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sanitize_priors(priors, legal, out):
     """Copy ``priors`` (float32 [A]) renormalised over ``legal`` (bool [A]) into ``out``.
 
@@ -324,7 +333,7 @@ def sanitize_priors(priors, legal, out):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def expand_backup(
     tree,
     counters,
@@ -359,8 +368,8 @@ def expand_backup(
             fallback = True
         set_legal(tree, g, leaf, legal[row])
         tree.node_status[g, leaf] = NODE_EXPANDED
-        add_pending(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, -1)
-        backup(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, value)
+        add_pending(tree, g, path_nodes, path_actions, slot, depth, -1)
+        backup(tree, g, path_nodes, path_actions, slot, depth, value)
         counters[g, C_PENDING] -= 1
         counters[g, C_EVALS] += 1
         counters[g, C_FALLBACKS] += fallback
@@ -368,7 +377,7 @@ def expand_backup(
             counters[g, C_SIMS] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def root_visit_policy(tree, active, out):
     """Normalised root visit counts: ``out[g]`` (float32 [G, A]) for every active game.
 
