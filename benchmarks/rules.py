@@ -4,12 +4,21 @@
 
 Prints random-policy 2-player games/s and ``scores_for_dice`` calls/s for both, and the ratios.
 The target for full random games is >= 100x plain Python.
+
+``--quick`` is the CI ratio guard (``.ci/run``; about a second): random games only, numba and
+plain Python interleaved five times with the best rate of each kept, and exit status 1 when the
+ratio falls below ``MIN_RANDOM_GAMES_RATIO = 60``. A ratio, because both sides run in this
+process under the same load (absolute rates on a busy 2-core CI machine mean little); 60 is far
+enough below the 120-160x measured here that load never trips it, and a kernel that loses
+numba's optimisations (a tuple or object passed per step, an exception path in a hot loop)
+costs well over 2x.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 
 import numpy as np
@@ -27,12 +36,42 @@ def _rate(fn, n: int, repeats: int = 3) -> float:
     return n / best
 
 
+MIN_RANDOM_GAMES_RATIO = 60.0  # the --quick guard, see the module docstring
+
+
+def quick_guard(repeats: int = 5) -> bool:
+    """Random games, numba vs plain Python, best of ``repeats`` interleaved runs each."""
+    seeds = np.arange(4000, dtype=np.int64)
+    scores = np.zeros((seeds.size, 2), dtype=np.int64)
+    random_playouts(seeds[:2], rules.DICE_RNG, scores[:2])  # compile
+    rng = random.Random(0)
+    numba_rate, python_rate = 0.0, 0.0
+    for _ in range(repeats):
+        numba_rate = max(
+            numba_rate, _rate(lambda: random_playouts(seeds, rules.DICE_RNG, scores), seeds.size, 1)
+        )
+        python_rate = max(
+            python_rate, _rate(lambda: [reference.random_game(rng) for _ in range(30)], 30, 1)
+        )
+    ratio = numba_rate / python_rate
+    ok = ratio >= MIN_RANDOM_GAMES_RATIO
+    print(
+        f"rules quick: random games numba {numba_rate:,.0f}/s, plain Python {python_rate:,.0f}/s: "
+        f"{ratio:.0f}x (fails below {MIN_RANDOM_GAMES_RATIO:.0f}x): "
+        + ("ok" if ok else "FAILED: the rules kernels got slower (see benchmarks/rules.py)")
+    )
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=20000)
     parser.add_argument("--python-games", type=int, default=300)
     parser.add_argument("--rolls", type=int, default=200000)
+    parser.add_argument("--quick", action="store_true", help="the CI ratio guard")
     args = parser.parse_args()
+    if args.quick:
+        sys.exit(0 if quick_guard() else 1)
 
     seeds = np.arange(args.games, dtype=np.int64)
     scores = np.zeros((args.games, 2), dtype=np.int64)
