@@ -10,7 +10,8 @@ Every ratio is measured within this run. One torch and one numba thread (shared 
 
 ``--quick`` is the CI ratio guard (``.ci/run``; a few seconds, exit status 1 on a failure). Each
 side of a ratio runs in this process, interleaved with the other five times, and keeps its best
-rate, so both see the same load: the ratios hold on a busy CI machine where absolute times do
+rate in CPU time (``time.process_time``: time spent preempted is not counted), so both see the
+same load: the ratios hold on a busy CI machine where absolute times do
 not. Two ratios, with thresholds far below what the code measures so that noise never trips them:
 
 * (c) as above, fails below ``MIN_VS_REFERENCE = 15``x. It measured 20-30x on the 2-core
@@ -182,17 +183,17 @@ def _reference_setup(roots: int, mcts: MctsSection):
     return search, reference, states, seeds
 
 
-def _ours_rate(search, states, seeds) -> float:
-    start = time.perf_counter()
+def _ours_rate(search, states, seeds, clock=time.perf_counter) -> float:
+    start = clock()
     result = search.run(states, seeds)
-    return result.stats["sims"] / (time.perf_counter() - start)
+    return result.stats["sims"] / (clock() - start)
 
 
-def _reference_rate(reference, states, seeds, roots: int, budget: int) -> float:
-    start = time.perf_counter()
+def _reference_rate(reference, states, seeds, roots: int, budget: int, clock=time.perf_counter):
+    start = clock()
     for g in range(roots):
         reference.search(states[g], int(seeds[g]), budget)
-    return roots * budget / (time.perf_counter() - start)
+    return roots * budget / (clock() - start)
 
 
 def bench_reference(roots: int, mcts: MctsSection) -> None:
@@ -207,6 +208,9 @@ def bench_reference(roots: int, mcts: MctsSection) -> None:
 
 MIN_VS_REFERENCE = 15.0  # (c) guard, see the module docstring
 MAX_WIDE_VS_NARROW = 10.0  # (d) guard, see the module docstring
+# The guard times CPU time of this process: with wall time, a 4 ms measurement on a loaded
+# machine caught whole scheduler slices of other processes (it read 2x, 3x, 4x its true time).
+CLOCK = time.process_time
 
 
 @njit(cache=True)
@@ -233,9 +237,9 @@ def _random_nodes(legal_fraction: float, num_nodes: int = 64) -> Tree:
 
 
 def _best_seconds(fn) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     fn()
-    return time.perf_counter() - start
+    return CLOCK() - start
 
 
 def quick_guard(mcts: MctsSection, repeats: int = 5, reference_roots: int = 8) -> bool:
@@ -243,9 +247,10 @@ def quick_guard(mcts: MctsSection, repeats: int = 5, reference_roots: int = 8) -
     search, reference, states, seeds = _reference_setup(256, mcts)
     ours, theirs = 0.0, 0.0
     for _ in range(repeats):
-        ours = max(ours, _ours_rate(search, states, seeds))
+        ours = max(ours, _ours_rate(search, states, seeds, CLOCK))
         theirs = max(
-            theirs, _reference_rate(reference, states, seeds, reference_roots, mcts.budget_reroll)
+            theirs,
+            _reference_rate(reference, states, seeds, reference_roots, mcts.budget_reroll, CLOCK),
         )
     ratio_c = ours / theirs
     ok_c = ratio_c >= MIN_VS_REFERENCE
