@@ -61,6 +61,7 @@ from leaguezero.yatzy.rules import (
     mix32,
     outcome,
     policy_mask,
+    terminal_mask,
 )
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_DICE_SETS
 
@@ -252,8 +253,9 @@ class YatzyKernels:
         return out
 
     def begin(self, tree: Tree, counters, batch: Batch, root_states, active) -> int:
-        terminal = np.array([bool(is_terminal(s)) for s in root_states[active]])
-        if terminal.any():
+        terminal = np.zeros(root_states.shape[0], np.bool_)
+        terminal_mask(root_states, terminal)  # one kernel call, not one per root
+        if (terminal & active).any():
             raise ValueError("cannot search a finished match")
         return begin_roots(tree, counters, batch, root_states, active)
 
