@@ -18,6 +18,7 @@ from leaguezero.az.tree import (
     find_child,
     puct_select,
     sanitize_priors,
+    set_legal,
 )
 
 
@@ -27,16 +28,16 @@ def run_bandit(priors, values, sims, c_puct, fpu_reduction=0.0, normalize_q=Fals
     tree = allocate_tree(1, sims + 2, num_actions)
     root = add_node(tree, 0, UNVISITED, UNVISITED, 0, 0, NODE_EXPANDED)
     tree.prior[0, root] = priors
-    tree.legal[0, root] = True
-    nodes = np.zeros(2, np.int32)
-    actions = np.zeros(1, np.int32)
+    set_legal(tree, 0, root, np.ones(num_actions, np.bool_))
+    nodes = np.zeros((1, 1, 2), np.int32)  # [G, K, D + 1]: one game, one descent slot
+    actions = np.zeros((1, 1, 1), np.int32)
     for _ in range(sims):
         a = puct_select(tree, 0, root, c_puct, fpu_reduction, 1.0, normalize_q)
         child = find_child(tree, 0, root, a, 0)
         if child == UNVISITED:
             child = add_node(tree, 0, root, a, 0, 0, NODE_TERMINAL)
-        nodes[0], nodes[1], actions[0] = root, child, a
-        backup(tree, 0, nodes, actions, 1, values[a])
+        nodes[0, 0, 0], nodes[0, 0, 1], actions[0, 0, 0] = root, child, a
+        backup(tree, 0, nodes, actions, 0, 1, values[a])
     return tree.edge_visits[0, root].copy()
 
 
@@ -81,8 +82,8 @@ def test_backup_flips_the_sign_where_the_turn_passes():
     root = add_node(tree, 0, UNVISITED, UNVISITED, 0, 0, NODE_EXPANDED)
     mid = add_node(tree, 0, root, 1, 7, 0, NODE_EXPANDED)  # same player (a keep)
     leaf = add_node(tree, 0, mid, 0, 3, 1, NODE_EXPANDED)  # the opponent's turn (a mark)
-    nodes = np.array([root, mid, leaf], np.int32)
-    backup(tree, 0, nodes, np.array([1, 0], np.int32), 2, 0.5)
+    nodes = np.array([[[root, mid, leaf]]], np.int32)
+    backup(tree, 0, nodes, np.array([[[1, 0]]], np.int32), 0, 2, 0.5)
     assert tree.node_value_sum[0, leaf] == 0.5
     assert tree.node_value_sum[0, mid] == -0.5 and tree.edge_value_sum[0, mid, 0] == -0.5
     assert tree.edge_value_sum[0, root, 1] == -0.5
@@ -93,7 +94,7 @@ def test_backup_flips_the_sign_where_the_turn_passes():
 def test_ties_go_to_the_lowest_legal_action():
     tree = allocate_tree(1, 1, 5)
     add_node(tree, 0, UNVISITED, UNVISITED, 0, 0, NODE_EXPANDED)
-    tree.legal[0, 0, 2:] = True
+    set_legal(tree, 0, 0, np.arange(5) >= 2)
     tree.prior[0, 0, 2:] = 1 / 3
     assert puct_select(tree, 0, 0, 1.5, 0.0, 1.0) == 2
 
@@ -118,7 +119,8 @@ def test_puct_select_matches_the_reference_on_random_nodes(virtual_loss):
     reference.game = type("G", (), {"num_actions": num_actions})()
     for _ in range(300):
         legal, prior, visits, value_sum, pending = _random_node(rng, num_actions)
-        tree.legal[0, 0], tree.prior[0, 0] = legal, prior
+        set_legal(tree, 0, 0, legal)
+        tree.prior[0, 0] = prior
         tree.edge_visits[0, 0], tree.edge_value_sum[0, 0] = visits, value_sum
         tree.edge_pending[0, 0] = pending
         tree.node_visits[0, 0] = visits.sum() + 1

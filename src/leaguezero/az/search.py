@@ -131,6 +131,7 @@ class LockstepSearch:
         max_games: int,
         max_budget: int,
         seed: int = 0,
+        pipeline: bool = True,
     ) -> None:
         if max_games < 1 or max_budget < 1:
             raise ValueError("max_games and max_budget must be at least 1")
@@ -138,6 +139,7 @@ class LockstepSearch:
         self.evaluator = evaluator
         self.params = params
         self.max_budget = max_budget
+        self.pipeline = pipeline  # two groups in flight when the evaluator has evaluate_async
         self.rng = np.random.default_rng(seed)
         self._allocate(max_games)
 
@@ -148,21 +150,33 @@ class LockstepSearch:
         self.max_games = num_games
         self.tree = allocate_tree(num_games, nodes, self.game.num_actions)
         self.counters = np.zeros((num_games, NUM_COUNTERS), np.int64)
-        self.batch = Batch(
-            features=np.zeros((num_games * k, self.game.num_features), np.float32),
-            legal=np.zeros((num_games * k, self.game.num_actions), np.bool_),
-            batch_game=np.zeros(num_games * k, np.int64),
-            batch_slot=np.zeros(num_games * k, np.int64),
-            path_nodes=np.zeros((num_games, k, depth + 1), np.int32),
-            path_actions=np.zeros((num_games, k, depth), np.int32),
-            path_depth=np.zeros((num_games, k), np.int32),
-        )
+        path_nodes = np.zeros((num_games, k, depth + 1), np.int32)
+        path_actions = np.zeros((num_games, k, depth), np.int32)
+        path_depth = np.zeros((num_games, k), np.int32)
+        # Two leaf batches over the same per-game paths: the pipelined loop fills one group's
+        # batch while the other group's is at the evaluator (see _run_pipelined).
+        self.batches = [
+            Batch(
+                features=np.zeros((num_games * k, self.game.num_features), np.float32),
+                legal=np.zeros((num_games * k, self.game.num_actions), np.bool_),
+                batch_game=np.zeros(num_games * k, np.int64),
+                batch_slot=np.zeros(num_games * k, np.int64),
+                path_nodes=path_nodes,
+                path_actions=path_actions,
+                path_depth=path_depth,
+            )
+            for _ in range(2)
+        ]
+        self.batch = self.batches[0]
 
     def _evaluate(self, rows: int, count_sims: bool) -> None:
         b = self.batch
         start = time.perf_counter()
         priors, values = self.evaluator.evaluate(b.features[:rows], b.legal[:rows])
         self.evaluate_seconds += time.perf_counter() - start
+        self._expand(b, rows, priors, values, count_sims)
+
+    def _expand(self, b: Batch, rows: int, priors, values, count_sims: bool) -> None:
         expand_backup(
             self.tree, self.counters, b.path_nodes, b.path_actions, b.path_depth,
             b.batch_game, b.batch_slot, rows,
@@ -170,6 +184,62 @@ class LockstepSearch:
             np.ascontiguousarray(values, dtype=np.float32), b.legal, count_sims,
         )  # fmt: skip
         self.eval_calls += 1
+
+    def _run_rounds(self, states, seeds, active, budgets, num_games: int) -> int:
+        """Select, evaluate, expand until every tree has spent its budget; returns rounds."""
+        rounds = 0
+        while True:
+            rows = self.game.select(self.tree, self.counters, self.batch, states, seeds, active,
+                                    budgets, self.params)  # fmt: skip
+            if rows == 0:
+                # No leaf needs the evaluator: the first slot of a tree never collides, so every
+                # tree has spent its budget (the last simulations ended in terminal nodes).
+                break
+            self._evaluate(rows, count_sims=True)
+            rounds += 1
+            if (self.counters[:num_games, C_SIMS] >= budgets[:num_games]).all():
+                break
+        return rounds
+
+    def _run_pipelined(self, states, seeds, active, budgets) -> int:
+        """:meth:`_run_rounds` with two groups of games, one at the evaluator while the other
+        selects and expands (double buffering); returns rounds (of either group).
+
+        Each game's sequence of select, evaluate, expand is the one of :meth:`_run_rounds`
+        (games never share a leaf batch with a game of the other group), so a search gives the
+        same trees either way. Used when the evaluator has ``evaluate_async`` (the inference
+        client): the server's forward then overlaps with this process's tree work.
+        ``evaluate_seconds`` counts only the time spent waiting for replies.
+        """
+        groups = [active & (np.arange(active.size) % 2 == parity) for parity in (0, 1)]
+        in_flight: list = [None, None]  # (pending evaluation, rows) per group
+
+        def send(i: int) -> None:
+            b = self.batches[i]
+            rows = self.game.select(self.tree, self.counters, b, states, seeds, groups[i],
+                                    budgets, self.params)  # fmt: skip
+            in_flight[i] = (self.evaluator.evaluate_async(b.features[:rows], b.legal[:rows]),
+                            rows) if rows else None  # fmt: skip
+
+        rounds = 0
+        send(0)
+        send(1)
+        while in_flight[0] is not None or in_flight[1] is not None:
+            for i in (0, 1):
+                if in_flight[i] is None:
+                    continue
+                pending, rows = in_flight[i]
+                start = time.perf_counter()
+                priors, values = pending.result()
+                self.evaluate_seconds += time.perf_counter() - start
+                self._expand(self.batches[i], rows, priors, values, count_sims=True)
+                rounds += 1
+                group = groups[i]
+                if (self.counters[group, C_SIMS] >= budgets[group]).all():
+                    in_flight[i] = None
+                else:
+                    send(i)
+        return rounds
 
     def run(
         self,
@@ -213,18 +283,10 @@ class LockstepSearch:
             self._add_root_noise(num_games)
         noisy = tree.prior[:num_games, ROOT_INDEX].copy()
 
-        rounds = 0
-        while True:
-            rows = self.game.select(tree, counters, batch, states, seeds, active, budgets,
-                                    self.params)  # fmt: skip
-            if rows == 0:
-                # No leaf needs the evaluator: the first slot of a tree never collides, so every
-                # tree has spent its budget (the last simulations ended in terminal nodes).
-                break
-            self._evaluate(rows, count_sims=True)
-            rounds += 1
-            if (counters[:num_games, C_SIMS] >= budgets[:num_games]).all():
-                break
+        if self.pipeline and num_games >= 2 and hasattr(self.evaluator, "evaluate_async"):
+            rounds = self._run_pipelined(states, seeds, active, budgets)
+        else:
+            rounds = self._run_rounds(states, seeds, active, budgets, num_games)
 
         pi = np.zeros((self.max_games, self.game.num_actions), np.float32)
         root_visit_policy(tree, active, pi)

@@ -59,6 +59,8 @@ class Tree(NamedTuple):
     node_value_sum: np.ndarray  # [G, N] float64: sum of backed-up values, node player's view
     prior: np.ndarray  # [G, N, A] float32: policy priors (0 for illegal actions)
     legal: np.ndarray  # [G, N, A] bool: legal actions
+    legal_actions: np.ndarray  # [G, N, A] int16: the legal actions in increasing order ...
+    num_legal: np.ndarray  # [G, N] int16: ... of which the first num_legal are used
     edge_child: np.ndarray  # [G, N, A] int32: first child of the edge, or UNVISITED
     edge_visits: np.ndarray  # [G, N, A] int32: N(s, a)
     edge_value_sum: np.ndarray  # [G, N, A] float64: W(s, a), node player's view
@@ -66,38 +68,74 @@ class Tree(NamedTuple):
     num_nodes: np.ndarray  # [G] int32: nodes in use
 
 
+# Memory layout: a descent reads a few fields of one node and of its legal edges, from trees far
+# larger than the L2 cache (256 games x 66 nodes x 47 edges is ~20 MB). With one array per field,
+# every field of an edge sat in a different cache line; here the fields of a node, and those of
+# each of its edges, are interleaved records, so a node's edges are one contiguous block that the
+# hardware prefetcher streams in. The Tree's fields stay plain (strided) ndarray views.
+_NODE_RECORD = np.dtype(
+    {
+        "names": ["value_sum", "key", "parent", "action", "sibling", "visits", "num_legal",
+                  "status", "player"],
+        "formats": [np.float64, np.int64, np.int32, np.int32, np.int32, np.int32, np.int16,
+                    np.int8, np.int8],
+        "offsets": [0, 8, 16, 20, 24, 28, 32, 34, 35],
+        "itemsize": 40,
+    }
+)  # fmt: skip
+_EDGE_RECORD = np.dtype(
+    {
+        "names": ["value_sum", "prior", "visits", "pending", "child", "legal_action", "legal"],
+        "formats": [np.float64, np.float32, np.int32, np.int32, np.int32, np.int16, np.bool_],
+        "offsets": [0, 8, 12, 16, 20, 24, 26],
+        "itemsize": 32,
+    }
+)
+
+
 def allocate_tree(num_games: int, max_nodes: int, num_actions: int) -> Tree:
     """Allocate ``num_games`` empty trees of ``max_nodes`` nodes over ``num_actions`` actions."""
-    g, n, a = num_games, max_nodes, num_actions
+    nodes = np.zeros((num_games, max_nodes), _NODE_RECORD)
+    edges = np.zeros((num_games, max_nodes, num_actions), _EDGE_RECORD)
+    for field in ("parent", "action", "sibling"):
+        nodes[field] = UNVISITED
+    edges["child"] = UNVISITED
     return Tree(
-        node_status=np.zeros((g, n), np.int8),
-        node_player=np.zeros((g, n), np.int8),
-        node_parent=np.full((g, n), UNVISITED, np.int32),
-        node_action=np.full((g, n), UNVISITED, np.int32),
-        node_key=np.zeros((g, n), np.int64),
-        node_sibling=np.full((g, n), UNVISITED, np.int32),
-        node_visits=np.zeros((g, n), np.int32),
-        node_value_sum=np.zeros((g, n), np.float64),
-        prior=np.zeros((g, n, a), np.float32),
-        legal=np.zeros((g, n, a), np.bool_),
-        edge_child=np.full((g, n, a), UNVISITED, np.int32),
-        edge_visits=np.zeros((g, n, a), np.int32),
-        edge_value_sum=np.zeros((g, n, a), np.float64),
-        edge_pending=np.zeros((g, n, a), np.int32),
-        num_nodes=np.zeros(g, np.int32),
+        node_status=nodes["status"],
+        node_player=nodes["player"],
+        node_parent=nodes["parent"],
+        node_action=nodes["action"],
+        node_key=nodes["key"],
+        node_sibling=nodes["sibling"],
+        node_visits=nodes["visits"],
+        node_value_sum=nodes["value_sum"],
+        prior=edges["prior"],
+        legal=edges["legal"],
+        legal_actions=edges["legal_action"],
+        num_legal=nodes["num_legal"],
+        edge_child=edges["child"],
+        edge_visits=edges["visits"],
+        edge_value_sum=edges["value_sum"],
+        edge_pending=edges["pending"],
+        num_nodes=np.zeros(num_games, np.int32),
     )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def has_room(tree, g, new_nodes):
+    """Whether tree ``g`` can take ``new_nodes`` more nodes."""
+    return tree.num_nodes[g] + new_nodes <= tree.node_status.shape[1]
+
+
+@njit(cache=True, error_model="numpy")
 def add_node(tree, g, parent, action, key, player, status):
     """Append a node to tree ``g`` below edge ``(parent, action)``; returns its id.
 
-    The root is added with ``parent = UNVISITED``. Raises when the tree is full (the driver sizes
-    trees so that this cannot happen: one new node per simulation at most).
+    The root is added with ``parent = UNVISITED``. The caller makes sure the tree has room
+    (:func:`has_room`): a ``raise`` in here would cost every call an atomic incref/decref of each
+    tree array (numba cannot prune them across the raise path).
     """
     node = tree.num_nodes[g]
-    if node >= tree.node_status.shape[1]:
-        raise RuntimeError("search tree is full: max_nodes is smaller than the budget")
     tree.num_nodes[g] = node + 1
     tree.node_status[g, node] = status
     tree.node_player[g, node] = player
@@ -106,6 +144,7 @@ def add_node(tree, g, parent, action, key, player, status):
     tree.node_key[g, node] = key
     tree.node_visits[g, node] = 0
     tree.node_value_sum[g, node] = 0.0
+    tree.num_legal[g, node] = 0
     for a in range(tree.prior.shape[2]):
         tree.prior[g, node, a] = 0.0
         tree.legal[g, node, a] = False
@@ -122,7 +161,19 @@ def add_node(tree, g, parent, action, key, player, status):
     return node
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def set_legal(tree, g, node, legal):
+    """Set the legal actions of ``node`` from ``legal`` (bool [A]): the mask and its list."""
+    count = 0
+    for a in range(legal.shape[0]):
+        tree.legal[g, node, a] = legal[a]
+        if legal[a]:
+            tree.legal_actions[g, node, count] = a
+            count += 1
+    tree.num_legal[g, node] = count
+
+
+@njit(cache=True, error_model="numpy")
 def find_child(tree, g, node, action, key):
     """The child of edge ``(node, action)`` reached by chance outcome ``key``, or UNVISITED."""
     child = tree.edge_child[g, node, action]
@@ -133,20 +184,21 @@ def find_child(tree, g, node, action, key):
     return UNVISITED
 
 
-@njit(cache=True)
-def edge_stats(tree, g, node, a, virtual_loss):
-    """(visits, value sum) of edge ``a``, each pending descent counted as a visit of value
-    ``-virtual_loss`` when ``virtual_loss > 0``."""
-    visits = float(tree.edge_visits[g, node, a])
-    value_sum = tree.edge_value_sum[g, node, a]
+@njit(cache=True, error_model="numpy")
+def edge_stats(visits, value_sum, pending, virtual_loss):
+    """(visits, value sum) of one edge as PUCT sees it: each of its ``pending`` descents in flight
+    counts as a visit of value ``-virtual_loss`` when ``virtual_loss > 0``.
+
+    Scalars in, scalars out, on purpose: a helper that takes the whole :class:`Tree` (15 arrays)
+    and is called per action stops numba from optimising the caller's loop (commit 709b06e made
+    ``puct_select`` 25x slower that way; ``benchmarks/search.py --quick`` guards it in CI).
+    """
     if virtual_loss > 0.0:
-        pending = tree.edge_pending[g, node, a]
-        visits += pending
-        value_sum -= virtual_loss * pending
-    return visits, value_sum
+        return float(visits + pending), value_sum - virtual_loss * pending
+    return float(visits), value_sum
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=False):
     """The action maximising ``Q(s,a) + c_puct * P(s,a) * sqrt(N_sum) / (1 + N(s,a))``.
 
@@ -165,15 +217,19 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     exploration term must be tuned to the game's value scale: Yatzy moves differ by a few
     points, a few hundredths of a utility in [-1, 1], far below ``c_puct * P`` at low budgets,
     so visits would follow the priors whatever the values say.
+
+    Only the node's legal actions are scanned (``legal_actions``, written by :func:`set_legal`).
     """
+    # Arrays are indexed through ``tree`` and never bound to locals or sliced into row views:
+    # either costs an atomic incref/decref pair per call that numba cannot prune across loops.
+    num_legal = tree.num_legal[g, node]
     use_pending = virtual_loss > 0.0
-    num_actions = tree.prior.shape[2]
     n_sum = 1.0
-    for a in range(num_actions):
-        if tree.legal[g, node, a]:
-            n_sum += tree.edge_visits[g, node, a]
-            if use_pending:
-                n_sum += tree.edge_pending[g, node, a]
+    for i in range(num_legal):
+        a = tree.legal_actions[g, node, i]
+        n_sum += tree.edge_visits[g, node, a]
+        if use_pending:
+            n_sum += tree.edge_pending[g, node, a]
     sqrt_n = math.sqrt(n_sum)
     node_visits = tree.node_visits[g, node]
     parent_q = tree.node_value_sum[g, node] / node_visits if node_visits > 0 else 0.0
@@ -183,20 +239,30 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     if normalize_q:
         q_low = min(parent_q, fpu_value)
         q_high = parent_q
-        for a in range(num_actions):
-            if tree.legal[g, node, a]:
-                visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
-                if visits > 0:
-                    q = value_sum / visits
-                    q_low = min(q_low, q)
-                    q_high = max(q_high, q)
+        for i in range(num_legal):
+            a = tree.legal_actions[g, node, i]
+            visits, value_sum = edge_stats(
+                tree.edge_visits[g, node, a],
+                tree.edge_value_sum[g, node, a],
+                tree.edge_pending[g, node, a],
+                virtual_loss,
+            )
+            if visits > 0:
+                q = value_sum / visits
+                q_low = min(q_low, q)
+                q_high = max(q_high, q)
         q_scale = 1.0 / max(q_high - q_low, 1e-8)
     best_action = -1
     best_score = -np.inf
-    for a in range(num_actions):
-        if not tree.legal[g, node, a]:
-            continue
-        visits, value_sum = edge_stats(tree, g, node, a, virtual_loss)
+    # Legal actions are listed in increasing order, so ties still go to the lowest index.
+    for i in range(num_legal):
+        a = tree.legal_actions[g, node, i]
+        visits, value_sum = edge_stats(
+            tree.edge_visits[g, node, a],
+            tree.edge_value_sum[g, node, a],
+            tree.edge_pending[g, node, a],
+            virtual_loss,
+        )
         q = value_sum / visits if visits > 0 else fpu_value
         q = (q - q_low) * q_scale
         # float(): float32 storage, float64 arithmetic, with or without the JIT (NEP 50).
@@ -207,37 +273,39 @@ def puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q=
     return best_action
 
 
-@njit(cache=True)
-def add_pending(tree, g, path_nodes, path_actions, depth, delta):
-    """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along a path.
+@njit(cache=True, error_model="numpy")
+def add_pending(tree, g, path_nodes, path_actions, slot, depth, delta):
+    """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along descent ``slot`` of ``g``.
 
-    ``path_nodes`` int32 [>= depth + 1], ``path_actions`` int32 [>= depth]: the path's nodes
-    from the root and the action taken at each.
+    ``path_nodes`` int32 [G, K, >= depth + 1], ``path_actions`` int32 [G, K, >= depth]: each
+    descent's nodes from the root and the action taken at each (the :class:`Batch` arrays,
+    indexed whole: row views would cost an atomic incref/decref pair per call).
     """
     for i in range(depth):
-        tree.edge_pending[g, path_nodes[i], path_actions[i]] += delta
+        tree.edge_pending[g, path_nodes[g, slot, i], path_actions[g, slot, i]] += delta
 
 
-@njit(cache=True)
-def backup(tree, g, path_nodes, path_actions, depth, leaf_value):
-    """Back ``leaf_value`` (leaf player's view) up a path of ``depth`` edges.
+@njit(cache=True, error_model="numpy")
+def backup(tree, g, path_nodes, path_actions, slot, depth, leaf_value):
+    """Back ``leaf_value`` (leaf player's view) up descent ``slot`` of ``g``, ``depth`` edges long.
 
-    ``path_nodes`` int32 [>= depth + 1] (``path_nodes[depth]`` is the leaf), ``path_actions``
-    int32 [>= depth]. Each node and edge receives the value from its own player's view.
+    ``path_nodes`` int32 [G, K, >= depth + 1] (``path_nodes[g, slot, depth]`` is the leaf),
+    ``path_actions`` int32 [G, K, >= depth]. Each node and edge receives the value from its own
+    player's view.
     """
-    leaf_player = tree.node_player[g, path_nodes[depth]]
+    leaf_player = tree.node_player[g, path_nodes[g, slot, depth]]
     for i in range(depth, -1, -1):
-        node = path_nodes[i]
+        node = path_nodes[g, slot, i]
         value = leaf_value if tree.node_player[g, node] == leaf_player else -leaf_value
         tree.node_visits[g, node] += 1
         tree.node_value_sum[g, node] += value
         if i < depth:
-            action = path_actions[i]
+            action = path_actions[g, slot, i]
             tree.edge_visits[g, node, action] += 1
             tree.edge_value_sum[g, node, action] += value
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sanitize_priors(priors, legal, out):
     """Copy ``priors`` (float32 [A]) renormalised over ``legal`` (bool [A]) into ``out``.
 
@@ -265,7 +333,7 @@ def sanitize_priors(priors, legal, out):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def expand_backup(
     tree,
     counters,
@@ -298,11 +366,10 @@ def expand_backup(
         if not math.isfinite(value):
             value = 0.0
             fallback = True
-        for a in range(legal.shape[1]):
-            tree.legal[g, leaf, a] = legal[row, a]
+        set_legal(tree, g, leaf, legal[row])
         tree.node_status[g, leaf] = NODE_EXPANDED
-        add_pending(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, -1)
-        backup(tree, g, path_nodes[g, slot], path_actions[g, slot], depth, value)
+        add_pending(tree, g, path_nodes, path_actions, slot, depth, -1)
+        backup(tree, g, path_nodes, path_actions, slot, depth, value)
         counters[g, C_PENDING] -= 1
         counters[g, C_EVALS] += 1
         counters[g, C_FALLBACKS] += fallback
@@ -310,7 +377,7 @@ def expand_backup(
             counters[g, C_SIMS] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def root_visit_policy(tree, active, out):
     """Normalised root visit counts: ``out[g]`` (float32 [G, A]) for every active game.
 

@@ -42,6 +42,7 @@ from leaguezero.az.tree import (
     add_pending,
     backup,
     find_child,
+    has_room,
     puct_select,
 )
 from leaguezero.yatzy.config import MctsSection
@@ -60,6 +61,7 @@ from leaguezero.yatzy.rules import (
     mix32,
     outcome,
     policy_mask,
+    terminal_mask,
 )
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_DICE_SETS
 
@@ -141,37 +143,7 @@ def begin_roots(tree, counters, batch, root_states, active):
     return rows
 
 
-@njit(cache=True)
-def _descend(
-    tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss, normalize_q=False
-):
-    """Walk from the root to a leaf, adding the leaf if its outcome is new.
-
-    ``nodes`` int32 [D + 1], ``actions`` int32 [D]: the slot's path buffers. Returns
-    ``(depth, is_new)``: the leaf is ``nodes[depth]``.
-    """
-    node = ROOT_INDEX
-    nodes[0] = ROOT_INDEX
-    depth = 0
-    while tree.node_status[g, node] == NODE_EXPANDED:
-        action = puct_select(tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q)
-        apply_action(sim_state, action)
-        key = chance_key(sim_state)
-        child = find_child(tree, g, node, action, key)
-        is_new = child == UNVISITED
-        if is_new:
-            status = NODE_TERMINAL if key == TERMINAL_KEY else NODE_PENDING
-            child = add_node(tree, g, node, action, key, sim_state[S_PLAYER], status)
-        actions[depth] = action
-        depth += 1
-        nodes[depth] = child
-        node = child
-        if is_new:
-            return depth, True
-    return depth, False
-
-
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def select_leaves(
     tree, counters, batch, root_states, root_seeds, active, budgets, max_inflight,
     c_puct, fpu_reduction, virtual_loss, terminal_scale, sim_state,
@@ -184,35 +156,58 @@ def select_leaves(
     evaluation); a descent that reaches a leaf already in flight is a collision and ends the
     tree's round. New leaves reserve their path (virtual loss) until evaluated. Returns the
     number of batch rows written.
+
+    Why the descent is written out here rather than in a helper: a numba function that can
+    raise (``apply_action`` checks legality) or returns from several places increfs and decrefs
+    every array it holds, atomically, on each call. Here that happens once per round; in a
+    per-descent helper it cost ~20 atomic pairs per simulation. The az kernels it calls
+    (``puct_select``, ``find_child``, ``add_node``, ``backup``) hold no references.
     """
+    path_nodes = batch.path_nodes  # [G, K, D + 1] int32
+    path_actions = batch.path_actions  # [G, K, D] int32
     rows = 0
     for g in range(root_states.shape[0]):
         if not active[g]:
             continue
         slot = 0
         while slot < max_inflight and counters[g, C_SIMS] + counters[g, C_PENDING] < budgets[g]:
-            nodes = batch.path_nodes[g, slot]
-            actions = batch.path_actions[g, slot]
+            if not has_room(tree, g, 1):  # a descent adds one node at most
+                raise RuntimeError("search tree is full: max_nodes is smaller than the budget")
             descent_state(root_states[g], root_seeds[g], counters[g, C_DESCENTS], sim_state)
             counters[g, C_DESCENTS] += 1
-            depth, is_new = _descend(
-                tree, g, nodes, actions, sim_state, c_puct, fpu_reduction, virtual_loss,
-                normalize_q,
-            )  # fmt: skip
-            leaf = nodes[depth]
-            if tree.node_status[g, leaf] == NODE_TERMINAL:
+            # Descend from the root to a leaf, adding the leaf if its chance outcome is new.
+            node = ROOT_INDEX
+            path_nodes[g, slot, 0] = ROOT_INDEX
+            depth = 0
+            is_new = False
+            while not is_new and tree.node_status[g, node] == NODE_EXPANDED:
+                action = puct_select(
+                    tree, g, node, c_puct, fpu_reduction, virtual_loss, normalize_q
+                )
+                apply_action(sim_state, action)
+                key = chance_key(sim_state)
+                child = find_child(tree, g, node, action, key)
+                is_new = child == UNVISITED
+                if is_new:
+                    status = NODE_TERMINAL if key == TERMINAL_KEY else NODE_PENDING
+                    child = add_node(tree, g, node, action, key, sim_state[S_PLAYER], status)
+                path_actions[g, slot, depth] = action
+                depth += 1
+                path_nodes[g, slot, depth] = child
+                node = child
+            if tree.node_status[g, node] == NODE_TERMINAL:
                 value = terminal_value(
-                    sim_state, tree.node_player[g, leaf], terminal_scale, margin_weight,
+                    sim_state, tree.node_player[g, node], terminal_scale, margin_weight,
                     margin_scale,
                 )  # fmt: skip
-                backup(tree, g, nodes, actions, depth, value)
+                backup(tree, g, path_nodes, path_actions, slot, depth, value)
                 counters[g, C_SIMS] += 1
                 counters[g, C_TERMINAL] += 1
                 continue
             if not is_new:
                 counters[g, C_COLLISIONS] += 1
                 break
-            add_pending(tree, g, nodes, actions, depth, 1)
+            add_pending(tree, g, path_nodes, path_actions, slot, depth, 1)
             counters[g, C_PENDING] += 1
             batch.path_depth[g, slot] = depth
             encode_into(sim_state, batch.features[rows])
@@ -258,8 +253,9 @@ class YatzyKernels:
         return out
 
     def begin(self, tree: Tree, counters, batch: Batch, root_states, active) -> int:
-        terminal = np.array([bool(is_terminal(s)) for s in root_states[active]])
-        if terminal.any():
+        terminal = np.zeros(root_states.shape[0], np.bool_)
+        terminal_mask(root_states, terminal)  # one kernel call, not one per root
+        if (terminal & active).any():
             raise ValueError("cannot search a finished match")
         return begin_roots(tree, counters, batch, root_states, active)
 

@@ -188,9 +188,18 @@ class InferenceClient:
         self, model_id: int, features: np.ndarray, legal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`evaluate` for a given ``model_id`` (e.g. best vs candidate in gating)."""
-        reply: Reply = self.submit(features, legal, model_id).result()
-        values = mix_utility(reply.values, reply.margins, self.margin_weight)
-        return softmax_masked_logits(reply.logits), values.copy()
+        return self.evaluate_async(features, legal, model_id).result()
+
+    def evaluate_async(
+        self, features: np.ndarray, legal: np.ndarray, model_id: int | None = None
+    ) -> PendingEvaluation:
+        """Send the batch and return at once; ``.result()`` gives what :meth:`evaluate` gives.
+
+        The request is encoded (copied) before this returns, so the caller may overwrite
+        ``features`` and ``legal`` while the server works: the lockstep search uses this to
+        select one group of games while another group's leaves are being evaluated.
+        """
+        return PendingEvaluation(self.submit(features, legal, model_id), self.margin_weight)
 
     def for_model(self, model_id: int) -> ModelEvaluator:
         """An Evaluator view of this client that asks ``model_id`` (shares the connections)."""
@@ -515,6 +524,19 @@ def softmax_masked_logits(logits: np.ndarray) -> np.ndarray:
     return e
 
 
+class PendingEvaluation:
+    """An evaluation in flight: :meth:`result` blocks for ``(priors [N, A], values [N])``."""
+
+    def __init__(self, future: Future, margin_weight: float) -> None:
+        self.future = future
+        self.margin_weight = margin_weight
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        reply: Reply = self.future.result()
+        values = mix_utility(reply.values, reply.margins, self.margin_weight)
+        return softmax_masked_logits(reply.logits), values.copy()
+
+
 class ModelEvaluator:
     """The Evaluator protocol for one ``model_id`` of a shared :class:`InferenceClient`."""
 
@@ -527,6 +549,9 @@ class ModelEvaluator:
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.client.evaluate_model(self.model_id, features, legal)
 
+    def evaluate_async(self, features: np.ndarray, legal: np.ndarray) -> PendingEvaluation:
+        return self.client.evaluate_async(features, legal, self.model_id)
+
 
 __all__ = [
     "LATENCY_BOUNDS_S",
@@ -534,5 +559,6 @@ __all__ = [
     "InferenceClient",
     "InferenceError",
     "ModelEvaluator",
+    "PendingEvaluation",
     "softmax_masked_logits",
 ]
