@@ -218,7 +218,6 @@ def train(
     from leaguezero.az.train import TrainSettings, train_candidate
     from leaguezero.yatzy.kinds import checkpoint_schema, shard_schema
     from leaguezero.yatzy.model_agent import load_yatzy_model
-    from leaguezero.yatzy.net import MODEL_KIND
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
@@ -241,7 +240,7 @@ def train(
         report("train", 0, settings.steps)
         rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
     schema = checkpoint_schema(cfg.search.kind)
-    save_checkpoint(out, model, kind=MODEL_KIND, kwargs=model.kwargs(), schema=schema,
+    save_checkpoint(out, model, kind=model.kind, kwargs=model.kwargs(), schema=schema,
                     train_step=meta.train_step + settings.steps)  # fmt: skip
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
@@ -389,9 +388,8 @@ def profile_selfplay_cmd(
     """Run self-play under the profilers and write the reports into OUT/profile."""
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.inference.local import TorchEvaluator
-    from leaguezero.yatzy.kinds import feature_schema_id, num_features
+    from leaguezero.yatzy.kinds import build_network, feature_schema_id
     from leaguezero.yatzy.model_agent import load_yatzy_model
-    from leaguezero.yatzy.net import build_net
     from leaguezero.yatzy.profiling import profile_selfplay
 
     cfg = load_yatzy_config(config, set_)
@@ -406,8 +404,7 @@ def profile_selfplay_cmd(
         except CheckpointError as err:
             raise fail(str(err)) from None
     else:
-        model = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head,
-                          num_features=num_features(cfg.search.kind))  # fmt: skip
+        model = build_network(cfg)
     evaluator = TorchEvaluator(
         model, feature_schema_id(cfg.search.kind), cfg.run.device,
         margin_weight=cfg.mcts.margin_utility,
@@ -428,14 +425,15 @@ def init_model(
 ) -> None:
     """Write a freshly initialised YatzyNet checkpoint (the start of a hand-run workflow)."""
     from leaguezero.az.checkpoint import save_checkpoint
-    from leaguezero.yatzy.kinds import checkpoint_schema, num_features
-    from leaguezero.yatzy.net import MODEL_KIND, build_net
+    from leaguezero.yatzy.kinds import build_network, checkpoint_schema
 
     cfg = load_yatzy_config(config, set_)
-    kind = cfg.search.kind
-    net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed,
-                    num_features=num_features(kind))  # fmt: skip
-    save_checkpoint(out, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=checkpoint_schema(kind))
+    try:
+        net = build_network(cfg, seed)
+    except ValueError as err:
+        raise fail(str(err)) from None
+    schema = checkpoint_schema(cfg.search.kind)
+    save_checkpoint(out, net, kind=net.kind, kwargs=net.kwargs(), schema=schema)
     typer.echo(f"wrote {out}")
 
 

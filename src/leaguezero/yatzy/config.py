@@ -132,11 +132,17 @@ class SelfPlaySection(Section):
 
 
 class ModelSection(Section):
-    """YatzyNet: residual MLP with policy, value and margin heads (PRD §11.1)."""
+    """The network: residual MLP (PRD §11.1) or board towers, with value and margin heads."""
 
     hidden: int = Field(256, ge=8, description="Width of the residual MLP trunk.")
     blocks: int = Field(2, ge=0, description="Residual blocks in the trunk.")
     margin_head: bool = Field(True, description="Train the auxiliary score-margin head.")
+    arch: Literal["auto", "resmlp", "board_towers"] = Field(
+        "auto",
+        description="resmlp: the residual MLP (both searches); board_towers: one tower shared by "
+        "both boards plus a head (turn search only; blocks unused); auto: board_towers for the "
+        "turn search, resmlp for PUCT.",
+    )
 
 
 class TrainSection(Section):

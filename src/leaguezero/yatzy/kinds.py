@@ -14,6 +14,7 @@ from collections.abc import Callable
 from leaguezero.az.checkpoint import SchemaIds
 from leaguezero.az.replay import ShardSchema
 from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
+from leaguezero.yatzy.net import build_net
 from leaguezero.yatzy.selfplay import SHARD_SCHEMA, PuctHero, run_selfplay
 from leaguezero.yatzy.tables import ACTION_SPACE_ID, RULESET_ID
 from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
@@ -61,6 +62,19 @@ def selfplay_function(kind: str) -> Callable:
 def hero_factory(kind: str) -> Callable:
     """The hero searcher of the self-play and league slot loops (``PuctHero`` | ``TurnHero``)."""
     return _HEROES[_check(kind)]
+
+
+def build_network(cfg, seed: int = 0):
+    """A freshly initialised network for ``cfg.search.kind`` and ``cfg.model`` (``arch: auto``
+    is board towers for the turn search, the residual MLP for PUCT)."""
+    kind = _check(cfg.search.kind)
+    arch = cfg.model.arch
+    if arch == "auto":
+        arch = "board_towers" if kind == "turn" else "resmlp"
+    if arch == "board_towers" and kind != "turn":
+        raise ValueError("model.arch=board_towers reads turn starts: it needs search.kind=turn")
+    m = cfg.model
+    return build_net(m.hidden, m.blocks, m.margin_head, seed, num_features=_WIDTH[kind], arch=arch)
 
 
 def kind_of_schema(feature_schema_id: int) -> str:

@@ -32,14 +32,13 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.kinds import (
+    build_network,
     checkpoint_schema,
     feature_schema_id,
-    num_features,
     selfplay_function,
     shard_schema,
 )
 from leaguezero.yatzy.model_agent import ModelAgent, load_yatzy_model
-from leaguezero.yatzy.net import MODEL_KIND, build_net
 from leaguezero.yatzy.selfplay import SelfPlayStats
 
 RUN_STATE_VERSION = 1
@@ -86,11 +85,10 @@ def init_run(cfg: YatzyConfig, run: RunDir) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, run.root)
     if not run.best.exists():
-        kind = cfg.search.kind
-        net = build_net(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, cfg.run.seed,
-                        num_features=num_features(kind))  # fmt: skip
-        save_checkpoint(run.models / "best_0000.pt", net, kind=MODEL_KIND, kwargs=net.kwargs(),
-                        schema=checkpoint_schema(kind), extra={"iteration": 0})  # fmt: skip
+        net = build_network(cfg, cfg.run.seed)
+        schema = checkpoint_schema(cfg.search.kind)
+        save_checkpoint(run.models / "best_0000.pt", net, kind=net.kind, kwargs=net.kwargs(),
+                        schema=schema, extra={"iteration": 0})  # fmt: skip
         shutil.copyfile(run.models / "best_0000.pt", run.best)
     if not run.state_path.exists():
         run.write_state(0, [])
@@ -263,7 +261,7 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
     report("train", 0, settings.steps)
     rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
     save_checkpoint(
-        run.candidate(it), model, kind=MODEL_KIND, kwargs=model.kwargs(),
+        run.candidate(it), model, kind=model.kind, kwargs=model.kwargs(),
         schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
         extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
     )  # fmt: skip
