@@ -64,3 +64,32 @@ def test_torch_evaluator_priors_are_masked_distributions() -> None:
 
     logits = net(torch.from_numpy(feats))[0].detach().numpy()
     np.testing.assert_allclose(priors, masked_softmax(logits, legal), atol=1e-6)
+
+
+def test_board_tower_net_reads_both_boards_with_one_tower(tmp_path):
+    from leaguezero.az.checkpoint import save_checkpoint
+    from leaguezero.yatzy.kinds import checkpoint_schema
+    from leaguezero.yatzy.model_agent import load_yatzy_model
+    from leaguezero.yatzy.net import TOWER_KIND, BoardTowerNet
+    from leaguezero.yatzy.rules import S_AVAIL, S_UPPER, STATE_LEN
+    from leaguezero.yatzy.turn_features import encode_turn
+
+    net = build_net(hidden=32, seed=2, num_features=169, arch="board_towers")
+    assert isinstance(net, BoardTowerNet) and net.kind == TOWER_KIND
+    state = np.zeros(STATE_LEN, np.int64)
+    state[S_AVAIL], state[S_AVAIL + 1], state[S_UPPER] = 0b101010101010101, 0b111, 20
+    swapped = state.copy()
+    swapped[[S_AVAIL, S_AVAIL + 1, S_UPPER, S_UPPER + 1]] = state[[1, 0, 3, 2]]
+    x, y = torch.from_numpy(encode_turn(state))[None], torch.from_numpy(encode_turn(swapped))[None]
+    with torch.no_grad():  # my board's embedding is the opponent's after the swap
+        torch.testing.assert_close(net.tower(x[:, net._me]), net.tower(y[:, net._opp]))
+        logits, value, margin = net(x)
+    assert logits.shape == (1, 47) and value.shape == (1,) and margin.shape == (1,)
+    path = tmp_path / "towers.pt"
+    save_checkpoint(path, net, kind=net.kind, kwargs=net.kwargs(), schema=checkpoint_schema("turn"))
+    loaded, meta = load_yatzy_model(path)
+    assert meta.kind == TOWER_KIND
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x)[1], value)
+    with pytest.raises(ValueError, match="feature schema 2"):
+        build_net(hidden=32, arch="board_towers")
