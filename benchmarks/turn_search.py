@@ -2,14 +2,17 @@
 
 Self-play-like lockstep play of ``--games`` games with the turn search (one batched evaluation
 of every new turn's successors per round, then the exact in-turn DP per decision), using the
-default YatzyNet (256 wide, 2 residual blocks) on feature schema 2:
+default turn-search network (``BoardTowerNet``, 256 wide) on feature schema 2, float32 on both
+sides (the server has no bfloat16 mode):
 
 (a) in this process (``TorchEvaluator``): decisions/s, successor evaluations/s, and the share
     of wall time in the network forward vs the DP and the rest;
 (b) through the inference server (``yz infer-server``, a subprocess on a Unix socket, one
-    torch thread) with the same checkpoint: decisions/s and the ratio to (a) (target >= 0.8x).
+    torch thread) with the same checkpoint: the ratio of decisions/s to in process, over
+    ``--pairs`` interleaved (socket, in-process) pairs so that both sides of a ratio share the
+    machine's load (target >= 0.8x).
 
-Both run in this command, one after the other, with one torch and one numba thread each.
+One torch and one numba thread each.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import torch
 
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
-from leaguezero.yatzy.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.net import MODEL_KIND, build_net
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.kinds import build_network, checkpoint_schema
 from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
 from leaguezero.yatzy.rules import terminal_mask as finished_mask
 from leaguezero.yatzy.turn_features import TURN_FEATURE_SCHEMA_ID
@@ -89,20 +92,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=90, help="decision rounds (90 = a game)")
+    parser.add_argument("--pairs", type=int, default=3, help="interleaved socket/local pairs")
     parser.add_argument("--skip-server", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    net = build_net(seed=0, num_features=num_features("turn"))
+    net = build_network(YatzyConfig(), seed=0)  # the default config's turn-search network
     folder = tempfile.mkdtemp(prefix="lz-turn-bench-")
     ckpt = os.path.join(folder, "turn.pt")
-    save_checkpoint(
-        ckpt, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=checkpoint_schema("turn")
-    )
+    save_checkpoint(ckpt, net, kind=net.kind, kwargs=net.kwargs(), schema=checkpoint_schema("turn"))
 
-    local = play(
-        TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0), args.games, args.rounds
-    )
+    local_eval = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0)
+    local = play(local_eval, args.games, args.rounds)
     print(
         f"(a) in process, {args.games} games: {local['decisions_per_s']:,.0f} decisions/s, "
         f"{local['evals_per_s']:,.0f} successor evaluations/s; network forward "
@@ -119,21 +120,27 @@ def main() -> None:
          "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    ratios = []
     try:
         client = InferenceClient(
             f"unix://{sock}", feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47
         )
         client.margin_weight = 1.0
-        remote = play(client, args.games, args.rounds)
+        # Interleaved pairs, so that both sides of each ratio see the same load.
+        for _ in range(args.pairs):
+            remote = play(client, args.games, args.rounds)
+            local = play(local_eval, args.games, args.rounds)
+            ratios.append(remote["decisions_per_s"] / local["decisions_per_s"])
         client.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
-    ratio = remote["decisions_per_s"] / local["decisions_per_s"]
+    ratios.sort()
     print(
-        f"(b) through yz infer-server (Unix socket): {remote['decisions_per_s']:,.0f} "
-        f"decisions/s vs {local['decisions_per_s']:,.0f} in process: {ratio:.2f}x "
-        f"(target >= 0.8x)"
+        f"(b) through yz infer-server (Unix socket) vs in process, {args.pairs} interleaved "
+        f"pairs: {' / '.join(f'{r:.2f}' for r in ratios)}x, median {ratios[len(ratios) // 2]:.2f}x "
+        f"(target >= 0.8x; last pair {remote['decisions_per_s']:,.0f} vs "
+        f"{local['decisions_per_s']:,.0f} decisions/s)"
     )
 
 
