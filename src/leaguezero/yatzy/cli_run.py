@@ -133,6 +133,7 @@ def run(
             raise fail(str(err)) from None
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.replay import ReplayError
+    from leaguezero.az.train import TrainError
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
     it = start
@@ -153,8 +154,8 @@ def run(
                 err=True,
             )
             raise typer.Exit(130) from None
-        if isinstance(err, (ReplayError, CheckpointError)):  # e.g. replay of an older version
-            raise fail(str(err)) from None
+        if isinstance(err, (ReplayError, CheckpointError, TrainError)):  # e.g. a damaged shard
+            raise fail(f"iteration {it}: {err}") from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -215,7 +216,7 @@ def train(
     """Train a candidate from the best net on the replay window (fresh optimizer)."""
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
     from leaguezero.az.replay import ReplayError, load_window, window_iterations
-    from leaguezero.az.train import TrainSettings, train_candidate
+    from leaguezero.az.train import TrainError, TrainSettings, train_candidate
     from leaguezero.yatzy.model_agent import YATZY_SCHEMA, load_yatzy_model
     from leaguezero.yatzy.net import MODEL_KIND
     from leaguezero.yatzy.selfplay import SHARD_SCHEMA
@@ -239,7 +240,12 @@ def train(
     )  # fmt: skip
     with _progress(sys.stderr.isatty()) as (report, _):
         report("train", 0, settings.steps)
-        rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+        try:
+            rep = train_candidate(
+                model, data, settings, progress=lambda s, _l: report("train", 1, 0)
+            )
+        except TrainError as err:
+            raise fail(str(err)) from None
     save_checkpoint(out, model, kind=MODEL_KIND, kwargs=model.kwargs(), schema=YATZY_SCHEMA,
                     train_step=meta.train_step + settings.steps)  # fmt: skip
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
