@@ -125,8 +125,11 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     )
     client.margin_weight = cfg.mcts.margin_utility
     if best_path is not None and best_path.is_file():
-        # The server may have started with another model: make it serve this run's best.
-        client.load_model(0, str(best_path.resolve()))
+        # The server may have started with another model: make it serve this run's best
+        # (an admin op: over TCP it carries this user's admin token).
+        from leaguezero.az.inference.admin import with_default_token
+
+        client.load_model(0, with_default_token(str(best_path.resolve())))
     return client
 
 
