@@ -234,9 +234,15 @@ class LeagueTrainer:
 
     def _load_state(self) -> None:
         try:
-            data = torch.load(self.state_path, map_location="cpu", weights_only=False)
-        except Exception as err:  # truncated or foreign file
-            raise TrainError(f"{self.state_path} is unreadable ({err})") from None
+            # weights_only: the file holds tensors and plain values only, so a planted state.pt
+            # cannot run code on --resume (as every other load in leaguezero).
+            data = torch.load(self.state_path, map_location="cpu", weights_only=True)
+        except Exception as err:  # truncated, foreign, or a pickle that wants to run code
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TrainError(
+                f"{self.state_path} is unreadable or unsafe ({reason}); restore it from a backup "
+                "or start a new run"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
             raise TrainError(f"{self.state_path} is not a Diplomacy training state")
         if data.get("schema_version") != STATE_SCHEMA_VERSION:
