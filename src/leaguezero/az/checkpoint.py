@@ -87,6 +87,20 @@ def state_checksum(state: Mapping[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def torch_load_reason(err: BaseException) -> str:
+    """One line saying why ``torch.load(..., weights_only=True)`` failed.
+
+    torch's own messages run over many lines, can be empty (an empty file), and for a file that
+    is not a plain checkpoint advise ``weights_only=False`` -- advice we must never pass on.
+    """
+    text = str(err).strip()
+    if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
+        return "not a checkpoint file, or one that holds code rather than only weights"
+    if not text:
+        return f"{type(err).__name__}: truncated or empty file"
+    return text.splitlines()[0]
+
+
 def save_checkpoint(
     path: str | Path,
     model: nn.Module,
@@ -134,8 +148,9 @@ def read_checkpoint(path: str | Path) -> tuple[CheckpointMeta, dict[str, torch.T
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for corrupt or unsafe files
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"checkpoint {path} cannot be read: {reason}") from None
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read: {torch_load_reason(err)}"
+        ) from None
     if (
         not isinstance(blob, dict)
         or not isinstance(blob.get("meta"), dict)

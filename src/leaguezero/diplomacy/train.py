@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
@@ -238,7 +239,7 @@ class LeagueTrainer:
             # cannot run code on --resume (as every other load in leaguezero).
             data = torch.load(self.state_path, map_location="cpu", weights_only=True)
         except Exception as err:  # truncated, foreign, or a pickle that wants to run code
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            reason = torch_load_reason(err)
             raise TrainError(
                 f"{self.state_path} is unreadable or unsafe ({reason}); restore it from a backup "
                 "or start a new run"

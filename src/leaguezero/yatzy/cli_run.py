@@ -36,6 +36,22 @@ def _load_oracle(table: Path | None):
     return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))
 
 
+def _check_run_state(run_dir) -> int:
+    """The last finished iteration in RUN/run_state.json; a damaged file is a one-line error."""
+    try:
+        state = run_dir.read_state()
+        iteration = state["iteration"]
+        if not isinstance(iteration, int) or not isinstance(state.get("phases"), list):
+            raise TypeError("'iteration' must be a number and 'phases' a list")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise fail(
+            f"{run_dir.state_path} is damaged ({reason}); restore it, or delete it to restart "
+            "the run's iteration count (models and replay stay)"
+        ) from None
+    return iteration
+
+
 @contextmanager
 def _progress(enabled: bool = True):
     """A rich progress display and a reporter ``(phase, advance, total)`` for it."""
@@ -115,9 +131,11 @@ def run(
             init_ray(cfg.run.ray_address)
         except RayUnavailableError as err:
             raise fail(str(err)) from None
+    if resume:
+        _check_run_state(run_dir)
     init_run(cfg, run_dir)
     oracle = _load_oracle(oracle_table)
-    start = run_dir.read_state()["iteration"] + 1
+    start = _check_run_state(run_dir) + 1
     if start > cfg.run.iterations:
         typer.echo(f"{out}: all {cfg.run.iterations} iterations are done")
         return
