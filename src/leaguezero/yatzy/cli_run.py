@@ -66,8 +66,8 @@ def _progress(enabled: bool = True):
     def report(phase: str, advance: int, total: int) -> None:
         if phase not in tasks:
             tasks[phase] = progress.add_task(phase, total=total or None)
-        elif total:
-            progress.reset(tasks[phase], total=total)
+        elif total:  # a size only: never reset what is done (self-play passes it every game)
+            progress.update(tasks[phase], total=total)
         if advance:
             progress.advance(tasks[phase], advance)
 
@@ -101,9 +101,17 @@ def run(
     ] = None,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
+    from leaguezero.az.replay import games_on_disk
     from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.yatzy.cli_progress import (
+        RunProgress,
+        expected_duration_line,
+        expected_iteration_seconds,
+        sims_per_game,
+        summary_text,
+    )
     from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.loop import RunDir, init_run, run_iteration, summary_line
+    from leaguezero.yatzy.loop import RunDir, init_run, run_iteration
 
     run_dir = RunDir(out)
     if league:
@@ -136,10 +144,12 @@ def run(
     init_run(cfg, run_dir)
     oracle = _load_oracle(oracle_table)
     start = _check_run_state(run_dir) + 1
-    if start > cfg.run.iterations:
-        typer.echo(f"{out}: all {cfg.run.iterations} iterations are done")
+    last = cfg.run.iterations
+    if start > last:
+        typer.echo(f"{out}: all {last} iterations are done")
         return
-    typer.echo(f"run {out}: iterations {start}..{cfg.run.iterations} (config {out}/config.yaml)")
+    typer.echo(f"run {out}: iterations {start}..{last} (config {out}/config.yaml)")
+    typer.echo(expected_duration_line(cfg, last - start + 1))
     league_run = None
     if cfg.league.enabled:
         from leaguezero.league.registry import RegistryError
@@ -153,15 +163,31 @@ def run(
     from leaguezero.az.replay import ReplayError
     from leaguezero.az.train import TrainError
 
+    idle_s, busy_s = expected_iteration_seconds(cfg)
+    progress = RunProgress(
+        last - start + 1, (idle_s + busy_s) / 2, terminal=sys.stderr.isatty(), stream=sys.stderr,
+        sims_per_game=sims_per_game(cfg),
+    )  # fmt: skip
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
     it = start
     try:
-        for it in range(start, cfg.run.iterations + 1):
-            with _progress(sys.stderr.isatty()) as (report, _):
+        with progress.display():
+            for it in range(start, last + 1):
+                replay = run_dir.replay / f"iter_{it:04d}"
+                resumed = bool(run_dir.read_state()["phases"]) or games_on_disk(replay) > 0
+                progress.start_iteration(it, last)
                 record = run_iteration(
-                    cfg, run_dir, it, report, oracle, oracle_table, league=league_run
+                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run
                 )
-            typer.echo(summary_line(record))
+                seconds = progress.end_iteration()
+                sp = record.get("selfplay", {})
+                if sp.get("games") and sp.get("sims"):  # measured: better than the estimate
+                    progress.sims_per_game = sp["sims"] / sp["games"]
+                line = summary_text(
+                    record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
+                    resumed=resumed,
+                )  # fmt: skip
+                progress.echo_above(line, typer.echo)
     except BaseException as err:
         if league_run is not None:  # stop a running evaluation; --resume submits it again
             league_run.close(timeout=0)
