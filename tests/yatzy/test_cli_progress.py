@@ -33,7 +33,7 @@ def test_a_total_passed_with_every_game_never_resets_the_phase():
 def test_expected_duration_depends_on_the_work_per_iteration():
     default = YatzyConfig()
     idle, busy = expected_iteration_seconds(default)
-    assert 60 <= idle <= 180 and busy == 2 * idle  # README: 1-3 min idle; 3-4.5 min seen busy
+    assert 60 <= idle <= 120 and 180 <= busy <= 270  # docs: ~69 s idle; 3-4.5 min seen busy
     more = default.model_copy(update={"selfplay": default.selfplay.model_copy(
         update={"games_per_iteration": 2 * default.selfplay.games_per_iteration})})  # fmt: skip
     assert expected_iteration_seconds(more)[0] > idle

@@ -19,12 +19,13 @@ from typing import IO
 UNITS = {"selfplay": "games", "train": "steps", "gate": "games", "eval": "games"}
 LABELS = {"selfplay": "self-play", "train": "training", "gate": "gating", "eval": "evaluation"}
 
-# Rates measured on the 2-core development machine with nothing else running (README, "numbers"):
-# self-play with the default YatzyNet reaches ~38k simulations/s per worker; a machine shared
-# with other work has run 2-3x slower. The estimate scales with the config's work per iteration.
-IDLE_SIMS_PER_S = 38_000.0
+# Calibration on the 2-core development machine: the default config's 60-minute run in
+# docs/alphazero.md did 52 iterations (~69 s each, about one core per run), i.e. ~60k search
+# simulations/s per worker all phases included; a new user on a busy 2-core machine saw 3-4.5
+# minutes per iteration. The estimate scales these by the config's work per iteration.
+IDLE_SIMS_PER_S = 60_000.0
 IDLE_TRAIN_SAMPLES_PER_S = 40_000.0
-BUSY_SLOWDOWN = 2.0  # a new user's busy 2-core machine took 3-4.5 min for the default config
+BUSY_SLOWDOWN = 3.0
 TURNS_PER_GAME = 2 * 15  # two players, fifteen categories each
 REROLL_DECISIONS_PER_TURN = 1.4  # measured: 65 decisions per 2-player game (early marks)
 
