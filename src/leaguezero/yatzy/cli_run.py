@@ -392,21 +392,34 @@ def play(
     seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
     seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
     sims: Annotated[int, typer.Option(help="Search budget of a model opponent.")] = 64,
-    no_oracle: Annotated[bool, typer.Option(help="Play without the oracle's verdicts.")] = False,
+    oracle_judge: Annotated[
+        bool,
+        typer.Option(
+            "--oracle/--no-oracle",
+            help="Let the exact oracle judge your moves and answer 'hint' (builds its table "
+            "once, ~20 s).",
+        ),
+    ] = True,
 ) -> None:
     """Play a game against an agent in the terminal; the oracle judges each of your moves."""
     from leaguezero.yatzy.agents import AgentSpecError, make_agent
-    from leaguezero.yatzy.play import play_game
+    from leaguezero.yatzy.play import HELP, play_game
 
     spec = model
+    path = Path(model.removeprefix("model:").split("?")[0])
     if Path(model).is_file():
         spec = f"model:{model}"
+    elif (model.startswith("model:") or path.suffix == ".pt" or "/" in model) and not (
+        path.is_file()
+    ):  # meant as a checkpoint: say so rather than "unknown agent"
+        raise fail(f"checkpoint file {path} does not exist; give a .pt file or a bot name "
+                   "(random, greedy, oracle)")  # fmt: skip
     try:
         agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
     except (AgentSpecError, FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
-    oracle = None if no_oracle else _load_oracle(None)
-    typer.echo(__import__("leaguezero.yatzy.play", fromlist=["x"]).__doc__.split("\n\n")[1])
+    oracle = _load_oracle(None) if oracle_judge else None
+    typer.echo(HELP)
 
     def ask(prompt: str) -> str:
         try:
