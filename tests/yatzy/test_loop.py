@@ -31,7 +31,7 @@ def test_smoke_run_produces_every_artifact(tmp_path):
     out = tmp_path / "smoke"
     result = _yz("run", "--config", str(SMOKE), "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "iter   2" in result.stdout
+    assert "iteration 2/2 took" in result.stdout
     assert (out / "config.yaml").exists()
     for it in (1, 2):
         shards = complete_shards(out / "replay" / f"iter_{it:04d}")

@@ -245,6 +245,7 @@ class InferenceServer:
         limit = self.settings.max_unsent_bytes
         writer.transport.set_write_buffer_limits(high=limit, low=limit // 2)
         self._connections.add(conn)
+        gone = False
         try:
             while True:
                 await self._wait_for_room(conn)
@@ -256,12 +257,15 @@ class InferenceServer:
                     break
                 self._dispatch(conn, await reader.readexactly(length))
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # client went away; its queued requests are answered into the void
+            gone = True  # the client went away: nobody will read what it asked for
         finally:
             conn.closed = True
             self._connections.discard(conn)
             self._drop_queued(conn)
-            writer.transport.abort()  # frees unsent replies now (close() would wait for them)
+            if gone:
+                writer.transport.abort()  # frees unsent replies now (close() would wait for them)
+            else:
+                writer.close()  # e.g. after FRAME_TOO_LARGE: the error reply still goes out
 
     def _drop_queued(self, conn: _Connection) -> None:
         """Forget the queued requests of a closed connection (nobody will read their replies)."""
