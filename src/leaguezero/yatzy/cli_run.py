@@ -1,5 +1,5 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (PRD §13.3)."""
+``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`cli_play`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
+from leaguezero.yatzy.cli_common import (
+    ConfigOpt,
+    SetOpt,
+    fail,
+    load_oracle_with_notice,
+    load_yatzy_config,
+)
+from leaguezero.yatzy.cli_play import play
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -28,12 +35,6 @@ def _setup_threads(cfg) -> None:
     import torch
 
     torch.set_num_threads(cfg.run.torch_threads)
-
-
-def _load_oracle(table: Path | None):
-    from leaguezero.yatzy.oracle import load_oracle
-
-    return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))
 
 
 def _check_run_state(run_dir) -> int:
@@ -142,7 +143,7 @@ def run(
     if resume:
         _check_run_state(run_dir)
     init_run(cfg, run_dir)
-    oracle = _load_oracle(oracle_table)
+    oracle = load_oracle_with_notice(oracle_table)
     start = _check_run_state(run_dir) + 1
     last = cfg.run.iterations
     if start > last:
@@ -350,7 +351,7 @@ def oracle_eval(
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
-    oracle = _load_oracle(oracle_table)
+    oracle = load_oracle_with_notice(oracle_table)
     games = cfg.oracle_eval.games or 100
     opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
     agents = {"oracle": OracleAgent(oracle=oracle)}
@@ -383,57 +384,6 @@ def oracle_eval(
             )
     if "guardrail_ok" in results:
         typer.echo(f"guardrail (delta {delta}): {'ok' if results['guardrail_ok'] else 'FAILED'}")
-
-
-def play(
-    model: Annotated[
-        str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")
-    ] = "greedy",
-    seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
-    seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
-    sims: Annotated[int, typer.Option(help="Search budget of a model opponent.")] = 64,
-    oracle_judge: Annotated[
-        bool,
-        typer.Option(
-            "--oracle/--no-oracle",
-            help="Let the exact oracle judge your moves and answer 'hint' (builds its table "
-            "once, ~20 s).",
-        ),
-    ] = True,
-) -> None:
-    """Play a game against an agent in the terminal; the oracle judges each of your moves."""
-    from leaguezero.yatzy.agents import AgentSpecError, make_agent
-    from leaguezero.yatzy.play import HELP, play_game
-
-    spec = model
-    path = Path(model.removeprefix("model:").split("?")[0])
-    if Path(model).is_file():
-        spec = f"model:{model}"
-    elif (model.startswith("model:") or path.suffix == ".pt" or "/" in model) and not (
-        path.is_file()
-    ):  # meant as a checkpoint: say so rather than "unknown agent"
-        raise fail(f"checkpoint file {path} does not exist; give a .pt file or a bot name "
-                   "(random, greedy, oracle)")  # fmt: skip
-    try:
-        agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
-    except (AgentSpecError, FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
-    oracle = _load_oracle(None) if oracle_judge else None
-    typer.echo(HELP)
-
-    def ask(prompt: str) -> str:
-        try:
-            return input(prompt)
-        except EOFError:
-            return "quit"
-
-    try:
-        mine, theirs = play_game(agent, seed, seat, ask, typer.echo, oracle)
-    except KeyboardInterrupt:
-        typer.echo("game abandoned")
-        raise typer.Exit(1) from None
-    verdict = "you win" if mine > theirs else "you lose" if mine < theirs else "a draw"
-    typer.echo(f"final: you {mine}, {agent.name} {theirs}: {verdict}")
 
 
 profile_app = typer.Typer(help="Profile self-play (cProfile + torch.profiler).")

@@ -103,3 +103,25 @@ def split_token(argument: str) -> tuple[str | None, str]:
 def token_matches(given: str | None, expected: str) -> bool:
     """Constant-time comparison (a timing side channel would leak the token byte by byte)."""
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def admin_refusal(expected: str | None, token: str | None, owner_only_socket: bool) -> str:
+    """Why an admin operation sent with ``token`` is refused, or "" when it may run.
+
+    Args:
+        expected: the server's admin token (None: the server has none).
+        token: the token the request carried (None: none).
+        owner_only_socket: the request came over the owner-only Unix socket.
+
+    The message is the same whatever the request asked for, so a refused client learns nothing.
+    """
+    if expected is None:
+        if owner_only_socket:
+            return ""
+        return "this server accepts no admin operations over TCP (it has no admin token)"
+    if token_matches(token, expected) or (owner_only_socket and token is None):
+        return ""
+    return (
+        "admin operations need this server's admin token: run the command as the user who "
+        "started the server (it reads ~/.leaguezero/infer_admin_token) or pass --token-file"
+    )

@@ -41,9 +41,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.inference.admin import split_token, token_matches
+from leaguezero.az.inference.admin import admin_refusal, split_token
+from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
-from leaguezero.az.inference.local import forward_numpy, model_dims
+from leaguezero.az.inference.local import model_dims
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -55,8 +56,8 @@ from leaguezero.az.inference.protocol import (
     Status,
     decode_request,
     encode_error,
-    encode_reply,
 )
+from leaguezero.az.inference.replies import forward_and_encode, text_reply
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ LOAD_FAILED_MESSAGE = (
 @dataclass
 class _Pending:
     request: EvalRequest
-    conn: _Connection
+    conn: Connection
     arrival: float  # time.perf_counter() when the frame was read
 
 
@@ -122,29 +123,6 @@ class _Queue:
     items: deque[_Pending] = field(default_factory=deque)
     rows: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class _Connection:
-    """One client's stream; replies to a closed connection are dropped."""
-
-    def __init__(self, writer: asyncio.StreamWriter, is_unix: bool) -> None:
-        self.writer = writer
-        self.is_unix = is_unix  # owner-only socket: the admin token is optional
-        self.closed = False
-        self.pending = 0  # eval requests read but not answered yet
-        self.room = asyncio.Event()  # set when an answer frees room for one more request
-
-    def send(self, frame: bytes) -> None:
-        if not self.closed:
-            self.writer.write(frame)  # buffered; never await drain here (it would stall others)
-
-    def answered(self) -> None:
-        self.pending -= 1
-        self.room.set()
-
-    def unsent_bytes(self) -> int:
-        transport = self.writer.transport
-        return 0 if transport.is_closing() else transport.get_write_buffer_size()
 
 
 class InferenceServer:
@@ -167,7 +145,7 @@ class InferenceServer:
         self._queues: dict[int, _Queue] = {}
         self._tasks: list[asyncio.Task] = []  # one batcher per model_id
         self._control_tasks: set[asyncio.Task] = set()
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._unix_inode: tuple[str, int] | None = None
         self.address = ""
@@ -232,7 +210,7 @@ class InferenceServer:
         """Eval requests waiting in the batch queues (of all models)."""
         return sum(len(q.items) for q in self._queues.values())
 
-    async def _wait_for_room(self, conn: _Connection) -> None:
+    async def _wait_for_room(self, conn: Connection) -> None:
         """Stop reading from ``conn`` while it holds too many unanswered requests or unread
         replies; its client's sends then block in the kernel instead of growing our memory."""
         while conn.pending >= self.settings.max_pending_per_connection:
@@ -241,7 +219,7 @@ class InferenceServer:
         await conn.writer.drain()  # returns at once below the write buffer's high-water mark
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Connection(writer, is_unix=self._unix_inode is not None)
+        conn = Connection(writer, is_unix=self._unix_inode is not None)
         limit = self.settings.max_unsent_bytes
         writer.transport.set_write_buffer_limits(high=limit, low=limit // 2)
         self._connections.add(conn)
@@ -267,7 +245,7 @@ class InferenceServer:
             else:
                 writer.close()  # e.g. after FRAME_TOO_LARGE: the error reply still goes out
 
-    def _drop_queued(self, conn: _Connection) -> None:
+    def _drop_queued(self, conn: Connection) -> None:
         """Forget the queued requests of a closed connection (nobody will read their replies)."""
         for model_id, queue in self._queues.items():
             mine = [p for p in queue.items if p.conn is conn]
@@ -277,11 +255,11 @@ class InferenceServer:
             queue.rows -= sum(p.request.rows for p in mine)
             self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
 
-    def _error(self, conn: _Connection, request_id: int, status: Status, message: str) -> None:
+    def _error(self, conn: Connection, request_id: int, status: Status, message: str) -> None:
         self.metrics.errors.labels(status.name).inc()
         conn.send(encode_error(request_id, status, message))
 
-    def _dispatch(self, conn: _Connection, body: bytes) -> None:
+    def _dispatch(self, conn: Connection, body: bytes) -> None:
         arrival = time.perf_counter()
         try:
             request = decode_request(body)
@@ -365,7 +343,7 @@ class InferenceServer:
         start = time.perf_counter()
         try:
             frames = await loop.run_in_executor(
-                self._executor, _forward_and_encode, served.model, requests, self.device
+                self._executor, forward_and_encode, served.model, requests, self.device
             )
         except Exception as err:  # a model failure answers this batch and keeps serving
             log.exception("forward pass of model %s failed", model_id)
@@ -389,14 +367,14 @@ class InferenceServer:
             latency.observe(done - p.arrival)
 
     # ---------------------------------------------------------------- control
-    async def _control(self, conn: _Connection, request: ControlRequest) -> None:
+    async def _control(self, conn: Connection, request: ControlRequest) -> None:
         rid = request.request_id
         if request.op == ControlOp.INFO:
             info = {str(i): m.describe() for i, m in sorted(self.models.items())}
-            conn.send(_text_reply(rid, json.dumps({"models": info, "address": self.address})))
+            conn.send(text_reply(rid, json.dumps({"models": info, "address": self.address})))
         elif request.op == ControlOp.LOAD_MODEL:
             token, path = split_token(request.argument)
-            refusal = self._admin_refusal(conn, token)
+            refusal = admin_refusal(self.settings.admin_token, token, conn.is_unix)
             if refusal:
                 log.warning("refused LOAD_MODEL of model %s: %s", request.model_id, refusal)
                 self._error(conn, rid, Status.UNAUTHORIZED, refusal)
@@ -406,26 +384,9 @@ class InferenceServer:
                 self._error(conn, rid, Status.LOAD_FAILED, error)
             else:
                 described = self.models[request.model_id].describe()
-                conn.send(_text_reply(rid, json.dumps({str(request.model_id): described})))
+                conn.send(text_reply(rid, json.dumps({str(request.model_id): described})))
         else:
             self._error(conn, rid, Status.UNKNOWN_OP, f"unknown control op {request.op}")
-
-    def _admin_refusal(self, conn: _Connection, token: str | None) -> str:
-        """Why an admin op from ``conn`` with ``token`` is refused, or "" when it may run.
-
-        The message is the same whatever the path, so a refused client learns nothing else.
-        """
-        expected = self.settings.admin_token
-        if expected is None:
-            if conn.is_unix:
-                return ""
-            return "this server accepts no admin operations over TCP (it has no admin token)"
-        if token_matches(token, expected) or (conn.is_unix and token is None):
-            return ""
-        return (
-            "admin operations need this server's admin token: run the command as the user who "
-            "started the server (it reads ~/.leaguezero/infer_admin_token) or pass --token-file"
-        )
 
     async def _load(self, model_id: int, argument: str) -> str:
         """Load ``argument`` as ``model_id`` off the loop; returns an error message or ""."""
@@ -448,36 +409,6 @@ class InferenceServer:
         served = self.loader(argument)
         served.model.to(self.device).eval()
         return served
-
-
-def _text_reply(request_id: int, text: str) -> bytes:
-    empty = np.zeros((0, 0), np.float32)
-    return encode_reply(request_id, empty, np.zeros(0, np.float32), None, text)
-
-
-def _forward_and_encode(
-    model: nn.Module, requests: list[EvalRequest], device: torch.device
-) -> list[bytes | None]:
-    """One forward pass over all ``requests`` (rows concatenated); one reply frame per request
-    (None for a request whose outputs are not finite)."""
-    if len(requests) == 1:
-        # Frames are read-only bytes; torch wants writable memory, and the copy is ~10 us.
-        features, legal = requests[0].features.copy(), requests[0].legal
-    else:
-        features = np.concatenate([r.features for r in requests])  # [rows, F]
-        legal = np.concatenate([r.legal for r in requests])  # [rows, A]
-    out = forward_numpy(model, features, device, legal)
-    frames, offset = [], 0
-    for r in requests:
-        end = offset + r.rows
-        margins = None if out.margins is None else out.margins[offset:end]
-        logits, values = out.logits[offset:end], out.values[offset:end]
-        finite = np.isfinite(values).all() and np.all(np.isfinite(logits) | (logits == -np.inf))
-        if margins is not None:
-            finite = finite and np.isfinite(margins).all()
-        frames.append(encode_reply(r.request_id, logits, values, margins) if finite else None)
-        offset = end
-    return frames
 
 
 async def serve_forever(
