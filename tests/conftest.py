@@ -1,12 +1,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 # Worker processes share 2 cores in CI: keep torch and numba to one thread each.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+# Inference servers started by tests keep their admin token here, not in the user's home.
+os.environ.setdefault(
+    "LEAGUEZERO_ADMIN_TOKEN_FILE",
+    os.path.join(tempfile.mkdtemp(prefix="lz-test-admin-"), "infer_admin_token"),
+)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -63,3 +63,30 @@ def test_entry_points_run_as_processes():
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(out.stdout)["scores"]["small_straight"] == 15
+
+
+def test_too_few_dice_show_the_expected_syntax():
+    for args in (["1", "2", "3"], ["1", "2", "x", "4", "5"]):
+        bad = runner.invoke(app, ["yatzy", "rules", "score", "--dice", *args])
+        assert bad.exit_code == 2 and "--dice 3 3 3 5 5" in bad.output, bad.output
+
+
+def test_first_oracle_build_says_so_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+    import shutil
+
+    import yatzy_solver
+
+    from leaguezero.yatzy.oracle import default_table_path, ensure_table
+
+    cached = ensure_table()  # the real table (built once per machine)
+    assert cached == default_table_path()
+
+    def fake_build(variant, path, precision=None):  # a copy instead of a 20-s build
+        shutil.copyfile(cached, path)
+
+    monkeypatch.setattr(yatzy_solver.Solver, "build_table", staticmethod(fake_build))
+    table = tmp_path / "table.bin"
+    result = runner.invoke(app, ["yatzy", "oracle", "expected", "--oracle-table", str(table)])
+    assert result.exit_code == 0, result.output
+    assert "building the oracle table once" in result.stderr
+    assert result.stdout.splitlines()[0].startswith("248.4")  # the contract: number first

@@ -95,3 +95,30 @@ def test_unknown_kind_and_mismatched_weights(tmp_path) -> None:
         load_checkpoint(path, {"other": TinyModel})
     with pytest.raises(CheckpointError, match="do not fit"):
         load_checkpoint(path, {"tiny": lambda width: TinyModel(width + 1)})
+
+
+def test_damaged_weights_fail_the_checksum(tmp_path) -> None:
+    path = tmp_path / "m.pt"
+    _save(path)
+    raw = path.read_bytes()
+    state = torch.load(path, weights_only=True)["state_dict"]  # flip a bit of fc.bias
+    needle = state["fc.bias"].numpy().tobytes()
+    at = raw.index(needle)
+    damaged = raw[:at] + bytes([raw[at] ^ 0x40]) + raw[at + 1 :]
+    path.write_bytes(damaged)
+    with pytest.raises(CheckpointError, match=r"damaged.*checksum"):
+        read_checkpoint(path)
+
+
+def test_nan_weights_and_empty_file_are_clear(tmp_path) -> None:
+    path = tmp_path / "nan.pt"
+    model = TinyModel()
+    with torch.no_grad():
+        model.fc.weight[0, 0] = float("nan")
+    save_checkpoint(path, model, kind="tiny", kwargs={"width": 3}, schema=SCHEMA)
+    with pytest.raises(CheckpointError, match="NaN or infinite weights"):
+        read_checkpoint(path)
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="is an empty file"):
+        read_checkpoint(empty)

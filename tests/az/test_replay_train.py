@@ -194,3 +194,67 @@ def test_q_weight_blends_outcome_and_root_value_targets(q_weight):
     want = 0.5 * q_weight
     assert float(value.mean()) == pytest.approx(want, abs=0.1)
     assert float(margin.mean()) == pytest.approx(want, abs=0.1)
+
+
+# ------------------------------------------------------------------ damaged data (issue 16, item 2)
+def _one_shard(tmp_path, n=8):
+    writer = ShardWriter(tmp_path, SCHEMA, shard_samples=n)
+    writer.add(_batch(n))
+    return complete_shards(tmp_path)[0]
+
+
+def _plant_nan_in_q(path):
+    """Overwrite q[0] in the stored bytes: the file stays a valid safetensors file."""
+    raw = path.read_bytes()
+    at = raw.index(_batch(8).q[:2].tobytes())
+    path.write_bytes(raw[:at] + np.float32(np.nan).tobytes() + raw[at + 4 :])
+
+
+def test_corrupt_shard_payload_is_caught_by_its_checksum(tmp_path):
+    path = _one_shard(tmp_path)
+    _plant_nan_in_q(path)
+    with pytest.raises(ReplayError, match=r"shard_w00_00000.safetensors is damaged.*checksum"):
+        read_shard(path, SCHEMA)
+
+
+def test_nan_in_a_shard_is_named_even_without_a_checksum(tmp_path):
+    path = _one_shard(tmp_path)
+    meta_path = path.with_name("shard_w00_00000.meta.json")
+    meta = json.loads(meta_path.read_text())
+    del meta["sha256"]  # e.g. written by an older build
+    meta_path.write_text(json.dumps(meta))
+    _plant_nan_in_q(path)
+    with pytest.raises(ReplayError, match=r"damaged: 'q' holds NaN"):
+        read_shard(path, SCHEMA)
+
+
+@pytest.mark.parametrize("what", ["garbage", "truncated", "meta"])
+def test_garbage_or_truncated_shard_is_a_one_line_error(tmp_path, what):
+    path = _one_shard(tmp_path)
+    meta_path = path.with_name("shard_w00_00000.meta.json")
+    if what == "garbage":
+        path.write_bytes(b"\xff" * 64)
+    elif what == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        meta_path.write_text("{not json")
+    meta = json.loads(meta_path.read_text()) if what != "meta" else None
+    if meta is not None:  # skip the checksum so the payload itself must be diagnosed
+        del meta["sha256"]
+        meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ReplayError) as err:
+        read_shard(path, SCHEMA)
+    assert "damaged" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_trainer_stops_on_non_finite_data_and_loss():
+    from leaguezero.az.train import TrainError
+
+    data = _batch(64)
+    data.z[3] = np.nan
+    settings = TrainSettings(steps=5, batch_size=16, lr=1e-3)
+    with pytest.raises(TrainError, match="'z' holds NaN"):
+        train_candidate(_TinyNet(), data, settings)
+    huge = TrainSettings(steps=50, batch_size=16, lr=1e30)
+    with pytest.raises(TrainError, match="loss is not finite at step"):
+        train_candidate(_TinyNet(), _batch(64), huge)

@@ -230,13 +230,13 @@ def test_two_models_hot_swap_and_failed_loads(checkpoints, tmp_path) -> None:
             assert set(client.info()["models"]) == {"0", "1"}
             client.load_model(0, str(checkpoints[2]))  # promote: best := candidate
             np.testing.assert_allclose(best.evaluate(features, legal)[1], want[2], atol=1e-5)
-            for bad, why in [
-                (tmp_path / "missing.pt", "does not exist"),
-                (wrong, "feature_schema"),
-            ]:
-                with pytest.raises(InferenceError, match=why) as info:
+            messages = set()
+            for bad in [tmp_path / "missing.pt", wrong]:
+                with pytest.raises(InferenceError) as info:
                     client.load_model(0, str(bad))
                 assert info.value.status == Status.LOAD_FAILED
+                messages.add(str(info.value))
+            assert len(messages) == 1  # the reply never says whether a file exists
             np.testing.assert_allclose(best.evaluate(features, legal)[1], want[2], atol=1e-5)
             # The CLI path: `yz infer-load` puts the first net back as best.
             cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-load", "--bind",
@@ -259,14 +259,15 @@ def test_two_models_hot_swap_and_failed_loads(checkpoints, tmp_path) -> None:
 # ---------------------------------------------------------------------------- restart
 def test_restart_reconnects_and_resends_in_flight_requests(checkpoints, tmp_path) -> None:
     path = tmp_path / "s.sock"
-    # A long max_wait holds requests in the server's queue, so they are in flight at the kill.
+    # A long max_wait (2 s) holds requests in the server's queue, so they are in flight at the
+    # kill even on a loaded machine.
     args = (
         "--model",
         str(checkpoints[1]),
         "--bind",
         f"unix://{path}",
         "--set",
-        "infer.max_wait_us=300000",
+        "infer.max_wait_us=2000000",
         "--set",
         "infer.max_batch=100000",
     )
@@ -276,7 +277,12 @@ def test_restart_reconnects_and_resends_in_flight_requests(checkpoints, tmp_path
     client = client_for(server.address, reconnect_timeout_s=60)
     try:
         first = [client.submit(f, legal) for f, legal in batches[:100]]
-        time.sleep(0.1)
+        # Wait until the server holds all 200 rows in its queue (max_wait keeps them 2 s).
+        queued = 'lz_infer_queue_rows{model="0"} 200.0'
+        deadline = time.monotonic() + 60
+        while queued not in server.metrics():
+            assert time.monotonic() < deadline, "the requests never reached the server's queue"
+            time.sleep(0.02)
         assert not any(fut.done() for fut in first)  # held by max_wait: in flight
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL  # crash: stale socket file left
         assert path.exists()
@@ -303,7 +309,7 @@ def test_backpressure_blocks_submit_at_max_pending(checkpoints, tmp_path) -> Non
         "--bind",
         f"unix://{tmp_path}/s.sock",
         "--set",
-        "infer.max_wait_us=400000",
+        "infer.max_wait_us=5000000",  # replies held 5 s: the 9th frame must wait for room
         "--set",
         "infer.max_batch=100000",
     )
@@ -316,8 +322,11 @@ def test_backpressure_blocks_submit_at_max_pending(checkpoints, tmp_path) -> Non
                 target=lambda: futures.extend(client.submit(f, lg) for f, lg in batches)
             )
             thread.start()
-            time.sleep(0.2)
-            assert thread.is_alive() and client.pending_rows == 64  # 8 frames sent, 9th waits
+            deadline = time.monotonic() + 60
+            while client.pending_rows < 64:  # 8 frames sent, the 9th waits
+                assert time.monotonic() < deadline, "the client never filled its window"
+                time.sleep(0.01)
+            assert thread.is_alive() and client.pending_rows == 64
             thread.join(timeout=30)
             assert not thread.is_alive()
             for fut, (features, legal) in zip(futures, batches, strict=True):

@@ -70,3 +70,11 @@ def test_resolved_config_round_trips(tmp_path):
     data = yaml.safe_load(path.read_text())
     assert data["schema_version"] == 1
     assert load_config(YatzyConfig, path) == cfg
+
+
+def test_inf_and_nan_are_refused_where_a_finite_number_is_meant():
+    from leaguezero.yatzy.config import YatzyConfig
+
+    for value in (".inf", "-.inf", ".nan", "inf", "nan"):
+        with pytest.raises(ConfigError, match=r"train\.lr: .*finite"):
+            load_config(YatzyConfig, None, [f"train.lr={value}"])

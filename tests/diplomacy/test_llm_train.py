@@ -75,7 +75,7 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     # The async evaluator played the adapter checkpoint (on its own backend) and rated it.
     rated = [e for e in events if e["event"] == "league.elo_updated"]
     assert rated and rated[-1]["challenger"] == "hero_v0001"
-    saved = torch.load(run / "state.pt", weights_only=False)
+    saved = torch.load(run / "state.pt", weights_only=True)
     assert saved["agent"] == "llm" and saved["step"] == 2
 
     # Resume: the adapter comes back from state.pt.

@@ -44,7 +44,7 @@ def _train(run_dir: Path, *extra: str, resume: bool = False) -> subprocess.Popen
 
 def _saved_step(run_dir: Path) -> int:
     try:
-        return int(torch.load(run_dir / "state.pt", weights_only=False)["step"])
+        return int(torch.load(run_dir / "state.pt", weights_only=True)["step"])
     except Exception:  # not written yet, or being replaced right now
         return 0
 
@@ -71,7 +71,7 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     rated = read_events(run / "events.ndjson", "league.elo_updated")
     assert rated and rated[0]["challenger"] == "hero_v0001"
     assert (run / "elo.png").exists()
-    assert torch.load(run / "state.pt", weights_only=False)["format"] == STATE_FORMAT
+    assert torch.load(run / "state.pt", weights_only=True)["format"] == STATE_FORMAT
 
     # A second start without --resume refuses to overwrite the run.
     again = _train(run, "train.steps=3")
@@ -111,3 +111,23 @@ def test_killed_run_resumes_from_its_last_step(tmp_path) -> None:
     assert [e["step"] for e in resumed_events] == [killed_at]
     # After cold start every draw came from a PFSP bucket.
     assert summary["pfsp"]["from_step"] == 11 and summary["pfsp"]["draws"] == 30 * 6
+
+
+class _Planted:
+    """A pickle that runs code when loaded (what an attacker would plant as state.pt)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code ran"))
+
+
+def test_planted_state_file_runs_no_code_on_resume(tmp_path) -> None:
+    run, marker = tmp_path / "run", tmp_path / "pwned"
+    run.mkdir()
+    torch.save({"format": STATE_FORMAT, "step": _Planted(marker)}, run / "state.pt")
+    proc = _train(run, "train.steps=1", resume=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and not marker.exists()
+    assert "unreadable or unsafe" in err and "Traceback" not in err

@@ -72,3 +72,18 @@ def test_bad_registry_is_a_one_line_error(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error:") and "schema_version 7" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("best_elo", "high"), ("anchor_elo", [1]), ("run_name", 5)]
+)
+def test_metadata_of_the_wrong_type_is_a_one_line_error(run_dir, key, value):
+    path = run_dir / "league.json"
+    data = json.loads(path.read_text())
+    data["metadata"][key] = value
+    path.write_text(json.dumps(data))
+    for command in ("show", "refit"):
+        out = _cli(command, str(run_dir))
+        assert out.returncode == 2, out.stdout
+        assert f"metadata.{key} must be" in out.stderr and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1

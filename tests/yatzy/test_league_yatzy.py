@@ -232,7 +232,7 @@ def test_yz_run_league_end_to_end(tmp_path):
     result = _yz("run", "--config", str(SMOKE), "--league", "--set", "run.iterations=3",
                  "--set", "league.eval_games=60", *FAST, "--out", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "league.json" in result.stdout and "iter   3" in result.stdout
+    assert "league.json" in result.stdout and "iteration 3/3 took" in result.stdout
     events = _check_league_run(out, 3)
     # The evaluator ran in the background: training kept producing events during a job.
     assert _overlaps(events) > 0

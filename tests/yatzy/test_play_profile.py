@@ -55,3 +55,30 @@ def test_profile_selfplay_writes_reports(tmp_path):
         assert (tmp_path / "profile" / name).exists()
     assert json.loads((tmp_path / "profile" / "summary.json").read_text())["games"] == 4
     assert "run_selfplay" in (tmp_path / "profile" / "selfplay_top.txt").read_text()
+
+
+def test_yz_play_screen_reads_like_a_score_card(tmp_path):
+    """Issue 16 item 10, through the CLI: the agent's rolls and choices in words, points in
+    filled boxes, a labelled column for the current dice, `help`, the hint as expected final
+    scores, no literal backticks, and a clear message for a missing checkpoint."""
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+
+    runner = CliRunner()
+    moves = "help\nhint\nmark chance\n" + "mark ones\n" * 2 + "quit\n"
+    result = runner.invoke(app, ["yatzy", "play", "--agent", "greedy", "--seat", "1"], input=moves)
+    out = result.output
+    assert result.exit_code == 1 and "game abandoned" in out  # quit mid-game
+    assert "`" not in out
+    assert "agent rolled " in out and ("kept " in out or "scored " in out)
+    assert "your dice would score" in out
+    assert "hint           the oracle's best options" in out  # help lists the commands
+    assert "expected final score" in out
+    chance_row = [line for line in out.splitlines() if line.split()[1:2] == ["chance"]][-1]
+    assert chance_row.split()[3].isdigit()  # your filled box shows its points, not x
+    missing = runner.invoke(app, ["yatzy", "play", "--agent", str(tmp_path / "nope.pt")])
+    assert missing.exit_code == 2 and "checkpoint file" in missing.output
+    assert "does not exist" in missing.output and "unknown agent" not in missing.output
+    no_oracle = runner.invoke(app, ["yatzy", "play", "--no-oracle"], input="hint\nquit\n")
+    assert "no oracle loaded" in no_oracle.output

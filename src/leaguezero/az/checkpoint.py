@@ -3,7 +3,9 @@
 A checkpoint is one ``torch.save`` file holding only tensors and plain Python values, so it
 loads with ``torch.load(weights_only=True)`` (no pickled code runs). It is written atomically,
 and a ``<path>.meta.json`` sidecar repeats the metadata for people and tools that do not want
-to load torch (the ``.pt`` file is authoritative).
+to load torch (the ``.pt`` file is authoritative). The metadata carries a ``checksum`` (sha256
+over the tensors' names, dtypes, shapes and bytes), verified on read, and every floating-point
+weight must be finite: a damaged or NaN checkpoint is a :class:`CheckpointError`, not a model.
 
 ``az`` knows no game: the file stores a model ``kind`` string and its kwargs, and the caller
 passes a ``{kind: constructor}`` mapping (Yatzy passes ``leaguezero.yatzy.net.MODEL_CONSTRUCTORS``).
@@ -11,6 +13,7 @@ passes a ``{kind: constructor}`` mapping (Yatzy passes ``leaguezero.yatzy.net.MO
 
 from __future__ import annotations
 
+import hashlib
 import io
 import subprocess
 import time
@@ -55,6 +58,7 @@ class CheckpointMeta:
     created_unix: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     format_version: int = CHECKPOINT_FORMAT_VERSION
+    checksum: str = ""  # state_checksum() of the weights; "" in files from before it existed
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -73,6 +77,30 @@ def git_hash() -> str:
         return "unknown"
 
 
+def state_checksum(state: Mapping[str, torch.Tensor]) -> str:
+    """sha256 (hex) over each tensor's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def torch_load_reason(err: BaseException) -> str:
+    """One line saying why ``torch.load(..., weights_only=True)`` failed.
+
+    torch's own messages run over many lines, can be empty (an empty file), and for a file that
+    is not a plain checkpoint advise ``weights_only=False`` -- advice we must never pass on.
+    """
+    text = str(err).strip()
+    if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
+        return "not a checkpoint file, or one that holds code rather than only weights"
+    if not text:
+        return f"{type(err).__name__}: truncated or empty file"
+    return text.splitlines()[0]
+
+
 def save_checkpoint(
     path: str | Path,
     model: nn.Module,
@@ -88,6 +116,7 @@ def save_checkpoint(
     ``kwargs`` must be plain values (int, float, str, bool, lists/dicts of those) so that the
     file stays loadable with ``weights_only=True``.
     """
+    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
     meta = CheckpointMeta(
         kind=kind,
         kwargs=dict(kwargs),
@@ -96,8 +125,8 @@ def save_checkpoint(
         git_hash=git_hash(),
         created_unix=time.time(),
         extra=dict(extra or {}),
+        checksum=state_checksum(state),
     )
-    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
     buffer = io.BytesIO()
     torch.save({"meta": meta.to_dict(), "state_dict": state}, buffer)
     atomic_write_bytes(path, buffer.getvalue())
@@ -114,11 +143,19 @@ def read_checkpoint(path: str | Path) -> tuple[CheckpointMeta, dict[str, torch.T
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is an empty file (an interrupted copy?)")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for corrupt or unsafe files
-        raise CheckpointError(f"checkpoint {path} cannot be read: {err}") from None
-    if not isinstance(blob, dict) or "meta" not in blob or "state_dict" not in blob:
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read: {torch_load_reason(err)}"
+        ) from None
+    if (
+        not isinstance(blob, dict)
+        or not isinstance(blob.get("meta"), dict)
+        or not isinstance(blob.get("state_dict"), dict)
+    ):
         raise CheckpointError(f"{path} is not a leaguezero checkpoint (no meta/state_dict)")
     raw = blob["meta"]
     version = raw.get("format_version")
@@ -137,10 +174,25 @@ def read_checkpoint(path: str | Path) -> tuple[CheckpointMeta, dict[str, torch.T
             created_unix=float(raw["created_unix"]),
             extra=dict(raw["extra"]),
             format_version=int(version),
+            checksum=str(raw.get("checksum", "")),
         )
-    except (KeyError, TypeError) as err:
-        raise CheckpointError(f"checkpoint {path} has incomplete metadata: {err}") from None
-    return meta, blob["state_dict"]
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {path} has incomplete metadata: {err!r}") from None
+    state = blob["state_dict"]
+    if not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise CheckpointError(f"checkpoint {path} has a state_dict entry that is not a tensor")
+    if meta.checksum and state_checksum(state) != meta.checksum:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: its weights do not match the checksum in its "
+            "metadata; use another checkpoint (e.g. the run's best.pt)"
+        )
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(
+                f"checkpoint {path} holds NaN or infinite weights ({name}); it cannot be "
+                "served or trained from; use another checkpoint"
+            )
+    return meta, state
 
 
 def check_schema(meta: CheckpointMeta, expect: SchemaIds, where: str = "checkpoint") -> None:

@@ -20,6 +20,10 @@ from torch import nn
 from leaguezero.az.replay import Batch
 
 
+class TrainError(RuntimeError):
+    """Training cannot go on (a non-finite loss or batch); the message says what to do."""
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     steps: int
@@ -73,9 +77,20 @@ def train_candidate(
 
     A new AdamW optimizer is created here on every call. ``progress(step, loss)`` is called
     after each step. Minibatches are drawn uniformly with replacement from the window.
+
+    Raises:
+        TrainError: the data holds NaN/inf, or a loss stops being finite (the model is then
+            left as it was after the last finite step; do not save it).
     """
     if len(data) == 0:
         raise ValueError("no replay samples to train on")
+    for key in Batch.__dataclass_fields__:
+        values = getattr(data, key)
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise TrainError(
+                f"the replay window's {key!r} holds NaN or infinite values; it came from a "
+                "damaged shard (read_shard names it) — delete that shard and train again"
+            )
     device = torch.device(settings.device)
     model.to(device).train()
     optimizer = torch.optim.AdamW(
@@ -105,6 +120,12 @@ def train_candidate(
             z_margin[idx].to(device),
         )
         total = p_loss + settings.value_lambda * v_loss + settings.aux_margin_lambda * m_loss
+        if not bool(torch.isfinite(total)):
+            raise TrainError(
+                f"training loss is not finite at step {step + 1} (policy {p_loss.item():.3g}, "
+                f"value {v_loss.item():.3g}, margin {m_loss.item():.3g}); no candidate is "
+                "written — lower train.lr or check the replay shards"
+            )
         optimizer.zero_grad(set_to_none=True)
         total.backward()
         optimizer.step()

@@ -21,9 +21,10 @@ SCHEMA_VERSION = 1
 
 
 class Section(BaseModel):
-    """Base for config sections: unknown keys are errors, assignments are validated."""
+    """Base for config sections: unknown keys are errors, assignments are validated, and a
+    float must be finite (``inf``/``nan`` would pass every ``> 0`` bound and poison a run)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ConfigError(ValueError):

@@ -59,6 +59,14 @@ def _check_agents(names: list[str]) -> None:
             f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
             f"{', '.join(BOTS)} or policy checkpoint files (e.g. runs/ID/checkpoints/hero_v0050.pt)"
         )
+    from leaguezero.diplomacy.policy import CheckpointError, load_policy
+
+    for name in names:
+        if name not in BOTS:
+            try:
+                load_policy(name)  # a damaged file fails here, in one line, before any game
+            except CheckpointError as err:
+                raise fail(f"{err}; pass another checkpoint or a bot") from None
 
 
 def _checkpoint_resolver(names: list[str], seed: int, sample: bool):

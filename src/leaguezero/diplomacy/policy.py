@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.diplomacy.env import DiplomacyEnv
 from leaguezero.diplomacy.features import (
@@ -343,10 +344,13 @@ def _read_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"policy checkpoint {path} does not exist")
+    if path.is_file() and path.stat().st_size == 0:
+        raise CheckpointError(f"policy checkpoint {path} is unreadable (an empty file)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a truncated or foreign file
-        raise CheckpointError(f"policy checkpoint {path} is unreadable ({err})") from None
+        reason = torch_load_reason(err)
+        raise CheckpointError(f"policy checkpoint {path} is unreadable ({reason})") from None
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a leaguezero Diplomacy policy checkpoint")
     if data.get("schema_version") != CHECKPOINT_SCHEMA_VERSION:
@@ -367,8 +371,14 @@ def load_policy(
 ) -> DiplomacyPolicy:
     """A policy built from a checkpoint's own config and weights (raises CheckpointError)."""
     data = _read_checkpoint(path)
-    policy = DiplomacyPolicy(
-        PolicyConfig(**data["config"]), seed=seed, temperature=temperature, greedy=greedy
-    )
-    policy.net.load_state_dict(data["state_dict"])
+    try:
+        policy = DiplomacyPolicy(
+            PolicyConfig(**data["config"]), seed=seed, temperature=temperature, greedy=greedy
+        )
+        policy.net.load_state_dict(data["state_dict"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"policy checkpoint {path} does not hold a usable policy ({first})"
+        ) from None
     return policy

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
@@ -234,9 +235,15 @@ class LeagueTrainer:
 
     def _load_state(self) -> None:
         try:
-            data = torch.load(self.state_path, map_location="cpu", weights_only=False)
-        except Exception as err:  # truncated or foreign file
-            raise TrainError(f"{self.state_path} is unreadable ({err})") from None
+            # weights_only: the file holds tensors and plain values only, so a planted state.pt
+            # cannot run code on --resume (as every other load in leaguezero).
+            data = torch.load(self.state_path, map_location="cpu", weights_only=True)
+        except Exception as err:  # truncated, foreign, or a pickle that wants to run code
+            reason = torch_load_reason(err)
+            raise TrainError(
+                f"{self.state_path} is unreadable or unsafe ({reason}); restore it from a backup "
+                "or start a new run"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
             raise TrainError(f"{self.state_path} is not a Diplomacy training state")
         if data.get("schema_version") != STATE_SCHEMA_VERSION:

@@ -15,6 +15,23 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+_NUMBER_KEYS = ("best_elo", "anchor_elo")  # number or null
+_TEXT_KEYS = ("run_name", "best_agent", "anchor")  # string or null
+
+
+def _check_metadata(metadata: dict, where: Path) -> None:
+    """Fail with one line when league.json's metadata has a value of the wrong type."""
+    for key in _NUMBER_KEYS:
+        value = metadata.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            _fail(f"{where}: metadata.{key} must be a number or null, not {value!r}; fix it or "
+                  "run  leaguezero league refit  after fixing the anchor")  # fmt: skip
+    for key in _TEXT_KEYS:
+        value = metadata.get(key)
+        if value is not None and not isinstance(value, str):
+            _fail(f"{where}: metadata.{key} must be a string or null, not {value!r}")
+
+
 @app.command()
 def show(
     run_dir: Path = typer.Argument(..., help="Run directory holding league.json."),
@@ -32,6 +49,7 @@ def show(
         matches = read_matches(paths["matchlog"])[-recent:] if recent > 0 else []
     except (RegistryError, MatchLogError) as err:
         _fail(str(err))
+    _check_metadata(state.metadata, paths["registry"])
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
     if as_json:
         out = {
@@ -92,6 +110,7 @@ def refit(
         results = read_matches(paths["matchlog"], kind="evaluation")
         registry = LeagueRegistry(paths["registry"])
         with registry.update() as state:
+            _check_metadata(state.metadata, paths["registry"])
             if state.anchor is None:
                 _fail("league.json has no rating anchor")
             name, elo = state.anchor

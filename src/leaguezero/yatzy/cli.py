@@ -7,6 +7,7 @@ import json
 from typing import Annotated
 
 import typer
+import typer.core
 
 from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
 from leaguezero.yatzy.cli_oracle import oracle_app
@@ -25,6 +26,24 @@ app.add_typer(config_app, name="config")
 app.add_typer(oracle_app, name="oracle")
 
 DiceArg = tuple[int, int, int, int, int]
+DICE_SYNTAX = "--dice needs five dice values 1..6 after it, e.g. --dice 3 3 3 5 5"
+
+
+class DiceCommand(typer.core.TyperCommand):
+    """A command with ``--dice``: a wrong number of dice says what to type, not only "requires
+    5 arguments" (typer vendors click, so its exception classes are matched by behaviour)."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as err:
+            if err.param is not None and "--dice" in getattr(err.param, "opts", []):
+                raise typer.BadParameter(f"{err.message}; {DICE_SYNTAX}", ctx, err.param) from None
+            raise
+        except Exception as err:  # click's BadOptionUsage: too few values after --dice
+            if getattr(err, "option_name", None) == "--dice":
+                raise type(err)("--dice", DICE_SYNTAX, ctx) from None
+            raise
 
 
 @config_app.command("show")
@@ -45,7 +64,7 @@ def _parse_dice(dice: DiceArg) -> list[int]:
     return sorted(dice)
 
 
-@rules_app.command("score")
+@rules_app.command("score", cls=DiceCommand)
 def rules_score(
     dice: Annotated[DiceArg, typer.Option("--dice", help="Five dice: --dice 1 2 3 4 5")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -67,7 +86,7 @@ def rules_score(
         typer.echo(f"{cat:>15} {v:3d}")
 
 
-@rules_app.command("legal")
+@rules_app.command("legal", cls=DiceCommand)
 def rules_legal(
     dice: Annotated[DiceArg, typer.Option("--dice", help="Five dice: --dice 1 2 3 4 5")],
     rerolls_left: Annotated[int, typer.Option("--rerolls-left", min=0, max=2)] = 2,

@@ -33,3 +33,10 @@ def load_yatzy_config(config: Path | None, overrides: list[str] | None):
         return load_config(YatzyConfig, config, overrides or [])
     except ConfigError as err:
         raise fail(str(err)) from None
+
+
+def load_oracle_with_notice(table: Path | None):
+    """Load the oracle; a first table build (~20 s) is announced on stderr in one dim line."""
+    from leaguezero.yatzy.oracle import load_oracle
+
+    return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -72,14 +73,23 @@ def infer_server(
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="torch threads for the forward pass.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for 'dummy' models.")] = 0,
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Owner-only file with the admin token that infer-load needs over TCP (created "
+            "if missing). Default: $LEAGUEZERO_ADMIN_TOKEN_FILE or ~/.leaguezero/"
+            "infer_admin_token for TCP; a Unix socket needs no token unless this is given.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Serve YatzyNet checkpoints with dynamic batching (infer.max_batch / infer.max_wait_us).
 
-    Prints one line `listening on ADDRESS metrics PORT models ...` when ready; SIGTERM/SIGINT
+    Prints one line 'listening on ADDRESS metrics PORT models ...' when ready; SIGTERM/SIGINT
     stop it cleanly, SIGHUP reloads every model from its path. Hot-swap one model with
-    `yz infer-load --bind ADDRESS --model 1=PATH`.
+    'yz infer-load --bind ADDRESS --model 1=PATH' (as the same user: over TCP it reads the
+    admin token file).
     """
     import asyncio
     import logging
@@ -87,6 +97,7 @@ def infer_server(
     import torch
 
     from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.inference.admin import AdminTokenError, load_or_create_token
     from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
     from leaguezero.az.inference.server import (
         InferenceServer,
@@ -105,19 +116,25 @@ def infer_server(
         specs = parse_model_specs(model or ["dummy"])
         loader = make_loader(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed)
         models = {model_id: loader(path) for model_id, path in specs.items()}
-    except (EndpointError, ValueError, CheckpointError) as err:
+        admin_token, token_path = None, None
+        if endpoint.scheme == "tcp" or admin_token_file is not None:
+            admin_token, token_path = load_or_create_token(admin_token_file)
+    except (EndpointError, ValueError, CheckpointError, AdminTokenError) as err:
         raise fail(str(err)) from None
     settings = ServerSettings(
         max_batch=cfg.infer.max_batch,
         max_wait_us=cfg.infer.max_wait_us,
         device=device,
         public=public,
+        admin_token=admin_token,
     )
     server = InferenceServer(models, settings, loader=loader)
     metrics_bind = None
     if metrics_port >= 0:
         metrics_bind = ("0.0.0.0" if public else "127.0.0.1", metrics_port)
     described = " ".join(f"{i}={p}" for i, p in sorted(specs.items()))
+    if token_path is not None:
+        described += f" admin-token {token_path}"
 
     def ready(address: str, port: int | None) -> None:
         typer.echo(f"listening on {address} metrics {port} models {described}")
@@ -143,15 +160,24 @@ def _client(bind: str):
 def infer_load(
     bind: Annotated[str, typer.Option(help="The running server's address.")],
     model: Annotated[str, typer.Option(help="ID=PATH (or best=/candidate=) to load.")],
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="The server's admin token file (default: $LEAGUEZERO_ADMIN_TOKEN_FILE or "
+            "~/.leaguezero/infer_admin_token); needed over TCP."
+        ),
+    ] = None,
 ) -> None:
     """Hot-swap one model of a running server (the path is read by the server)."""
+    from leaguezero.az.inference.admin import AdminTokenError, with_default_token
     from leaguezero.az.inference.client import InferenceError
 
     try:
         ((model_id, path),) = parse_model_specs([model]).items()
+        argument = with_default_token(path, token_file)
         with _client(bind) as client:
-            typer.echo(json.dumps(client.load_model(model_id, path)))
-    except (ValueError, ConnectionError, InferenceError) as err:
+            typer.echo(json.dumps(client.load_model(model_id, argument)))
+    except (ValueError, ConnectionError, InferenceError, AdminTokenError) as err:
         raise fail(str(err)) from None
 
 

@@ -47,9 +47,12 @@ def _load(table: Path | None):
     try:
         if target.is_file():
             return load_oracle(table)
-        with Console(stderr=True).status(
-            f"building the oracle table once (about 20 s) into {target}"
-        ):
+        message = f"building the oracle table once (about 20 s) into {target}"
+        console = Console(stderr=True)
+        if not console.is_terminal:  # a spinner draws nothing in a log or pipe: say it once
+            typer.echo(message, err=True)
+            return load_oracle(table, progress=lambda _msg: None)
+        with console.status(message):
             return load_oracle(table, progress=lambda _msg: None)
     except OracleError as err:
         raise _fail(str(err)) from None

@@ -1,5 +1,5 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (PRD §13.3)."""
+``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`cli_play`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.yatzy.cli_common import ConfigOpt, SetOpt, fail, load_yatzy_config
+from leaguezero.yatzy.cli_common import (
+    ConfigOpt,
+    SetOpt,
+    fail,
+    load_oracle_with_notice,
+    load_yatzy_config,
+)
+from leaguezero.yatzy.cli_play import play
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -30,10 +37,20 @@ def _setup_threads(cfg) -> None:
     torch.set_num_threads(cfg.run.torch_threads)
 
 
-def _load_oracle(table: Path | None):
-    from leaguezero.yatzy.oracle import load_oracle
-
-    return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))
+def _check_run_state(run_dir) -> int:
+    """The last finished iteration in RUN/run_state.json; a damaged file is a one-line error."""
+    try:
+        state = run_dir.read_state()
+        iteration = state["iteration"]
+        if not isinstance(iteration, int) or not isinstance(state.get("phases"), list):
+            raise TypeError("'iteration' must be a number and 'phases' a list")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise fail(
+            f"{run_dir.state_path} is damaged ({reason}); restore it, or delete it to restart "
+            "the run's iteration count (models and replay stay)"
+        ) from None
+    return iteration
 
 
 @contextmanager
@@ -50,8 +67,8 @@ def _progress(enabled: bool = True):
     def report(phase: str, advance: int, total: int) -> None:
         if phase not in tasks:
             tasks[phase] = progress.add_task(phase, total=total or None)
-        elif total:
-            progress.reset(tasks[phase], total=total)
+        elif total:  # a size only: never reset what is done (self-play passes it every game)
+            progress.update(tasks[phase], total=total)
         if advance:
             progress.advance(tasks[phase], advance)
 
@@ -85,9 +102,17 @@ def run(
     ] = None,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
+    from leaguezero.az.replay import games_on_disk
     from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.yatzy.cli_progress import (
+        RunProgress,
+        expected_duration_line,
+        expected_iteration_seconds,
+        sims_per_game,
+        summary_text,
+    )
     from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.loop import RunDir, init_run, run_iteration, summary_line
+    from leaguezero.yatzy.loop import RunDir, init_run, run_iteration
 
     run_dir = RunDir(out)
     if league:
@@ -115,13 +140,17 @@ def run(
             init_ray(cfg.run.ray_address)
         except RayUnavailableError as err:
             raise fail(str(err)) from None
+    if resume:
+        _check_run_state(run_dir)
     init_run(cfg, run_dir)
-    oracle = _load_oracle(oracle_table)
-    start = run_dir.read_state()["iteration"] + 1
-    if start > cfg.run.iterations:
-        typer.echo(f"{out}: all {cfg.run.iterations} iterations are done")
+    oracle = load_oracle_with_notice(oracle_table)
+    start = _check_run_state(run_dir) + 1
+    last = cfg.run.iterations
+    if start > last:
+        typer.echo(f"{out}: all {last} iterations are done")
         return
-    typer.echo(f"run {out}: iterations {start}..{cfg.run.iterations} (config {out}/config.yaml)")
+    typer.echo(f"run {out}: iterations {start}..{last} (config {out}/config.yaml)")
+    typer.echo(expected_duration_line(cfg, last - start + 1))
     league_run = None
     if cfg.league.enabled:
         from leaguezero.league.registry import RegistryError
@@ -133,16 +162,33 @@ def run(
             raise fail(str(err)) from None
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.replay import ReplayError
+    from leaguezero.az.train import TrainError
 
+    idle_s, busy_s = expected_iteration_seconds(cfg)
+    progress = RunProgress(
+        last - start + 1, (idle_s + busy_s) / 2, terminal=sys.stderr.isatty(), stream=sys.stderr,
+        sims_per_game=sims_per_game(cfg),
+    )  # fmt: skip
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
     it = start
     try:
-        for it in range(start, cfg.run.iterations + 1):
-            with _progress(sys.stderr.isatty()) as (report, _):
+        with progress.display():
+            for it in range(start, last + 1):
+                replay = run_dir.replay / f"iter_{it:04d}"
+                resumed = bool(run_dir.read_state()["phases"]) or games_on_disk(replay) > 0
+                progress.start_iteration(it, last)
                 record = run_iteration(
-                    cfg, run_dir, it, report, oracle, oracle_table, league=league_run
+                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run
                 )
-            typer.echo(summary_line(record))
+                seconds = progress.end_iteration()
+                sp = record.get("selfplay", {})
+                if sp.get("games") and sp.get("sims"):  # measured: better than the estimate
+                    progress.sims_per_game = sp["sims"] / sp["games"]
+                line = summary_text(
+                    record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
+                    resumed=resumed,
+                )  # fmt: skip
+                progress.echo_above(line, typer.echo)
     except BaseException as err:
         if league_run is not None:  # stop a running evaluation; --resume submits it again
             league_run.close(timeout=0)
@@ -153,8 +199,8 @@ def run(
                 err=True,
             )
             raise typer.Exit(130) from None
-        if isinstance(err, (ReplayError, CheckpointError)):  # e.g. replay of an older version
-            raise fail(str(err)) from None
+        if isinstance(err, (ReplayError, CheckpointError, TrainError)):  # e.g. a damaged shard
+            raise fail(f"iteration {it}: {err}") from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -215,7 +261,7 @@ def train(
     """Train a candidate from the best net on the replay window (fresh optimizer)."""
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
     from leaguezero.az.replay import ReplayError, load_window, window_iterations
-    from leaguezero.az.train import TrainSettings, train_candidate
+    from leaguezero.az.train import TrainError, TrainSettings, train_candidate
     from leaguezero.yatzy.kinds import checkpoint_schema, shard_schema
     from leaguezero.yatzy.model_agent import load_yatzy_model
 
@@ -238,7 +284,12 @@ def train(
     )  # fmt: skip
     with _progress(sys.stderr.isatty()) as (report, _):
         report("train", 0, settings.steps)
-        rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+        try:
+            rep = train_candidate(
+                model, data, settings, progress=lambda s, _l: report("train", 1, 0)
+            )
+        except TrainError as err:
+            raise fail(str(err)) from None
     schema = checkpoint_schema(cfg.search.kind)
     save_checkpoint(out, model, kind=model.kind, kwargs=model.kwargs(), schema=schema,
                     train_step=meta.train_step + settings.steps)  # fmt: skip
@@ -300,7 +351,7 @@ def oracle_eval(
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
-    oracle = _load_oracle(oracle_table)
+    oracle = load_oracle_with_notice(oracle_table)
     games = cfg.oracle_eval.games or 100
     opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
     agents = {"oracle": OracleAgent(oracle=oracle)}
@@ -333,44 +384,6 @@ def oracle_eval(
             )
     if "guardrail_ok" in results:
         typer.echo(f"guardrail (delta {delta}): {'ok' if results['guardrail_ok'] else 'FAILED'}")
-
-
-def play(
-    model: Annotated[
-        str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")
-    ] = "greedy",
-    seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
-    seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
-    sims: Annotated[int, typer.Option(help="Search budget of a model opponent.")] = 64,
-    no_oracle: Annotated[bool, typer.Option(help="Play without the oracle's verdicts.")] = False,
-) -> None:
-    """Play a game against an agent in the terminal; the oracle judges each of your moves."""
-    from leaguezero.yatzy.agents import AgentSpecError, make_agent
-    from leaguezero.yatzy.play import play_game
-
-    spec = model
-    if Path(model).is_file():
-        spec = f"model:{model}"
-    try:
-        agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
-    except (AgentSpecError, FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
-    oracle = None if no_oracle else _load_oracle(None)
-    typer.echo(__import__("leaguezero.yatzy.play", fromlist=["x"]).__doc__.split("\n\n")[1])
-
-    def ask(prompt: str) -> str:
-        try:
-            return input(prompt)
-        except EOFError:
-            return "quit"
-
-    try:
-        mine, theirs = play_game(agent, seed, seat, ask, typer.echo, oracle)
-    except KeyboardInterrupt:
-        typer.echo("game abandoned")
-        raise typer.Exit(1) from None
-    verdict = "you win" if mine > theirs else "you lose" if mine < theirs else "a draw"
-    typer.echo(f"final: you {mine}, {agent.name} {theirs}: {verdict}")
 
 
 profile_app = typer.Typer(help="Profile self-play (cProfile + torch.profiler).")

@@ -18,7 +18,6 @@ pieces talk through files)::
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict
@@ -133,8 +132,11 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     )
     client.margin_weight = cfg.mcts.margin_utility
     if best_path is not None and best_path.is_file():
-        # The server may have started with another model: make it serve this run's best.
-        client.load_model(0, str(best_path.resolve()))
+        # The server may have started with another model: make it serve this run's best
+        # (an admin op: over TCP it carries this user's admin token).
+        from leaguezero.az.inference.admin import with_default_token
+
+        client.load_model(0, with_default_token(str(best_path.resolve())))
     return client
 
 
@@ -332,23 +334,3 @@ def _flat(record: dict) -> dict:
         }
     out["detail"] = detail
     return out
-
-
-def summary_line(record: dict) -> str:
-    """One line per iteration for the terminal."""
-    f = _flat(record)
-
-    def num(key: str, fmt: str) -> str:
-        v = f.get(key)
-        return format(v, fmt) if isinstance(v, int | float) and not math.isnan(v) else "-"
-
-    gate = f"{num('gate_win_rate', '.3f')}±{num('gate_win_rate_se', '.3f')}"
-    verdict = "PROMOTED" if f["promoted"] else "kept best"
-    return (
-        f"iter {f['iteration']:>3} | sp {num('selfplay_games', 'd')} games "
-        f"{num('sims_per_s', ',.0f')} sims/s | loss p {num('loss_policy', '.3f')} "
-        f"v {num('loss_value', '.3f')} m {num('loss_margin', '.3f')} | gate {gate} "
-        f"({num('gate_games', 'd')} g, {f['promotion_reason']}) {verdict} | solitaire "
-        f"{num('solitaire_mean', '.1f')} regret/g {num('mean_regret_per_game', '.1f')} | "
-        f"vs greedy {num('win_rate_vs_greedy', '.2f')} vs oracle {num('win_rate_vs_oracle', '.2f')}"
-    )

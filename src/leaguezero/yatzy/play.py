@@ -1,9 +1,9 @@
 """``yz play``: a person plays a 2-player match against an agent in the terminal.
 
-Moves are typed as ``keep 3 3 5`` (the dice values to keep), ``keep 01100`` (a KeepMask over the
-sorted dice), ``reroll`` (keep nothing), or ``mark pair`` / ``mark 6`` (a category name or
-index). ``hint`` asks the oracle for its best move and the value of every option; after each of
-your moves the oracle says what it would have done and how many expected points you lost.
+The screen shows both score cards (points in filled boxes), a column with what the current dice
+would score in each open box, and the agent's rolls and choices as a player would see them.
+:data:`HELP` lists the commands; ``hint`` shows the oracle's best options with the expected final
+score of each, and after each of your moves the oracle says what it would have done.
 """
 
 from __future__ import annotations
@@ -33,16 +33,24 @@ from leaguezero.yatzy.tables import (
     KEEP_ALL,
     MARK_OFFSET,
     SCORES,
-    action_label,
     keep_bit,
 )
+
+HELP = """Commands:
+  keep 3 3 5     keep these dice values and reroll the others (also: keep 01100, a mask
+                 over the sorted dice)
+  reroll         reroll all five dice
+  mark pair      score the dice in a box, by name or number (mark 6)
+  hint           the oracle's best options and the expected final score of each
+  help           this list
+  quit           leave the game"""
 
 
 def parse_move(text: str, dice: list[int]) -> int:
     """The action index a typed move names; raises ValueError with a hint when it names none."""
     words = text.strip().lower().split()
     if not words:
-        raise ValueError("type a move, e.g. 'keep 3 3', 'mark pair', 'hint' or 'quit'")
+        raise ValueError("type a move, e.g. keep 3 3, mark pair, hint, help or quit")
     verb, args = words[0], words[1:]
     if verb in ("reroll", "r"):
         return 0
@@ -69,23 +77,33 @@ def parse_move(text: str, dice: list[int]) -> int:
         if name in CATEGORIES:
             return MARK_OFFSET + CATEGORIES.index(name)
         raise ValueError(f"unknown category {name!r}: one of {', '.join(CATEGORIES)}")
-    raise ValueError(f"unknown move {verb!r}: keep ..., reroll, mark CATEGORY, hint, quit")
+    raise ValueError(f"unknown move {verb!r}: type help for the commands")
 
 
-def render(state: np.ndarray, human: int) -> str:
-    """Both score cards, the dice and the rerolls left, as plain text."""
+def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = None) -> str:
+    """Both score cards (points in filled boxes, ``.`` in open ones), what your current dice
+    would score in each of your open boxes, the dice and the rerolls left, as plain text.
+
+    ``filled[seat][cat]`` holds the points marked in each filled box (without the upper bonus);
+    without it a filled box shows ``x``.
+    """
     seat_names = ("you", "agent") if human == 0 else ("agent", "you")
-    lines = [f"{'category':>17} {seat_names[0]:>6} {seat_names[1]:>6}"]
+    your_turn = not is_terminal(state) and state[S_PLAYER] == human
+    now_label = "your dice would score" if your_turn else ""
+    lines = [f"{'box':>17} {seat_names[0]:>6} {seat_names[1]:>6}   {now_label}".rstrip()]
     dice = int(state[S_DICE])
     for cat, name in enumerate(CATEGORIES):
         cells = []
         for p in range(2):
-            open_ = (state[S_AVAIL + p] >> (14 - cat)) & 1
-            cells.append("." if open_ else "x")
-        now = SCORES[dice, cat] if (state[S_AVAIL + human] >> (14 - cat)) & 1 else ""
-        lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}")
+            if (state[S_AVAIL + p] >> (14 - cat)) & 1:
+                cells.append(".")
+            else:
+                cells.append(str(filled[p].get(cat, "x")) if filled is not None else "x")
+        open_for_you = (state[S_AVAIL + human] >> (14 - cat)) & 1
+        now = SCORES[dice, cat] if your_turn and open_for_you else ""
+        lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
     lines.append(
-        f"{'upper':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}\n"
+        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}\n"
         f"{'score':>17} {state[S_SCORE]:>6} {state[S_SCORE + 1]:>6}"
     )
     if not is_terminal(state):
@@ -95,6 +113,29 @@ def render(state: np.ndarray, human: int) -> str:
             f"({who} to move)"
         )
     return "\n".join(lines)
+
+
+def describe_move(action: int, dice: list[int], rerolls_left: int, points: int = 0) -> str:
+    """What a move looks like at the table: ``rolled 1 3 3 5 6, kept 3 3`` or ``rolled ...,
+    scored 6 in pair``."""
+    rolled = " ".join(str(v) for v in sorted(dice))
+    if action >= MARK_OFFSET:
+        return f"rolled {rolled}, scored {points} in {CATEGORIES[action - MARK_OFFSET]}"
+    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
+    keep_text = f"kept {' '.join(kept)} and rerolled the rest" if kept else "rerolled all five"
+    last = " (last reroll)" if rerolls_left == 1 else ""
+    return f"rolled {rolled}, {keep_text}{last}"
+
+
+def _mark(state: np.ndarray, action: int, filled: list[dict[int, int]]) -> int:
+    """Apply ``action``; a mark's points (without bonus) go into ``filled``; returns them."""
+    player = int(state[S_PLAYER])
+    points = 0
+    if action >= MARK_OFFSET:
+        points = int(SCORES[int(state[S_DICE]), action - MARK_OFFSET])
+        filled[player][action - MARK_OFFSET] = points
+    apply_action(state, action)
+    return points
 
 
 def play_game(
@@ -108,6 +149,7 @@ def play_game(
     """Play one game; returns (your score, agent's score). ``ask`` reads a line from the person."""
     state = np.zeros(STATE_LEN, np.int64)
     new_match(state, seed, DICE_KEYED)
+    filled: list[dict[int, int]] = [{}, {}]
     values_of = None
     if oracle is not None:
         from leaguezero.yatzy.oracle_agent import OracleAgent
@@ -116,19 +158,24 @@ def play_game(
     while not is_terminal(state):
         if state[S_PLAYER] != human:
             action = int(agent.act(state[None, :], np.array([0]))[0])
-            dice = list(DICE[state[S_DICE]])
-            apply_action(state, action)
-            say(f"agent: {action_label(action, dice)}")
+            dice = [int(v) for v in DICE[state[S_DICE]]]
+            rerolls = int(state[S_REROLLS])
+            points = _mark(state, action, filled)
+            say(f"agent {describe_move(action, dice, rerolls, points)}")
             continue
-        say(render(state, human))
+        say(render(state, human, filled))
         dice = [int(v) for v in DICE[state[S_DICE]]]
         values = values_of(state[None, :])[0] if values_of is not None else None
         while True:
             text = ask("your move> ")
             if text.strip().lower() in ("quit", "q", "exit"):
                 raise KeyboardInterrupt
+            if text.strip().lower() in ("help", "commands"):
+                say(HELP)
+                continue
             if text.strip().lower() in ("hint", "h", "?"):
-                say(_hint(values, dice) if values is not None else "no oracle loaded")
+                score = int(state[S_SCORE + human])
+                say(_hint(values, dice, score) if values is not None else "no oracle loaded")
                 continue
             try:
                 action = parse_move(text, dice)
@@ -139,7 +186,7 @@ def play_game(
                 say("keeping all five dice wastes a reroll (illegal): mark a category instead")
                 continue
             if not is_legal(state, action):
-                say(f"{action_label(action, dice)} is not legal now")
+                say(f"{_move_text(action, dice)} is not legal now (that box is filled?)")
                 continue
             break
         if values is not None:
@@ -148,22 +195,32 @@ def play_game(
             verdict = (
                 "the oracle agrees"
                 if lost < 1e-9
-                else (f"the oracle would {action_label(best, dice)}; you lost {lost:.2f} points")
+                else f"the oracle would {_move_text(best, dice)}; that cost you {lost:.2f} "
+                "expected points"
             )
             say(f"oracle: {verdict}")
-        apply_action(state, action)
-    say(render(state, human))
+        _mark(state, action, filled)
+    say(render(state, human, filled))
     return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
 
 
-def _hint(values: np.ndarray, dice: list[int]) -> str:
+def _hint(values: np.ndarray, dice: list[int], score: int) -> str:
     order = np.argsort(-np.nan_to_num(values, nan=-1e9))
     seen, lines = set(), []
     for a in order:
         if np.isnan(values[a]) or round(float(values[a]), 6) in seen:
             continue  # equal-valued KeepMasks over equal dice: show one
         seen.add(round(float(values[a]), 6))
-        lines.append(f"  {action_label(int(a), dice):<32} {values[a]:8.2f}")
+        lines.append(f"  {_move_text(int(a), dice):<34} {score + values[a]:8.1f}")
         if len(lines) == 5:
             break
-    return "oracle's best options (expected remaining score):\n" + "\n".join(lines)
+    header = "oracle's best options (your expected final score, playing on perfectly alone):"
+    return header + "\n" + "\n".join(lines)
+
+
+def _move_text(action: int, dice: list[int]) -> str:
+    """A move as the player would type it: ``keep 3 3 5``, ``reroll``, ``mark pair``."""
+    if action >= MARK_OFFSET:
+        return f"mark {CATEGORIES[action - MARK_OFFSET]}"
+    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
+    return f"keep {' '.join(kept)}" if kept else "reroll"

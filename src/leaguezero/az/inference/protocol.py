@@ -52,10 +52,12 @@ class Status(IntEnum):
     LOAD_FAILED = 7  # a control LOAD_MODEL failed; the old model keeps serving
     INTERNAL = 8
     UNKNOWN_OP = 9
+    UNAUTHORIZED = 10  # an admin op (LOAD_MODEL) without the server's admin token
+    NON_FINITE = 11  # the request's features (or the model's outputs) hold NaN or infinity
 
 
 class ControlOp(IntEnum):
-    LOAD_MODEL = 1  # argument: checkpoint path (server-side); hot-swaps model_id
+    LOAD_MODEL = 1  # argument: [admin token line +] checkpoint path (server-side); admin op
     INFO = 2  # reply text: JSON {model_id: {...}} of the served models
 
 

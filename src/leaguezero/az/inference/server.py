@@ -9,9 +9,18 @@ serialises forward passes of several models on one device.
 
 Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
 SIGHUP, see :func:`serve_forever`): the load runs on the executor thread between batches, and the
-next batch uses the new weights. Errors (malformed frame, unknown model, schema or shape
-mismatch) get an error reply and the connection stays open; only an over-long length prefix,
-after which the stream cannot be resynchronised, closes that one connection.
+next batch uses the new weights. ``LOAD_MODEL`` is an admin operation: over TCP it needs the
+server's admin token (:mod:`leaguezero.az.inference.admin`); a failed load is answered with one
+fixed message, so a client learns nothing about the server's file system (the log has details).
+
+Errors (malformed frame, unknown model, schema or shape mismatch, non-finite features) get an
+error reply and the connection stays open; only an over-long length prefix, after which the
+stream cannot be resynchronised, closes that one connection.
+
+One connection may hold at most ``max_pending_per_connection`` unanswered requests and
+``max_unsent_bytes`` of replies it has not read; past either bound the server stops reading
+from it (the client's sends block) until it catches up. When a connection closes, its queued
+requests and unsent replies are dropped at once.
 """
 
 from __future__ import annotations
@@ -32,8 +41,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from leaguezero.az.inference.admin import admin_refusal, split_token
+from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
-from leaguezero.az.inference.local import forward_numpy, model_dims
+from leaguezero.az.inference.local import model_dims
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -45,8 +56,8 @@ from leaguezero.az.inference.protocol import (
     Status,
     decode_request,
     encode_error,
-    encode_reply,
 )
+from leaguezero.az.inference.replies import forward_and_encode, text_reply
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +99,22 @@ class ServerSettings:
     device: str = "cpu"
     public: bool = False  # allow TCP binds that other machines can reach
     max_frame_bytes: int = MAX_FRAME_BYTES
+    # LOAD_MODEL needs this token over TCP (None: refused over TCP); optional on a Unix socket.
+    admin_token: str | None = None
+    max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...
+    max_unsent_bytes: int = 16 * 1024 * 1024  # ...and reply bytes it has not read yet
+
+
+LOAD_FAILED_MESSAGE = (
+    "cannot load that checkpoint: it is missing, unreadable or not a compatible checkpoint "
+    "(the server log says which)"
+)
 
 
 @dataclass
 class _Pending:
     request: EvalRequest
-    conn: _Connection
+    conn: Connection
     arrival: float  # time.perf_counter() when the frame was read
 
 
@@ -102,18 +123,6 @@ class _Queue:
     items: deque[_Pending] = field(default_factory=deque)
     rows: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class _Connection:
-    """One client's stream; replies to a closed connection are dropped."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.closed = False
-
-    def send(self, frame: bytes) -> None:
-        if not self.closed:
-            self.writer.write(frame)  # buffered; never await drain here (it would stall others)
 
 
 class InferenceServer:
@@ -136,7 +145,7 @@ class InferenceServer:
         self._queues: dict[int, _Queue] = {}
         self._tasks: list[asyncio.Task] = []  # one batcher per model_id
         self._control_tasks: set[asyncio.Task] = set()
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._unix_inode: tuple[str, int] | None = None
         self.address = ""
@@ -193,11 +202,31 @@ class InferenceServer:
             await self._load(model_id, served.source)
 
     # ---------------------------------------------------------------- connections
+    def connection_stats(self) -> list[dict[str, int]]:
+        """Per open connection: unanswered requests and reply bytes not yet read by the client."""
+        return [{"pending": c.pending, "unsent_bytes": c.unsent_bytes()} for c in self._connections]
+
+    def queued_requests(self) -> int:
+        """Eval requests waiting in the batch queues (of all models)."""
+        return sum(len(q.items) for q in self._queues.values())
+
+    async def _wait_for_room(self, conn: Connection) -> None:
+        """Stop reading from ``conn`` while it holds too many unanswered requests or unread
+        replies; its client's sends then block in the kernel instead of growing our memory."""
+        while conn.pending >= self.settings.max_pending_per_connection:
+            conn.room.clear()
+            await conn.room.wait()
+        await conn.writer.drain()  # returns at once below the write buffer's high-water mark
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Connection(writer)
+        conn = Connection(writer, is_unix=self._unix_inode is not None)
+        limit = self.settings.max_unsent_bytes
+        writer.transport.set_write_buffer_limits(high=limit, low=limit // 2)
         self._connections.add(conn)
+        gone = False
         try:
             while True:
+                await self._wait_for_room(conn)
                 (length,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
                 if length > self.settings.max_frame_bytes:
                     # The stream cannot be resynchronised after a bogus prefix: say so and close.
@@ -206,17 +235,31 @@ class InferenceServer:
                     break
                 self._dispatch(conn, await reader.readexactly(length))
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # client went away; its queued requests are answered into the void
+            gone = True  # the client went away: nobody will read what it asked for
         finally:
             conn.closed = True
             self._connections.discard(conn)
-            writer.close()
+            self._drop_queued(conn)
+            if gone:
+                writer.transport.abort()  # frees unsent replies now (close() would wait for them)
+            else:
+                writer.close()  # e.g. after FRAME_TOO_LARGE: the error reply still goes out
 
-    def _error(self, conn: _Connection, request_id: int, status: Status, message: str) -> None:
+    def _drop_queued(self, conn: Connection) -> None:
+        """Forget the queued requests of a closed connection (nobody will read their replies)."""
+        for model_id, queue in self._queues.items():
+            mine = [p for p in queue.items if p.conn is conn]
+            if not mine:
+                continue
+            queue.items = deque(p for p in queue.items if p.conn is not conn)
+            queue.rows -= sum(p.request.rows for p in mine)
+            self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
+
+    def _error(self, conn: Connection, request_id: int, status: Status, message: str) -> None:
         self.metrics.errors.labels(status.name).inc()
         conn.send(encode_error(request_id, status, message))
 
-    def _dispatch(self, conn: _Connection, body: bytes) -> None:
+    def _dispatch(self, conn: Connection, body: bytes) -> None:
         arrival = time.perf_counter()
         try:
             request = decode_request(body)
@@ -250,7 +293,13 @@ class InferenceServer:
             )
             self._error(conn, rid, Status.SHAPE_MISMATCH, msg)
             return
+        if not np.isfinite(request.features).all():
+            bad = int(np.flatnonzero(~np.isfinite(request.features).all(axis=1))[0])
+            msg = f"features hold NaN or infinite values (first in row {bad}); nothing evaluated"
+            self._error(conn, rid, Status.NON_FINITE, msg)
+            return
         queue = self._queues[request.model_id]
+        conn.pending += 1
         queue.items.append(_Pending(request, conn, arrival))
         queue.rows += request.rows
         self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
@@ -294,12 +343,13 @@ class InferenceServer:
         start = time.perf_counter()
         try:
             frames = await loop.run_in_executor(
-                self._executor, _forward_and_encode, served.model, requests, self.device
+                self._executor, forward_and_encode, served.model, requests, self.device
             )
         except Exception as err:  # a model failure answers this batch and keeps serving
             log.exception("forward pass of model %s failed", model_id)
             for p in batch:
                 self._error(p.conn, p.request.request_id, Status.INTERNAL, f"forward failed: {err}")
+                p.conn.answered()
             return
         done = time.perf_counter()
         self.metrics.forward.labels(label).observe(done - start)
@@ -308,22 +358,33 @@ class InferenceServer:
         self.metrics.requests.labels(label).inc(len(batch))
         latency = self.metrics.latency.labels(label)
         for p, frame in zip(batch, frames, strict=True):
-            p.conn.send(frame)
+            if frame is None:  # the model's outputs for this request are not finite
+                msg = f"model {model_id} produced NaN or infinite outputs for this request"
+                self._error(p.conn, p.request.request_id, Status.NON_FINITE, msg)
+            else:
+                p.conn.send(frame)
+            p.conn.answered()
             latency.observe(done - p.arrival)
 
     # ---------------------------------------------------------------- control
-    async def _control(self, conn: _Connection, request: ControlRequest) -> None:
+    async def _control(self, conn: Connection, request: ControlRequest) -> None:
         rid = request.request_id
         if request.op == ControlOp.INFO:
             info = {str(i): m.describe() for i, m in sorted(self.models.items())}
-            conn.send(_text_reply(rid, json.dumps({"models": info, "address": self.address})))
+            conn.send(text_reply(rid, json.dumps({"models": info, "address": self.address})))
         elif request.op == ControlOp.LOAD_MODEL:
-            error = await self._load(request.model_id, request.argument)
+            token, path = split_token(request.argument)
+            refusal = admin_refusal(self.settings.admin_token, token, conn.is_unix)
+            if refusal:
+                log.warning("refused LOAD_MODEL of model %s: %s", request.model_id, refusal)
+                self._error(conn, rid, Status.UNAUTHORIZED, refusal)
+                return
+            error = await self._load(request.model_id, path)
             if error:
                 self._error(conn, rid, Status.LOAD_FAILED, error)
             else:
                 described = self.models[request.model_id].describe()
-                conn.send(_text_reply(rid, json.dumps({str(request.model_id): described})))
+                conn.send(text_reply(rid, json.dumps({str(request.model_id): described})))
         else:
             self._error(conn, rid, Status.UNKNOWN_OP, f"unknown control op {request.op}")
 
@@ -335,8 +396,10 @@ class InferenceServer:
         try:
             served = await loop.run_in_executor(self._executor, self._load_on_executor, argument)
         except Exception as err:
+            # Only the log names the reason: a reply saying "does not exist" vs "cannot be read"
+            # would let any client probe the server's file system.
             log.warning("loading %r as model %s failed: %s", argument, model_id, err)
-            return f"cannot load {argument!r}: {err}"
+            return LOAD_FAILED_MESSAGE
         self.models[model_id] = served  # the next batch of this model uses the new weights
         self._ensure_queue(model_id)
         log.info("model %s now serves %s", model_id, served.source)
@@ -346,32 +409,6 @@ class InferenceServer:
         served = self.loader(argument)
         served.model.to(self.device).eval()
         return served
-
-
-def _text_reply(request_id: int, text: str) -> bytes:
-    empty = np.zeros((0, 0), np.float32)
-    return encode_reply(request_id, empty, np.zeros(0, np.float32), None, text)
-
-
-def _forward_and_encode(
-    model: nn.Module, requests: list[EvalRequest], device: torch.device
-) -> list[bytes]:
-    """One forward pass over all ``requests`` (rows concatenated); one reply frame per request."""
-    if len(requests) == 1:
-        # Frames are read-only bytes; torch wants writable memory, and the copy is ~10 us.
-        features, legal = requests[0].features.copy(), requests[0].legal
-    else:
-        features = np.concatenate([r.features for r in requests])  # [rows, F]
-        legal = np.concatenate([r.legal for r in requests])  # [rows, A]
-    out = forward_numpy(model, features, device, legal)
-    frames, offset = [], 0
-    for r in requests:
-        end = offset + r.rows
-        margins = None if out.margins is None else out.margins[offset:end]
-        frames.append(encode_reply(r.request_id, out.logits[offset:end], out.values[offset:end],
-                                   margins))  # fmt: skip
-        offset = end
-    return frames
 
 
 async def serve_forever(

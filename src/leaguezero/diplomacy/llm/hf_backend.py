@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +98,12 @@ class HFBackend:
         self._trainable: str | None = None
         model.to(self.device)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
-        self.model = get_peft_model(model, _lora_config(self.lora), adapter_name=_PLACEHOLDER)
+        with warnings.catch_warnings():
+            # peft (0.21) reads transformers' deprecated `is_gradient_checkpointing`; the
+            # FutureWarning is about their code, not ours, and says nothing a user can act on.
+            deprecated = "`is_gradient_checkpointing` is deprecated"
+            warnings.filterwarnings("ignore", message=deprecated, category=FutureWarning)
+            self.model = get_peft_model(model, _lora_config(self.lora), adapter_name=_PLACEHOLDER)
         self.model.eval()  # always: no dropout, and peft only mixes adapters in eval mode
         self._freeze()
         eos = getattr(model.config, "eos_token_id", None)
