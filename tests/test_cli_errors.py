@@ -57,7 +57,8 @@ def test_yz_train_on_a_damaged_shard(tmp_path, damage):
     else:
         shard.with_name(shard.name.replace(".safetensors", ".meta.json")).write_text("[1, 2")
     args = ["yatzy", "train", "--replay", str(tmp_path / "replay"), "--best",
-            str(_best(tmp_path / "best.pt")), "--out", str(tmp_path / "cand.pt")]  # fmt: skip
+            str(_best(tmp_path / "best.pt")), "--out", str(tmp_path / "cand.pt"),
+            "--set", "search.kind=puct"]  # fmt: skip
     _one_line_error(runner.invoke(app, args), "damaged", shard.stem)
     assert not (tmp_path / "cand.pt").exists()
 
