@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from leaguezero.yatzy.cli_progress import (
     RunProgress,
     expected_iteration_seconds,
@@ -30,12 +32,22 @@ def test_a_total_passed_with_every_game_never_resets_the_phase():
     assert "sims/s" in out.getvalue() and "ETA" in out.getvalue()
 
 
-def test_expected_duration_depends_on_the_work_per_iteration():
-    default = YatzyConfig()
-    idle, busy = expected_iteration_seconds(default)
-    assert 60 <= idle <= 120 and 180 <= busy <= 270  # docs: ~69 s idle; 3-4.5 min seen busy
-    more = default.model_copy(update={"selfplay": default.selfplay.model_copy(
-        update={"games_per_iteration": 2 * default.selfplay.games_per_iteration})})  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, low, high",
+    # turn (the default): 30 iterations took 22 min (44 s each) beside two other heavy jobs;
+    # puct with the previous defaults: ~69 s idle, 3-4.5 min on a busy machine.
+    [("turn", 20, 45), ("puct", 60, 120)],
+)
+def test_expected_duration_depends_on_the_work_per_iteration(kind, low, high):
+    overrides = {"search": {"kind": kind}}
+    if kind == "puct":  # the PUCT calibration run's settings
+        overrides |= {"selfplay": {"games_per_iteration": 768, "concurrent_games": 128},
+                      "train": {"steps": 600}, "gate": {"max_games": 800}}  # fmt: skip
+    cfg = YatzyConfig.model_validate(overrides)
+    idle, busy = expected_iteration_seconds(cfg)
+    assert low <= idle <= high and busy == 3 * idle
+    more = cfg.model_copy(update={"selfplay": cfg.selfplay.model_copy(
+        update={"games_per_iteration": 2 * cfg.selfplay.games_per_iteration})})  # fmt: skip
     assert expected_iteration_seconds(more)[0] > idle
 
 
