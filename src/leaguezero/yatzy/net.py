@@ -31,7 +31,24 @@ class ResidualBlock(nn.Module):
         return torch.relu(h + self.fc2(torch.relu(self.fc1(h))))
 
 
-class YatzyNet(nn.Module):
+class _Heads(nn.Module):
+    """Policy, value and optional margin heads over a trunk's ``[N, hidden]`` output (shared by
+    both networks; the attribute names are the checkpoints' parameter names)."""
+
+    def _build_heads(self, hidden: int, num_actions: int, margin_head: bool) -> None:
+        self.has_margin_head = margin_head
+        self.policy = nn.Linear(hidden, num_actions)
+        self.value = nn.Linear(hidden, 1)
+        self.margin = nn.Linear(hidden, 1) if margin_head else None
+
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        logits = self.policy(h)  # [N, A]
+        value = torch.tanh(self.value(h)).squeeze(-1)  # [N]
+        margin = torch.tanh(self.margin(h)).squeeze(-1) if self.margin is not None else None
+        return logits, value, margin
+
+
+class YatzyNet(_Heads):
     """Trunk ``F -> hidden`` plus ``blocks`` residual blocks, then three small heads.
 
     Args:
@@ -57,12 +74,9 @@ class YatzyNet(nn.Module):
         self.num_actions = num_actions
         self.hidden = hidden
         self.blocks = blocks
-        self.has_margin_head = margin_head
         self.stem = nn.Linear(num_features, hidden)
         self.trunk = nn.Sequential(*[ResidualBlock(hidden) for _ in range(blocks)])
-        self.policy = nn.Linear(hidden, num_actions)
-        self.value = nn.Linear(hidden, 1)
-        self.margin = nn.Linear(hidden, 1) if margin_head else None
+        self._build_heads(hidden, num_actions, margin_head)
 
     def kwargs(self) -> dict[str, Any]:
         """The constructor arguments, stored in checkpoints so the net can be rebuilt."""
@@ -75,11 +89,7 @@ class YatzyNet(nn.Module):
         }
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        h = self.trunk(torch.relu(self.stem(x)))  # [N, H]
-        logits = self.policy(h)  # [N, A]
-        value = torch.tanh(self.value(h)).squeeze(-1)  # [N]
-        margin = torch.tanh(self.margin(h)).squeeze(-1) if self.margin is not None else None
-        return logits, value, margin
+        return self._heads(self.trunk(torch.relu(self.stem(x))))  # trunk: [N, H]
 
 
 # Feature schema 2 (turn starts, ``turn_features``): each board's slice and the shared rest.
@@ -88,7 +98,7 @@ _OPP_BOARD = [*range(15, 30), *range(94, 158), 167]
 _SHARED = [158, 159, 160, 161, 162, 163, 164, 165, 168]  # scores, differences, filled, seat, 1
 
 
-class BoardTowerNet(nn.Module):
+class BoardTowerNet(_Heads):
     """A turn-start value network with one tower shared by both boards (feature schema 2).
 
     The value of a turn start is mostly "what my board will still score" against "what the
@@ -117,7 +127,6 @@ class BoardTowerNet(nn.Module):
         self.num_actions = num_actions
         self.hidden = hidden
         self.embed = embed
-        self.has_margin_head = margin_head
         for name, index in (("me", _ME_BOARD), ("opp", _OPP_BOARD), ("shared", _SHARED)):
             self.register_buffer(f"_{name}", torch.tensor(index), persistent=False)
         self.tower = nn.Sequential(
@@ -127,9 +136,7 @@ class BoardTowerNet(nn.Module):
             nn.Linear(2 * embed + len(_SHARED), hidden), nn.ReLU(),
             nn.Linear(hidden, hidden), nn.ReLU(),
         )  # fmt: skip
-        self.policy = nn.Linear(hidden, num_actions)
-        self.value = nn.Linear(hidden, 1)
-        self.margin = nn.Linear(hidden, 1) if margin_head else None
+        self._build_heads(hidden, num_actions, margin_head)
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -143,10 +150,7 @@ class BoardTowerNet(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         me = self.tower(x[:, self._me])  # [N, E]
         opp = self.tower(x[:, self._opp])  # [N, E]
-        h = self.head(torch.cat([me, opp, x[:, self._shared]], dim=1))  # [N, H]
-        value = torch.tanh(self.value(h)).squeeze(-1)
-        margin = torch.tanh(self.margin(h)).squeeze(-1) if self.margin is not None else None
-        return self.policy(h), value, margin
+        return self._heads(self.head(torch.cat([me, opp, x[:, self._shared]], dim=1)))
 
 
 # The name -> constructor map handed to ``az.checkpoint.load_checkpoint`` (az knows no game).
