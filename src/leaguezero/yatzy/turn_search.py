@@ -150,13 +150,13 @@ class TurnSearch:
                 self.margin_scale,
             )  # fmt: skip
             if k and self.inner is not None:
-                self._succ_states = np.zeros((k, STATE_LEN), np.int64)
-                successor_states(states, fresh_rows, row_of, self._succ_states)
+                after = np.zeros((k, STATE_LEN), np.int64)  # the successors, opponent to roll
+                successor_states(states, fresh_rows, row_of, after)
                 inner_rows = np.arange(k, dtype=np.int64)
                 opp_values = np.zeros(k)
                 for i in range(0, k, MAX_GAMES_PER_CALL):
                     part = inner_rows[i : i + MAX_GAMES_PER_CALL]
-                    _, _, opp_values[part] = self.inner.decide(self._succ_states, part)
+                    _, _, opp_values[part] = self.inner.decide(after, part)
                 fill_successor_values(row_of, opp_values, succ)
             elif k:
                 t0 = time.perf_counter()
