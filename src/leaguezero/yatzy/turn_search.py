@@ -21,7 +21,7 @@ import time
 import numpy as np
 from numba import njit
 
-from leaguezero.az.evaluator import Evaluator, mix_utility
+from leaguezero.az.evaluator import Evaluator
 from leaguezero.yatzy.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.turn_dp import (
@@ -171,23 +171,19 @@ class TurnSearch:
     def _evaluate(self, k: int) -> np.ndarray:
         """Values (float32 [k]) of the first ``k`` feature rows.
 
-        A client of the inference server gets the rows in chunks that are all in flight at
-        once, so the server's forward of one chunk overlaps the transfer of the next.
+        An evaluator with ``evaluate_async`` (the inference server's client) gets the rows in
+        chunks that are all in flight at once, so the server's forward of one chunk overlaps
+        the transfer of the next.
         """
-        submit = getattr(self.evaluator, "submit", None)
-        if submit is None or k <= PIPELINE_CHUNK:
+        evaluate_async = getattr(self.evaluator, "evaluate_async", None)
+        if evaluate_async is None or k <= PIPELINE_CHUNK:
             _, values = self.evaluator.evaluate(self._feats[:k], self._legal[:k])
             return np.asarray(values, np.float32)
-        futures = [
-            submit(self._feats[i : i + PIPELINE_CHUNK], self._legal[i : i + PIPELINE_CHUNK])
+        pending = [
+            evaluate_async(self._feats[i : i + PIPELINE_CHUNK], self._legal[i : i + PIPELINE_CHUNK])
             for i in range(0, k, PIPELINE_CHUNK)
         ]
-        replies = [f.result() for f in futures]
-        values = np.concatenate([r.values for r in replies])
-        margins = (
-            None if replies[0].margins is None else np.concatenate([r.margins for r in replies])
-        )
-        return mix_utility(values, margins, self.margin_weight)
+        return np.concatenate([p.result()[1] for p in pending]).astype(np.float32)
 
     def decide(
         self, states: np.ndarray, rows: np.ndarray
