@@ -189,3 +189,13 @@ def test_two_turns_deep_values_successors_by_the_opponents_exact_turn() -> None:
     assert all(is_legal(states[g], actions[g]) for g in range(3))
     with pytest.raises(ValueError, match="depth"):
         TurnSearch(CountingEvaluator(), depth=3)
+
+
+def test_settings_that_do_not_fit_the_search_are_clear_errors(tmp_path) -> None:
+    from leaguezero.common.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="board_towers reads turn starts"):
+        load_config(YatzyConfig, None, ["search.kind=puct", "model.arch=board_towers"])
+    path = tiny_turn_checkpoint(tmp_path / "turn.pt")
+    with pytest.raises(ValueError, match="depth must be 1 or 2"):
+        make_agent(f"model:{path}?depth=x")

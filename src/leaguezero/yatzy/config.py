@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
 from leaguezero.league.config import MatchmakingSection
@@ -271,3 +271,12 @@ class YatzyConfig(Section):
     oracle_eval: OracleEvalSection = OracleEvalSection()
     infer: InferSection = InferSection()
     league: LeagueSection = LeagueSection()
+
+    @model_validator(mode="after")
+    def _arch_fits_search(self) -> YatzyConfig:
+        if self.model.arch == "board_towers" and self.search.kind != "turn":
+            raise ValueError(
+                "model.arch=board_towers reads turn starts: use search.kind=turn, or "
+                "model.arch=resmlp (or auto) with PUCT"
+            )
+        return self

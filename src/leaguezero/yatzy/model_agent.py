@@ -105,7 +105,10 @@ class ModelAgent:
         fid = meta.schema.feature_schema_id
         evaluator = TorchEvaluator(model, fid, device, margin_weight=margin)
         sims = opts.pop("sims", None)
-        depth = int(opts.pop("depth", 1))
+        depth_text = str(opts.pop("depth", 1))
+        if depth_text not in ("1", "2"):
+            raise ValueError(f"depth must be 1 or 2 (turn search), got {depth_text!r}")
+        depth = int(depth_text)
         unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
         if unknown:
             raise ValueError(
