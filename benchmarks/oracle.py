@@ -27,9 +27,9 @@ def main() -> None:
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
 
-    from leaguezero.yatzy.match import play_match
-    from leaguezero.yatzy.oracle import load_oracle
-    from leaguezero.yatzy.oracle_agent import OracleAgent, simulate
+    from leaguezero.yatzy.agents.match import play_match
+    from leaguezero.yatzy.agents.oracle import OracleAgent, simulate
+    from leaguezero.yatzy.oracle.solver import load_oracle
 
     oracle = load_oracle()
     simulate(oracle, 100, seed=0)  # compile (or load the numba cache) outside the timing

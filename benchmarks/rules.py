@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from leaguezero.yatzy import reference, rules
-from leaguezero.yatzy.bots import random_playouts
+from leaguezero.yatzy.agents.bots import random_playouts
+from leaguezero.yatzy.game import reference, rules
 
 
 def _rate(fn, n: int, repeats: int = 3, clock=time.perf_counter) -> float:

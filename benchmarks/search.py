@@ -57,8 +57,8 @@ from leaguezero.az.tree import (
     set_legal,
 )
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
-from leaguezero.yatzy.rules import (
+from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
+from leaguezero.yatzy.game.rules import (
     DICE_RNG,
     STATE_LEN,
     apply_actions_batch,
@@ -66,8 +66,8 @@ from leaguezero.yatzy.rules import (
     new_matches,
     terminal_mask,
 )
-from leaguezero.yatzy.search import YatzyReferenceGame, make_search
-from leaguezero.yatzy.tables import NUM_ACTIONS
+from leaguezero.yatzy.game.tables import NUM_ACTIONS
+from leaguezero.yatzy.search.puct import YatzyReferenceGame, make_search
 
 
 class MLP(nn.Module):
@@ -146,7 +146,7 @@ def bench_in_process(games: int, decisions: int, mcts: MctsSection) -> None:
 def bench_server(games: int, decisions: int, mcts: MctsSection) -> None:
     from leaguezero.az.inference.client import InferenceClient
     from leaguezero.az.inference.local import TorchEvaluator
-    from leaguezero.yatzy.net import build_net
+    from leaguezero.yatzy.train.net import build_net
 
     sock = os.path.join(tempfile.mkdtemp(prefix="lz-bench-"), "infer.sock")
     server = subprocess.Popen(

@@ -24,12 +24,12 @@ def main() -> None:
     parser.add_argument("--c-puct", type=float, default=1.0)
     args = parser.parse_args()
 
-    from leaguezero.yatzy.agents import make_agent
+    from leaguezero.yatzy.agents.match import play_match
+    from leaguezero.yatzy.agents.registry import make_agent
     from leaguezero.yatzy.config import MctsSection
-    from leaguezero.yatzy.match import play_match
-    from leaguezero.yatzy.oracle import load_oracle
-    from leaguezero.yatzy.oracle_evaluator import OracleValueEvaluator
-    from leaguezero.yatzy.search import SearchAgent
+    from leaguezero.yatzy.oracle.evaluator import OracleValueEvaluator
+    from leaguezero.yatzy.oracle.solver import load_oracle
+    from leaguezero.yatzy.search.puct import SearchAgent
 
     evaluator = OracleValueEvaluator(load_oracle(), value_scale=400.0, priors="uniform")
     greedy = make_agent("greedy")

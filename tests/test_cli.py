@@ -76,7 +76,7 @@ def test_first_oracle_build_says_so_when_stderr_is_not_a_terminal(tmp_path, monk
 
     import yatzy_solver
 
-    from leaguezero.yatzy.oracle import default_table_path, ensure_table
+    from leaguezero.yatzy.oracle.solver import default_table_path, ensure_table
 
     cached = ensure_table()  # the real table (built once per machine)
     assert cached == default_table_path()

@@ -10,10 +10,10 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import Batch, ShardWriter, complete_shards, iteration_dir
 from leaguezero.cli import app
 from leaguezero.common.config import write_resolved_config
+from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.model_agent import YATZY_SCHEMA
-from leaguezero.yatzy.net import MODEL_KIND, build_net
-from leaguezero.yatzy.selfplay import SHARD_SCHEMA
+from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA
 
 runner = CliRunner()
 

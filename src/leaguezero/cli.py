@@ -16,7 +16,7 @@ from leaguezero.diplomacy.cli import app as diplomacy_app
 from leaguezero.diplomacy.llm.cli import app as llm_app
 from leaguezero.distributed.cli import app as cluster_app
 from leaguezero.league.cli import app as league_app
-from leaguezero.yatzy.cli import app as yatzy_app
+from leaguezero.yatzy.cli.app import app as yatzy_app
 
 app = typer.Typer(
     name="leaguezero",
@@ -39,7 +39,7 @@ def report(
     run_dir: Path = typer.Argument(..., help="A run directory written by `yz run`."),
 ) -> None:
     """Write RUN_DIR/report.html: learning curves, strength, regret, histograms, Elo."""
-    from leaguezero.yatzy.report import build_report
+    from leaguezero.yatzy.train.report import build_report
 
     try:
         path = build_report(run_dir)

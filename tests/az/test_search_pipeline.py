@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
-from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, new_matches
-from leaguezero.yatzy.search import make_search
-from leaguezero.yatzy.tables import NUM_ACTIONS
+from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
+from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
+from leaguezero.yatzy.game.tables import NUM_ACTIONS
+from leaguezero.yatzy.search.puct import make_search
 
 
 class RowwiseEvaluator:

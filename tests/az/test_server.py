@@ -34,9 +34,9 @@ from leaguezero.az.inference.protocol import (
     encode_control_request,
     encode_eval_request,
 )
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID, NUM_FEATURES
-from leaguezero.yatzy.net import MODEL_KIND, build_net
-from leaguezero.yatzy.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
+from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
+from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
+from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 
 torch.set_num_threads(1)
 SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
@@ -373,7 +373,7 @@ def test_client_without_server_fails_with_a_clear_error(tmp_path) -> None:
 
 
 def test_model_specs_parse() -> None:
-    from leaguezero.yatzy.cli_infer import parse_model_specs
+    from leaguezero.yatzy.cli.infer import parse_model_specs
 
     specs = parse_model_specs(["best.pt", "candidate=c.pt", "3=dummy"])
     assert specs == {0: "best.pt", 1: "c.pt", 3: "dummy"}

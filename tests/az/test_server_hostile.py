@@ -24,8 +24,8 @@ from leaguezero.az.inference.protocol import (
     encode_eval_request,
 )
 from leaguezero.az.inference.server import InferenceServer, ServedModel, ServerSettings
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
-from leaguezero.yatzy.net import build_net
+from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+from leaguezero.yatzy.train.net import build_net
 from tests.az.test_server import (
     client_for,
     expected,

@@ -7,8 +7,8 @@ import numpy as np
 from leaguezero.az.evaluator import UniformEvaluator
 from leaguezero.az.tree import NODE_EXPANDED, UNVISITED, add_node, allocate_tree, set_legal
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, new_matches
-from leaguezero.yatzy.search import make_search
+from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
+from leaguezero.yatzy.search.puct import make_search
 
 
 def test_legal_lists_match_the_masks_of_every_expanded_node():

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from leaguezero.yatzy import bots, rules, tables
-from leaguezero.yatzy.agents import GreedyAgent, RandomAgent, make_agent
-from leaguezero.yatzy.rules import S_AVAIL, S_DICE, S_REROLLS, STATE_LEN
+from leaguezero.yatzy.agents import bots
+from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
+from leaguezero.yatzy.agents.registry import make_agent
+from leaguezero.yatzy.game import rules, tables
+from leaguezero.yatzy.game.rules import S_AVAIL, S_DICE, S_REROLLS, STATE_LEN
 
 
 def _play(agent, games=20):
@@ -56,7 +58,7 @@ def test_random_agent_covers_all_legal_actions():
 def test_make_agent_rejects_unknown_names():
     import pytest
 
-    from leaguezero.yatzy.agents import AgentSpecError
+    from leaguezero.yatzy.agents.registry import AgentSpecError
 
     with pytest.raises(AgentSpecError, match="random, greedy"):
         make_agent("grumpy")
@@ -65,7 +67,7 @@ def test_make_agent_rejects_unknown_names():
 def test_numba_random_playouts_match_the_reference_distribution():
     import random
 
-    from leaguezero.yatzy import reference
+    from leaguezero.yatzy.game import reference
 
     scores = np.zeros((400, 2), np.int64)
     bots.random_playouts(np.arange(400, dtype=np.int64), rules.DICE_RNG, scores)
@@ -80,8 +82,8 @@ def test_model_agent_options(tmp_path):
     import pytest
 
     from leaguezero.az.checkpoint import save_checkpoint
-    from leaguezero.yatzy.model_agent import YATZY_SCHEMA, PolicyAgent
-    from leaguezero.yatzy.net import MODEL_KIND, build_net
+    from leaguezero.yatzy.agents.model import YATZY_SCHEMA, PolicyAgent
+    from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 
     net = build_net(hidden=16, blocks=0)
     path = tmp_path / "tiny.pt"

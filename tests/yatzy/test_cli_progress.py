@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from leaguezero.yatzy.cli_progress import (
+from leaguezero.yatzy.cli.progress import (
     RunProgress,
     expected_iteration_seconds,
     summary_text,

@@ -6,8 +6,8 @@ from collections import Counter
 
 import numpy as np
 
-from leaguezero.yatzy import rules, tables
-from leaguezero.yatzy.rules import S_DICE, S_RNG, STATE_LEN
+from leaguezero.yatzy.game import rules, tables
+from leaguezero.yatzy.game.rules import S_DICE, S_RNG, STATE_LEN
 
 
 def _state_with_dice(dice, seed=11, mode=rules.DICE_KEYED):

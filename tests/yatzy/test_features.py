@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from leaguezero.yatzy import features, rules, tables
-from leaguezero.yatzy.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN
+from leaguezero.yatzy.game import features, rules, tables
+from leaguezero.yatzy.game.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN
 
 
 def _reference_encode(state):

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from leaguezero.yatzy import rules
-from leaguezero.yatzy.agents import GreedyAgent, RandomAgent
-from leaguezero.yatzy.match import play_match
-from leaguezero.yatzy.rules import S_PLAYER, STATE_LEN
-from leaguezero.yatzy.state import state_from_dict, state_to_dict
+from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
+from leaguezero.yatzy.agents.match import play_match
+from leaguezero.yatzy.game import rules
+from leaguezero.yatzy.game.rules import S_PLAYER, STATE_LEN
+from leaguezero.yatzy.game.state import state_from_dict, state_to_dict
 
 
 @pytest.mark.parametrize("mode", [rules.DICE_KEYED, rules.DICE_RNG])

@@ -23,13 +23,13 @@ from leaguezero.common.events import EventWriter, read_events
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.types import AgentInfo, AgentKind, Bucket, OpponentType
-from leaguezero.yatzy.agents import GreedyAgent, RandomAgent
+from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.features import FEATURE_SCHEMA_ID
-from leaguezero.yatzy.league_eval import build_league_agent, yatzy_tournament
-from leaguezero.yatzy.league_play import run_league_selfplay
-from leaguezero.yatzy.net import build_net
-from leaguezero.yatzy.selfplay import SHARD_SCHEMA
+from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+from leaguezero.yatzy.train.league_eval import build_league_agent, yatzy_tournament
+from leaguezero.yatzy.train.league_play import run_league_selfplay
+from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_league_agent_for_unknown_bot_is_a_clear_error():
 
 def test_wandb_offline_logs_ratings_and_opponents(tmp_path):
     pytest.importorskip("wandb")
-    from leaguezero.yatzy.league_run import WandbTracker
+    from leaguezero.yatzy.train.league_run import WandbTracker
 
     cfg = load_config(YatzyConfig, SMOKE, ["league.wandb=true", "run.name=wb"])
     events = tmp_path / "events.ndjson"

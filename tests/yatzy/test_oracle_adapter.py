@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaguezero.yatzy import oracle as O
-from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, legal_mask_into, new_match
-from leaguezero.yatzy.tables import (
+from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, legal_mask_into, new_match
+from leaguezero.yatzy.game.tables import (
     CATEGORIES,
     DICE,
     FULL_AVAIL,
@@ -19,6 +18,7 @@ from leaguezero.yatzy.tables import (
     avail_bit,
     keep_bit,
 )
+from leaguezero.yatzy.oracle import solver as O
 
 
 @pytest.fixture(scope="session")

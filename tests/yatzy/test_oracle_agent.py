@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaguezero.yatzy.agents import GreedyAgent, RandomAgent, make_agent
-from leaguezero.yatzy.match import play_match
-from leaguezero.yatzy.oracle import EXPECTED_START_VALUE, TIE_EPS, Oracle, load_oracle
-from leaguezero.yatzy.oracle_agent import OracleAgent, simulate
-from leaguezero.yatzy.rules import (
+from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
+from leaguezero.yatzy.agents.match import play_match
+from leaguezero.yatzy.agents.oracle import OracleAgent, simulate
+from leaguezero.yatzy.agents.registry import make_agent
+from leaguezero.yatzy.game.rules import (
     DICE_RNG,
     S_REROLLS,
     STATE_LEN,
@@ -17,6 +17,7 @@ from leaguezero.yatzy.rules import (
     new_matches,
     terminal_mask,
 )
+from leaguezero.yatzy.oracle.solver import EXPECTED_START_VALUE, TIE_EPS, Oracle, load_oracle
 
 
 @pytest.fixture(scope="session")

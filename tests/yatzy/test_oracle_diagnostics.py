@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from leaguezero.yatzy.agents import GreedyAgent
-from leaguezero.yatzy.cli import app
-from leaguezero.yatzy.diagnostics import (
+from leaguezero.yatzy.agents.base import GreedyAgent
+from leaguezero.yatzy.agents.match import play_match
+from leaguezero.yatzy.agents.oracle import OracleAgent
+from leaguezero.yatzy.cli.app import app
+from leaguezero.yatzy.oracle.diagnostics import (
     RecordedGame,
     diagnose_decisions,
     diagnose_game,
@@ -20,9 +22,7 @@ from leaguezero.yatzy.diagnostics import (
     save_game,
     summarize,
 )
-from leaguezero.yatzy.match import play_match
-from leaguezero.yatzy.oracle import EXPECTED_START_VALUE, Oracle, OracleError, load_oracle
-from leaguezero.yatzy.oracle_agent import OracleAgent
+from leaguezero.yatzy.oracle.solver import EXPECTED_START_VALUE, Oracle, OracleError, load_oracle
 
 runner = CliRunner()
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaguezero.yatzy import oracle_dp as D
-from leaguezero.yatzy.oracle import Oracle, load_oracle
-from leaguezero.yatzy.rules import STATE_LEN
-from leaguezero.yatzy.tables import (
+from leaguezero.yatzy.game.rules import STATE_LEN
+from leaguezero.yatzy.game.tables import (
     FULL_AVAIL,
     KEEP_ALL,
     KEEP_TO_KEPT,
@@ -18,6 +16,8 @@ from leaguezero.yatzy.tables import (
     avail_bit,
     reroll_distribution,
 )
+from leaguezero.yatzy.oracle import dp as D
+from leaguezero.yatzy.oracle.solver import Oracle, load_oracle
 
 from .test_oracle_adapter import random_board
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from leaguezero.yatzy.agents import GreedyAgent
-from leaguezero.yatzy.play import parse_move, play_game
+from leaguezero.yatzy.agents.base import GreedyAgent
+from leaguezero.yatzy.agents.play import parse_move, play_game
 
 
 def test_parse_move():
@@ -28,7 +28,7 @@ def test_a_scripted_person_plays_a_whole_game_with_verdicts():
     def ask(_prompt: str) -> str:
         return next(moves)
 
-    from leaguezero.yatzy.oracle import load_oracle
+    from leaguezero.yatzy.oracle.solver import load_oracle
 
     mine, theirs = play_game(GreedyAgent(), 5, 1, ask, said.append, load_oracle())
     text = "\n".join(said)
@@ -41,8 +41,8 @@ def test_profile_selfplay_writes_reports(tmp_path):
     from leaguezero.az.inference.local import TorchEvaluator
     from leaguezero.common.config import load_config
     from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.net import build_net
-    from leaguezero.yatzy.profiling import profile_selfplay
+    from leaguezero.yatzy.train.net import build_net
+    from leaguezero.yatzy.train.profiling import profile_selfplay
 
     cfg = load_config(
         YatzyConfig, None, ["mcts.budget_reroll=4", "mcts.budget_mark=2",

@@ -8,7 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
-from leaguezero.yatzy import report as report_module
+from leaguezero.yatzy.train import report as report_module
 
 
 def _fake_run(root):

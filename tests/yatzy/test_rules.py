@@ -11,8 +11,8 @@ import random
 import numpy as np
 import pytest
 
-from leaguezero.yatzy import reference, rules, tables
-from leaguezero.yatzy.rules import (
+from leaguezero.yatzy.game import reference, rules, tables
+from leaguezero.yatzy.game.rules import (
     S_AVAIL,
     S_DICE,
     S_PLAYER,

@@ -8,8 +8,7 @@ import pytest
 from leaguezero.az.reference_puct import ReferencePUCT
 from leaguezero.az.tree import C_COLLISIONS, C_FALLBACKS, ROOT_INDEX
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.oracle_evaluator import PointsEvaluator, decode_features
-from leaguezero.yatzy.rules import (
+from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_AVAIL,
     S_DICE,
@@ -24,7 +23,8 @@ from leaguezero.yatzy.rules import (
     new_matches,
     policy_mask,
 )
-from leaguezero.yatzy.search import YatzyReferenceGame, make_search, state_seeds
+from leaguezero.yatzy.oracle.evaluator import PointsEvaluator, decode_features
+from leaguezero.yatzy.search.puct import YatzyReferenceGame, make_search, state_seeds
 
 A = 47
 
@@ -86,7 +86,7 @@ def test_kernels_match_object_reference(
 
 
 def test_decode_features_round_trip():
-    from leaguezero.yatzy.features import encode
+    from leaguezero.yatzy.game.features import encode
 
     states = random_states(40, 3)
     features = np.stack([encode(s) for s in states])
@@ -203,8 +203,8 @@ def test_state_seeds_depend_on_the_whole_state():
 
 
 def test_search_agent_is_deterministic_in_a_match():
-    from leaguezero.yatzy.match import play_match
-    from leaguezero.yatzy.search import SearchAgent
+    from leaguezero.yatzy.agents.match import play_match
+    from leaguezero.yatzy.search.puct import SearchAgent
 
     mcts = MctsSection(budget_reroll=6, budget_mark=4)
     a = SearchAgent(PointsEvaluator(), mcts, name="a")
@@ -215,7 +215,7 @@ def test_search_agent_is_deterministic_in_a_match():
 
 
 def test_margin_utility_values_finished_matches_by_outcome_and_score():
-    from leaguezero.yatzy.search import terminal_value
+    from leaguezero.yatzy.search.puct import terminal_value
 
     state = np.zeros(STATE_LEN, np.int64)
     state[S_SCORE], state[S_SCORE + 1] = 200, 150

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from leaguezero.yatzy.cli import app
+from leaguezero.yatzy.cli.app import app
 
 
 def test_bench_reports_every_entry():

@@ -13,10 +13,10 @@ import numpy as np
 
 from leaguezero.az.tree import ROOT_INDEX, UNVISITED
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.oracle_evaluator import PointsEvaluator
-from leaguezero.yatzy.rules import DICE_KEYED, S_DICE, S_REROLLS, STATE_LEN, new_match
-from leaguezero.yatzy.search import TERMINAL_KEY, make_search
-from leaguezero.yatzy.tables import DICE, action_label
+from leaguezero.yatzy.game.rules import DICE_KEYED, S_DICE, S_REROLLS, STATE_LEN, new_match
+from leaguezero.yatzy.game.tables import DICE, action_label
+from leaguezero.yatzy.oracle.evaluator import PointsEvaluator
+from leaguezero.yatzy.search.puct import TERMINAL_KEY, make_search
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "search_tree_small.txt"
 STATUS = {0: "pending", 1: "expanded", 2: "terminal"}

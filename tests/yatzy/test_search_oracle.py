@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from leaguezero.yatzy.config import MctsSection
-from leaguezero.yatzy.oracle import load_oracle
-from leaguezero.yatzy.oracle_evaluator import OracleValueEvaluator
-from leaguezero.yatzy.search import make_search
+from leaguezero.yatzy.oracle.evaluator import OracleValueEvaluator
+from leaguezero.yatzy.oracle.solver import load_oracle
+from leaguezero.yatzy.search.puct import make_search
 from tests.yatzy.test_search import random_states
 
 VALUE_SCALE = 20.0  # points per unit of value

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaguezero.yatzy import oracle_dp as D
-from leaguezero.yatzy import turn_dp as T
-from leaguezero.yatzy.features import encode
-from leaguezero.yatzy.oracle import Oracle, load_oracle
-from leaguezero.yatzy.rules import S_AVAIL, S_DICE, S_REROLLS, S_UPPER, STATE_LEN
-from leaguezero.yatzy.tables import FULL_AVAIL, NUM_DICE_SETS, SCORES, avail_bit
-from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, encode_turn
+from leaguezero.yatzy.game.features import encode
+from leaguezero.yatzy.game.rules import S_AVAIL, S_DICE, S_REROLLS, S_UPPER, STATE_LEN
+from leaguezero.yatzy.game.tables import FULL_AVAIL, NUM_DICE_SETS, SCORES, avail_bit
+from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, encode_turn
+from leaguezero.yatzy.oracle import dp as D
+from leaguezero.yatzy.oracle.solver import Oracle, load_oracle
+from leaguezero.yatzy.search import turn_dp as T
 
 from .test_oracle_adapter import random_board
 

@@ -8,17 +8,21 @@ import pytest
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.az.replay import complete_shards, read_shard
-from leaguezero.yatzy.agents import make_agent
+from leaguezero.yatzy.agents.match import play_match
+from leaguezero.yatzy.agents.registry import make_agent
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.match import play_match
-from leaguezero.yatzy.net import MODEL_KIND, build_net
-from leaguezero.yatzy.rules import DICE_RNG, S_REROLLS, STATE_LEN, is_legal, new_matches
-from leaguezero.yatzy.search import SearchAgent
-from leaguezero.yatzy.turn_dp import NUM_SLOTS, successor_batch, successor_states
-from leaguezero.yatzy.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
-from leaguezero.yatzy.turn_search import TurnSearch, TurnSearchAgent
-from leaguezero.yatzy.turn_selfplay import TURN_SHARD_SCHEMA, run_turn_selfplay, td_lambda_returns
+from leaguezero.yatzy.game.rules import DICE_RNG, S_REROLLS, STATE_LEN, is_legal, new_matches
+from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.search.puct import SearchAgent
+from leaguezero.yatzy.search.turn import TurnSearch, TurnSearchAgent
+from leaguezero.yatzy.search.turn_dp import NUM_SLOTS, successor_batch, successor_states
+from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
+from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.train.turn_selfplay import (
+    TURN_SHARD_SCHEMA,
+    run_turn_selfplay,
+    td_lambda_returns,
+)
 
 
 class CountingEvaluator:
@@ -136,7 +140,7 @@ def test_turn_selfplay_writes_one_sample_per_turn_start(tmp_path) -> None:
 
 
 def test_pretrained_agent_is_the_shipped_network(tmp_path, monkeypatch) -> None:
-    from leaguezero.yatzy import agents
+    from leaguezero.yatzy.agents import registry as agents
 
     assert agents.PRETRAINED_PATH.is_file(), "the package ships a pretrained network"
     assert isinstance(make_agent("pretrained"), TurnSearchAgent)

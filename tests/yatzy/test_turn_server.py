@@ -14,11 +14,11 @@ import pytest
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.inference.client import InferenceClient
 from leaguezero.az.inference.local import TorchEvaluator
-from leaguezero.yatzy.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.net import MODEL_KIND, build_net
-from leaguezero.yatzy.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
-from leaguezero.yatzy.turn_features import TURN_FEATURE_SCHEMA_ID
-from leaguezero.yatzy.turn_search import PIPELINE_CHUNK, TurnSearch
+from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
+from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.search.turn import PIPELINE_CHUNK, TurnSearch
+from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
+from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 
 
 @pytest.fixture

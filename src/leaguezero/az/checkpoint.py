@@ -8,7 +8,8 @@ over the tensors' names, dtypes, shapes and bytes), verified on read, and every 
 weight must be finite: a damaged or NaN checkpoint is a :class:`CheckpointError`, not a model.
 
 ``az`` knows no game: the file stores a model ``kind`` string and its kwargs, and the caller
-passes a ``{kind: constructor}`` mapping (Yatzy passes ``leaguezero.yatzy.net.MODEL_CONSTRUCTORS``).
+passes a ``{kind: constructor}`` mapping (Yatzy passes
+``leaguezero.yatzy.train.net.MODEL_CONSTRUCTORS``).
 """
 
 from __future__ import annotations

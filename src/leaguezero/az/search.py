@@ -8,7 +8,7 @@ Throughput therefore comes from many concurrent games (one network call per roun
 them), not from many descents in one tree.
 
 Games plug in through :class:`GameKernels` (three methods wrapping the game's numba kernels),
-so this module imports no game. Yatzy's are in :mod:`leaguezero.yatzy.search`.
+so this module imports no game. Yatzy's are in :mod:`leaguezero.yatzy.search.puct`.
 
 Randomness: root Dirichlet noise (self-play only) and temperature sampling of the executed move
 use a ``numpy`` generator owned by the search; chance inside the tree uses the game's own

@@ -1,6 +1,6 @@
 """The Yatzy trainer on its own Ray worker: the loop's train phase as a Ray task.
 
-The task runs :func:`leaguezero.yatzy.loop.train_phase` unchanged on whichever node has the
+The task runs :func:`leaguezero.yatzy.train.loop.train_phase` unchanged on whichever node has the
 resources (a GPU when ``run.device`` is ``cuda``), reading the replay window from and writing the
 candidate checkpoint to the shared run directory. The checkpoint is written atomically and the
 phase is deterministic given the config and the replay on disk, so a trainer whose process dies
@@ -21,7 +21,7 @@ MAX_RETRIES = 2
 def _train_task(cfg_json: str, run_root: str, it: int) -> dict[str, Any]:
     import torch
 
-    from leaguezero.yatzy.loop import RunDir, train_phase
+    from leaguezero.yatzy.train.loop import RunDir, train_phase
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
     torch.set_num_threads(cfg.run.torch_threads)
@@ -31,7 +31,7 @@ def _train_task(cfg_json: str, run_root: str, it: int) -> dict[str, Any]:
 def train_phase_on_ray(cfg: YatzyConfig, run: Any, it: int, report: Any) -> dict[str, Any]:
     """Run the train phase of iteration ``it`` as a Ray task and wait for its record.
 
-    ``run`` is the loop's :class:`~leaguezero.yatzy.loop.RunDir` (its root must be on a shared
+    ``run`` is the loop's :class:`~leaguezero.yatzy.train.loop.RunDir` (its root must be on a shared
     filesystem); ``report(phase, advance, total)`` sees the phase start and end (the steps run
     remotely).
 

@@ -1,6 +1,6 @@
 """Yatzy self-play on Ray: one actor per worker id, each running many games via ``run_selfplay``.
 
-The Ray twin of :mod:`leaguezero.yatzy.workers`. Worker ``w`` is an actor that plays its share
+The Ray twin of :mod:`leaguezero.yatzy.train.workers`. Worker ``w`` is an actor that plays its share
 of the iteration's games into ``out_dir`` with worker id ``w``, so its shards (and its resume
 point) are its own. It evaluates in process (the best checkpoint, one torch thread) or through
 one or more inference servers (``selfplay.infer = tcp://h1:p,tcp://h2:p``).
@@ -24,8 +24,8 @@ from typing import Any
 from leaguezero.az.replay import games_on_disk
 from leaguezero.distributed.runtime import init_ray
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.selfplay import SelfPlayStats
-from leaguezero.yatzy.workers import combine_stats, split_games
+from leaguezero.yatzy.train.selfplay import SelfPlayStats
+from leaguezero.yatzy.train.workers import combine_stats, split_games
 
 MAX_RESTARTS = 3  # per actor: a worker that dies more often than this fails the iteration
 POLL_S = 0.5  # how often the driver counts finished games on disk
@@ -56,13 +56,13 @@ class SelfPlayWorker:
     ) -> dict[str, Any]:
         """Play until this worker has ``games`` games in complete shards; returns its stats."""
         from leaguezero.common.events import EventWriter
-        from leaguezero.yatzy.kinds import selfplay_function
-        from leaguezero.yatzy.loop import make_selfplay_evaluator, oracle_values
+        from leaguezero.yatzy.train.kinds import selfplay_function
+        from leaguezero.yatzy.train.loop import make_selfplay_evaluator, oracle_values
 
         evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
         oracle = None
         if roots_log is not None:
-            from leaguezero.yatzy.oracle import load_oracle
+            from leaguezero.yatzy.oracle.solver import load_oracle
 
             oracle = load_oracle(oracle_table)
         try:
@@ -199,7 +199,8 @@ def run_selfplay_ray(
     progress: Callable[[int], None] | None = None,
 ) -> SelfPlayStats:
     """``cfg.selfplay.workers`` Ray actors fill one iteration (signature of
-    :func:`leaguezero.yatzy.workers.run_selfplay_workers`); returns the combined statistics."""
+    :func:`leaguezero.yatzy.train.workers.run_selfplay_workers`); returns the combined
+    statistics."""
     phase = RaySelfPlay(
         cfg, best_path, out_dir, games=games, seed=seed, roots_log=roots_log,
         oracle_table=oracle_table,

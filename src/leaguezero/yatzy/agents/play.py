@@ -1,0 +1,226 @@
+"""``yz play``: a person plays a 2-player match against an agent in the terminal.
+
+The screen shows both score cards (points in filled boxes), a column with what the current dice
+would score in each open box, and the agent's rolls and choices as a player would see them.
+:data:`HELP` lists the commands; ``hint`` shows the oracle's best options with the expected final
+score of each, and after each of your moves the oracle says what it would have done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from leaguezero.yatzy.agents.base import Agent
+from leaguezero.yatzy.game.rules import (
+    DICE_KEYED,
+    S_AVAIL,
+    S_DICE,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    S_UPPER,
+    STATE_LEN,
+    apply_action,
+    is_legal,
+    is_terminal,
+    new_match,
+)
+from leaguezero.yatzy.game.tables import (
+    CATEGORIES,
+    DICE,
+    KEEP_ALL,
+    MARK_OFFSET,
+    SCORES,
+    keep_bit,
+)
+
+HELP = """Commands:
+  keep 3 3 5     keep these dice values and reroll the others (also: keep 01100, a mask
+                 over the sorted dice)
+  reroll         reroll all five dice
+  mark pair      score the dice in a box, by name or number (mark 6)
+  hint           the oracle's best options and the expected final score of each
+  help           this list
+  quit           leave the game"""
+
+
+def parse_move(text: str, dice: list[int]) -> int:
+    """The action index a typed move names; raises ValueError with a hint when it names none."""
+    words = text.strip().lower().split()
+    if not words:
+        raise ValueError("type a move, e.g. keep 3 3, mark pair, hint, help or quit")
+    verb, args = words[0], words[1:]
+    if verb in ("reroll", "r"):
+        return 0
+    if verb in ("keep", "k"):
+        if len(args) == 1 and len(args[0]) == 5 and set(args[0]) <= {"0", "1"}:
+            return int(args[0], 2)
+        want = [int(a) for a in args if a.isdigit()]
+        mask, used = 0, [False] * 5
+        for v in want:
+            for i in range(5):
+                if not used[i] and dice[i] == v:
+                    used[i] = True
+                    mask |= keep_bit(i)
+                    break
+            else:
+                raise ValueError(f"there is no unused die showing {v} in {dice}")
+        return mask
+    if verb in ("mark", "m"):
+        if len(args) != 1:
+            raise ValueError("mark takes one category: a name (e.g. pair) or its index 0..14")
+        name = args[0]
+        if name.isdigit() and 0 <= int(name) < len(CATEGORIES):
+            return MARK_OFFSET + int(name)
+        if name in CATEGORIES:
+            return MARK_OFFSET + CATEGORIES.index(name)
+        raise ValueError(f"unknown category {name!r}: one of {', '.join(CATEGORIES)}")
+    raise ValueError(f"unknown move {verb!r}: type help for the commands")
+
+
+def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = None) -> str:
+    """Both score cards (points in filled boxes, ``.`` in open ones), what your current dice
+    would score in each of your open boxes, the dice and the rerolls left, as plain text.
+
+    ``filled[seat][cat]`` holds the points marked in each filled box (without the upper bonus);
+    without it a filled box shows ``x``.
+    """
+    seat_names = ("you", "agent") if human == 0 else ("agent", "you")
+    your_turn = not is_terminal(state) and state[S_PLAYER] == human
+    now_label = "your dice would score" if your_turn else ""
+    lines = [f"{'box':>17} {seat_names[0]:>6} {seat_names[1]:>6}   {now_label}".rstrip()]
+    dice = int(state[S_DICE])
+    for cat, name in enumerate(CATEGORIES):
+        cells = []
+        for p in range(2):
+            if (state[S_AVAIL + p] >> (14 - cat)) & 1:
+                cells.append(".")
+            else:
+                cells.append(str(filled[p].get(cat, "x")) if filled is not None else "x")
+        open_for_you = (state[S_AVAIL + human] >> (14 - cat)) & 1
+        now = SCORES[dice, cat] if your_turn and open_for_you else ""
+        lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
+    lines.append(
+        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}\n"
+        f"{'score':>17} {state[S_SCORE]:>6} {state[S_SCORE + 1]:>6}"
+    )
+    if not is_terminal(state):
+        who = "you" if state[S_PLAYER] == human else "agent"
+        lines.append(
+            f"dice {' '.join(str(v) for v in DICE[dice])}   rerolls left {state[S_REROLLS]}   "
+            f"({who} to move)"
+        )
+    return "\n".join(lines)
+
+
+def describe_move(action: int, dice: list[int], rerolls_left: int, points: int = 0) -> str:
+    """What a move looks like at the table: ``rolled 1 3 3 5 6, kept 3 3`` or ``rolled ...,
+    scored 6 in pair``."""
+    rolled = " ".join(str(v) for v in sorted(dice))
+    if action >= MARK_OFFSET:
+        return f"rolled {rolled}, scored {points} in {CATEGORIES[action - MARK_OFFSET]}"
+    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
+    keep_text = f"kept {' '.join(kept)} and rerolled the rest" if kept else "rerolled all five"
+    last = " (last reroll)" if rerolls_left == 1 else ""
+    return f"rolled {rolled}, {keep_text}{last}"
+
+
+def _mark(state: np.ndarray, action: int, filled: list[dict[int, int]]) -> int:
+    """Apply ``action``; a mark's points (without bonus) go into ``filled``; returns them."""
+    player = int(state[S_PLAYER])
+    points = 0
+    if action >= MARK_OFFSET:
+        points = int(SCORES[int(state[S_DICE]), action - MARK_OFFSET])
+        filled[player][action - MARK_OFFSET] = points
+    apply_action(state, action)
+    return points
+
+
+def play_game(
+    agent: Agent,
+    seed: int,
+    human: int,
+    ask: Callable[[str], str],
+    say: Callable[[str], None],
+    oracle=None,
+) -> tuple[int, int]:
+    """Play one game; returns (your score, agent's score). ``ask`` reads a line from the person."""
+    state = np.zeros(STATE_LEN, np.int64)
+    new_match(state, seed, DICE_KEYED)
+    filled: list[dict[int, int]] = [{}, {}]
+    values_of = None
+    if oracle is not None:
+        from leaguezero.yatzy.agents.oracle import OracleAgent
+
+        values_of = OracleAgent(oracle=oracle).action_values
+    while not is_terminal(state):
+        if state[S_PLAYER] != human:
+            action = int(agent.act(state[None, :], np.array([0]))[0])
+            dice = [int(v) for v in DICE[state[S_DICE]]]
+            rerolls = int(state[S_REROLLS])
+            points = _mark(state, action, filled)
+            say(f"agent {describe_move(action, dice, rerolls, points)}")
+            continue
+        say(render(state, human, filled))
+        dice = [int(v) for v in DICE[state[S_DICE]]]
+        values = values_of(state[None, :])[0] if values_of is not None else None
+        while True:
+            text = ask("your move> ")
+            if text.strip().lower() in ("quit", "q", "exit"):
+                raise KeyboardInterrupt
+            if text.strip().lower() in ("help", "commands"):
+                say(HELP)
+                continue
+            if text.strip().lower() in ("hint", "h", "?"):
+                score = int(state[S_SCORE + human])
+                say(_hint(values, dice, score) if values is not None else "no oracle loaded")
+                continue
+            try:
+                action = parse_move(text, dice)
+            except ValueError as err:
+                say(str(err))
+                continue
+            if action == KEEP_ALL and state[S_REROLLS] > 0:
+                say("keeping all five dice wastes a reroll (illegal): mark a category instead")
+                continue
+            if not is_legal(state, action):
+                say(f"{_move_text(action, dice)} is not legal now (that box is filled?)")
+                continue
+            break
+        if values is not None:
+            best = int(np.nanargmax(values))
+            lost = float(np.nanmax(values) - values[action])
+            verdict = (
+                "the oracle agrees"
+                if lost < 1e-9
+                else f"the oracle would {_move_text(best, dice)}; that cost you {lost:.2f} "
+                "expected points"
+            )
+            say(f"oracle: {verdict}")
+        _mark(state, action, filled)
+    say(render(state, human, filled))
+    return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
+
+
+def _hint(values: np.ndarray, dice: list[int], score: int) -> str:
+    order = np.argsort(-np.nan_to_num(values, nan=-1e9))
+    seen, lines = set(), []
+    for a in order:
+        if np.isnan(values[a]) or round(float(values[a]), 6) in seen:
+            continue  # equal-valued KeepMasks over equal dice: show one
+        seen.add(round(float(values[a]), 6))
+        lines.append(f"  {_move_text(int(a), dice):<34} {score + values[a]:8.1f}")
+        if len(lines) == 5:
+            break
+    header = "oracle's best options (your expected final score, playing on perfectly alone):"
+    return header + "\n" + "\n".join(lines)
+
+
+def _move_text(action: int, dice: list[int]) -> str:
+    """A move as the player would type it: ``keep 3 3 5``, ``reroll``, ``mark pair``."""
+    if action >= MARK_OFFSET:
+        return f"mark {CATEGORIES[action - MARK_OFFSET]}"
+    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
+    return f"keep {' '.join(kept)}" if kept else "reroll"

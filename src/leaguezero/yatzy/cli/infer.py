@@ -1,0 +1,197 @@
+"""``yz infer-server`` (serve YatzyNet checkpoints over protocol v1) and ``yz infer-load``/
+``yz infer-info`` (hot-swap and inspect a running server). Registered by :func:`register`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.yatzy.cli.common import ConfigOpt, SetOpt, fail, load_yatzy_config
+
+MODEL_NAMES = {"best": 0, "candidate": 1}  # gating serves both from one server
+ModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        help="PATH, ID=PATH or NAME=PATH (best=0, candidate=1); PATH may be 'dummy' (a fresh "
+        "YatzyNet from the config's model section). Repeatable. Default: 0=dummy.",
+    ),
+]
+
+
+def parse_model_specs(specs: list[str]) -> dict[int, str]:
+    """``["best.pt", "candidate=c.pt", "3=dummy"]`` -> ``{0: "best.pt", 1: "c.pt", 3: "dummy"}``."""
+    out: dict[int, str] = {}
+    for spec in specs:
+        key, sep, path = spec.partition("=")
+        if not sep:
+            key, path = "0", spec
+        if key in MODEL_NAMES:
+            model_id = MODEL_NAMES[key]
+        elif key.isdigit():
+            model_id = int(key)
+        else:
+            raise ValueError(f"--model {spec!r}: use PATH, ID=PATH, best=PATH or candidate=PATH")
+        if model_id in out:
+            raise ValueError(f"--model gives model_id {model_id} twice")
+        out[model_id] = path
+    return out
+
+
+def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int):
+    """A server ModelLoader for YatzyNet checkpoints of either search kind (schema-checked:
+    schema 1 for PUCT, 2 for the turn search) and ``dummy`` (a fresh schema-1 net)."""
+    from leaguezero.az.inference.server import ServedModel
+    from leaguezero.yatzy.agents.model import load_yatzy_model
+    from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.train.net import build_net
+
+    def load(source: str) -> ServedModel:
+        if source == "dummy":
+            net = build_net(hidden=hidden, blocks=blocks, margin_head=margin_head, seed=seed)
+            return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy")
+        model, meta = load_yatzy_model(source)
+        return ServedModel(model, meta.schema.feature_schema_id, source)
+
+    return load
+
+
+def infer_server(
+    model: ModelOpt = None,
+    bind: Annotated[
+        str | None, typer.Option(help="unix:///path.sock or tcp://HOST:PORT (default: infer.bind)")
+    ] = None,
+    device: Annotated[str, typer.Option(help="Torch device: cpu or cuda.")] = "cpu",
+    metrics_port: Annotated[
+        int, typer.Option(help="Prometheus /metrics HTTP port (0 = any free port, -1 = off).")
+    ] = 0,
+    public: Annotated[
+        bool, typer.Option(help="Allow TCP and metrics binds reachable from other machines.")
+    ] = False,
+    threads: Annotated[int, typer.Option(min=1, help="torch threads for the forward pass.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for 'dummy' models.")] = 0,
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Owner-only file with the admin token that infer-load needs over TCP (created "
+            "if missing). Default: $LEAGUEZERO_ADMIN_TOKEN_FILE or ~/.leaguezero/"
+            "infer_admin_token for TCP; a Unix socket needs no token unless this is given.",
+        ),
+    ] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Serve YatzyNet checkpoints with dynamic batching (infer.max_batch / infer.max_wait_us).
+
+    Prints one line 'listening on ADDRESS metrics PORT models ...' when ready; SIGTERM/SIGINT
+    stop it cleanly, SIGHUP reloads every model from its path. Hot-swap one model with
+    'yz infer-load --bind ADDRESS --model 1=PATH' (as the same user: over TCP it reads the
+    admin token file).
+    """
+    import asyncio
+    import logging
+
+    import torch
+
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.inference.admin import AdminTokenError, load_or_create_token
+    from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
+    from leaguezero.az.inference.server import (
+        InferenceServer,
+        ServerError,
+        ServerSettings,
+        serve_forever,
+    )
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    torch.set_num_threads(threads)
+    cfg = load_yatzy_config(config, set_)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise fail("--device cuda: no CUDA device is visible to torch")
+    try:
+        endpoint = parse_endpoint(bind or cfg.infer.bind)
+        specs = parse_model_specs(model or ["dummy"])
+        loader = make_loader(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed)
+        models = {model_id: loader(path) for model_id, path in specs.items()}
+        admin_token, token_path = None, None
+        if endpoint.scheme == "tcp" or admin_token_file is not None:
+            admin_token, token_path = load_or_create_token(admin_token_file)
+    except (EndpointError, ValueError, CheckpointError, AdminTokenError) as err:
+        raise fail(str(err)) from None
+    settings = ServerSettings(
+        max_batch=cfg.infer.max_batch,
+        max_wait_us=cfg.infer.max_wait_us,
+        device=device,
+        public=public,
+        admin_token=admin_token,
+    )
+    server = InferenceServer(models, settings, loader=loader)
+    metrics_bind = None
+    if metrics_port >= 0:
+        metrics_bind = ("0.0.0.0" if public else "127.0.0.1", metrics_port)
+    described = " ".join(f"{i}={p}" for i, p in sorted(specs.items()))
+    if token_path is not None:
+        described += f" admin-token {token_path}"
+
+    def ready(address: str, port: int | None) -> None:
+        typer.echo(f"listening on {address} metrics {port} models {described}")
+
+    try:
+        asyncio.run(serve_forever(server, endpoint, metrics_bind, ready))
+    except (ServerError, BindError) as err:
+        raise fail(str(err)) from None
+    except OSError as err:  # e.g. the TCP or metrics port is taken
+        raise fail(f"cannot serve on {endpoint}: {err.strerror or err}") from None
+
+
+def _client(bind: str):
+    from leaguezero.az.inference.client import InferenceClient
+    from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.game.tables import NUM_ACTIONS
+
+    return InferenceClient(
+        bind, feature_schema_id=FEATURE_SCHEMA_ID, num_actions=NUM_ACTIONS, connect_timeout_s=5
+    )
+
+
+def infer_load(
+    bind: Annotated[str, typer.Option(help="The running server's address.")],
+    model: Annotated[str, typer.Option(help="ID=PATH (or best=/candidate=) to load.")],
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="The server's admin token file (default: $LEAGUEZERO_ADMIN_TOKEN_FILE or "
+            "~/.leaguezero/infer_admin_token); needed over TCP."
+        ),
+    ] = None,
+) -> None:
+    """Hot-swap one model of a running server (the path is read by the server)."""
+    from leaguezero.az.inference.admin import AdminTokenError, with_default_token
+    from leaguezero.az.inference.client import InferenceError
+
+    try:
+        ((model_id, path),) = parse_model_specs([model]).items()
+        argument = with_default_token(path, token_file)
+        with _client(bind) as client:
+            typer.echo(json.dumps(client.load_model(model_id, argument)))
+    except (ValueError, ConnectionError, InferenceError, AdminTokenError) as err:
+        raise fail(str(err)) from None
+
+
+def infer_info(bind: Annotated[str, typer.Option(help="The running server's address.")]) -> None:
+    """Print the models a running server serves (JSON)."""
+    try:
+        with _client(bind) as client:
+            typer.echo(json.dumps(client.info()))
+    except (ValueError, ConnectionError) as err:
+        raise fail(str(err)) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the inference commands to the ``yz`` app."""
+    app.command("infer-server")(infer_server)
+    app.command("infer-load")(infer_load)
+    app.command("infer-info")(infer_info)

@@ -1,0 +1,61 @@
+"""``yz play``: a person against an agent in the terminal (the game itself is in :mod:`leaguezero.yatzy.agents.play`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.yatzy.cli.common import fail, load_oracle_with_notice
+
+
+def play(
+    model: Annotated[
+        str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")
+    ] = "greedy",
+    seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
+    seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
+    sims: Annotated[int, typer.Option(help="Search budget of a model opponent.")] = 64,
+    oracle_judge: Annotated[
+        bool,
+        typer.Option(
+            "--oracle/--no-oracle",
+            help="Let the exact oracle judge your moves and answer 'hint' (builds its table "
+            "once, ~20 s).",
+        ),
+    ] = True,
+) -> None:
+    """Play a game against an agent in the terminal; the oracle judges each of your moves."""
+    from leaguezero.yatzy.agents.play import HELP, play_game
+    from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
+
+    spec = model
+    path = Path(model.removeprefix("model:").split("?")[0])
+    if Path(model).is_file():
+        spec = f"model:{model}"
+    elif (model.startswith("model:") or path.suffix == ".pt" or "/" in model) and not (
+        path.is_file()
+    ):  # meant as a checkpoint: say so rather than "unknown agent"
+        raise fail(f"checkpoint file {path} does not exist; give a .pt file or a bot name "
+                   "(random, greedy, oracle)")  # fmt: skip
+    try:
+        agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
+    except (AgentSpecError, FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    oracle = load_oracle_with_notice(None) if oracle_judge else None
+    typer.echo(HELP)
+
+    def ask(prompt: str) -> str:
+        try:
+            return input(prompt)
+        except EOFError:
+            return "quit"
+
+    try:
+        mine, theirs = play_game(agent, seed, seat, ask, typer.echo, oracle)
+    except KeyboardInterrupt:
+        typer.echo("game abandoned")
+        raise typer.Exit(1) from None
+    verdict = "you win" if mine > theirs else "you lose" if mine < theirs else "a draw"
+    typer.echo(f"final: you {mine}, {agent.name} {theirs}: {verdict}")

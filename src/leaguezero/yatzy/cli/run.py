@@ -1,0 +1,462 @@
+"""``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
+``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`cli_play`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.yatzy.cli.common import (
+    ConfigOpt,
+    SetOpt,
+    fail,
+    load_oracle_with_notice,
+    load_yatzy_config,
+)
+from leaguezero.yatzy.cli.play import play
+
+OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _raise_interrupt(signum, frame) -> None:
+    """SIGTERM handler: unwind like Ctrl-C (workers stopped, an interruption message)."""
+    raise KeyboardInterrupt
+
+
+def _setup_threads(cfg) -> None:
+    # Processes share the cores: two torch threads under load ran 30-70x slower than one.
+    import torch
+
+    torch.set_num_threads(cfg.run.torch_threads)
+
+
+def _check_run_state(run_dir) -> int:
+    """The last finished iteration in RUN/run_state.json; a damaged file is a one-line error."""
+    try:
+        state = run_dir.read_state()
+        iteration = state["iteration"]
+        if not isinstance(iteration, int) or not isinstance(state.get("phases"), list):
+            raise TypeError("'iteration' must be a number and 'phases' a list")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise fail(
+            f"{run_dir.state_path} is damaged ({reason}); restore it, or delete it to restart "
+            "the run's iteration count (models and replay stay)"
+        ) from None
+    return iteration
+
+
+@contextmanager
+def _progress(enabled: bool = True):
+    """A rich progress display and a reporter ``(phase, advance, total)`` for it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), transient=True, disable=not enabled,
+    )  # fmt: skip
+    tasks: dict[str, int] = {}
+
+    def report(phase: str, advance: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total or None)
+        elif total:  # a size only: never reset what is done (self-play passes it every game)
+            progress.update(tasks[phase], total=total)
+        if advance:
+            progress.advance(tasks[phase], advance)
+
+    with progress:
+        yield report, progress
+
+
+def run(
+    config: ConfigOpt = None,
+    out: OutOpt = Path("runs/yatzy"),
+    set_: SetOpt = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the run in --out where it stopped.")
+    ] = False,
+    oracle_table: Annotated[Path | None, typer.Option(help="Oracle table file.")] = None,
+    league: Annotated[
+        bool,
+        typer.Option(
+            "--league",
+            help="League training: the hero plays PFSP-sampled opponents, checkpoints join "
+            "RUN/league.json and are rated in the background (sets league.enabled=true).",
+        ),
+    ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="local | ray: where self-play workers and the trainer run (sets run.backend; "
+            "docs/cluster.md).",
+        ),
+    ] = None,
+) -> None:
+    """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
+    from leaguezero.az.replay import games_on_disk
+    from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.yatzy.cli.progress import (
+        RunProgress,
+        expected_duration_line,
+        expected_iteration_seconds,
+        sims_per_game,
+        summary_text,
+    )
+    from leaguezero.yatzy.config import YatzyConfig
+    from leaguezero.yatzy.train.loop import RunDir, init_run, run_iteration
+
+    run_dir = RunDir(out)
+    if league:
+        set_ = [*(set_ or []), "league.enabled=true"]
+    if backend is not None:
+        set_ = [*(set_ or []), f"run.backend={backend}"]
+    if resume:
+        if not (run_dir.root / "config.yaml").exists():
+            raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
+        if config is not None:
+            raise fail("--resume uses the run's own config.yaml; change it with --set instead")
+        try:
+            cfg = load_config(YatzyConfig, run_dir.root / "config.yaml", set_ or [])
+        except ConfigError as err:
+            raise fail(str(err)) from None
+    else:
+        if run_dir.root.exists() and any(run_dir.root.iterdir()):
+            raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
+        cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    if cfg.run.backend == "ray":  # join (or start) Ray now: a missing extra fails before any work
+        from leaguezero.distributed.runtime import RayUnavailableError, init_ray
+
+        try:
+            init_ray(cfg.run.ray_address)
+        except RayUnavailableError as err:
+            raise fail(str(err)) from None
+    if resume:
+        _check_run_state(run_dir)
+    init_run(cfg, run_dir)
+    oracle = load_oracle_with_notice(oracle_table)
+    start = _check_run_state(run_dir) + 1
+    last = cfg.run.iterations
+    if start > last:
+        typer.echo(f"{out}: all {last} iterations are done")
+        return
+    typer.echo(f"run {out}: iterations {start}..{last} (config {out}/config.yaml)")
+    typer.echo(expected_duration_line(cfg, last - start + 1))
+    league_run = None
+    if cfg.league.enabled:
+        from leaguezero.league.registry import RegistryError
+        from leaguezero.yatzy.train.league_run import LeagueRun
+
+        try:
+            league_run = LeagueRun(cfg, run_dir, oracle=oracle, oracle_table=oracle_table)
+        except (RegistryError, RuntimeError) as err:
+            raise fail(str(err)) from None
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.replay import ReplayError
+    from leaguezero.az.train import TrainError
+
+    idle_s, busy_s = expected_iteration_seconds(cfg)
+    progress = RunProgress(
+        last - start + 1, (idle_s + busy_s) / 2, terminal=sys.stderr.isatty(), stream=sys.stderr,
+        sims_per_game=sims_per_game(cfg),
+    )  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
+    it = start
+    try:
+        with progress.display():
+            for it in range(start, last + 1):
+                replay = run_dir.replay / f"iter_{it:04d}"
+                resumed = bool(run_dir.read_state()["phases"]) or games_on_disk(replay) > 0
+                progress.start_iteration(it, last)
+                record = run_iteration(
+                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run
+                )
+                seconds = progress.end_iteration()
+                sp = record.get("selfplay", {})
+                if sp.get("games") and sp.get("sims"):  # measured: better than the estimate
+                    progress.sims_per_game = sp["sims"] / sp["games"]
+                line = summary_text(
+                    record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
+                    resumed=resumed,
+                )  # fmt: skip
+                progress.echo_above(line, typer.echo)
+    except BaseException as err:
+        if league_run is not None:  # stop a running evaluation; --resume submits it again
+            league_run.close(timeout=0)
+        if isinstance(err, KeyboardInterrupt):
+            typer.echo(
+                f"interrupted in iteration {it}; finished phases and complete shards are kept: "
+                f"continue with  yz run --out {out} --resume",
+                err=True,
+            )
+            raise typer.Exit(130) from None
+        if isinstance(err, (ReplayError, CheckpointError, TrainError)):  # e.g. a damaged shard
+            raise fail(f"iteration {it}: {err}") from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if league_run is not None:
+        typer.echo("league: waiting for the last evaluation ...")
+        league_run.close()
+        typer.echo(f"league: {out}/league.json, {out}/league_matches.ndjson, {out}/league_elo.png")
+    typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
+
+
+def selfplay(
+    out: OutOpt,
+    best: Annotated[
+        Path | None, typer.Option(help="Checkpoint to play with (needed for --infer local).")
+    ] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    infer: Annotated[
+        str | None, typer.Option(help="local | unix:///path | tcp://host:port")
+    ] = None,
+    games: Annotated[int | None, typer.Option(help="Games (default: config).")] = None,
+    seed: Annotated[int, typer.Option(help="Self-play seed.")] = 0,
+    worker: Annotated[int, typer.Option(help="Worker id (names its shards).")] = 0,
+) -> None:
+    """Self-play games into replay shards under OUT/replay/iter_0000 (resumable)."""
+    from leaguezero.common.config import write_resolved_config
+    from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.train.kinds import selfplay_function
+    from leaguezero.yatzy.train.loop import make_selfplay_evaluator
+
+    cfg = load_yatzy_config(
+        config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]
+    )
+    _setup_threads(cfg)
+    if cfg.selfplay.infer == "local" and (best is None or not best.is_file()):
+        raise fail(f"--best {best} does not exist (local inference needs a checkpoint)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_resolved_config(cfg, out)
+    evaluator = make_selfplay_evaluator(cfg, best)
+    n = games or cfg.selfplay.games_per_iteration
+    with _progress(sys.stderr.isatty()) as (report, _):
+        stats = selfplay_function(cfg.search.kind)(
+            cfg, evaluator, out / "replay" / "iter_0000", games=n, seed=seed, worker=worker,
+            roots_log=EventWriter(out / "logs" / "mcts_roots.ndjson"),
+            progress=lambda k: report("selfplay", k, n),
+        )  # fmt: skip
+    EventWriter(out / "logs" / "iteration_stats.ndjson").emit("selfplay", **stats.to_dict())
+    typer.echo(json.dumps(stats.to_dict()))
+
+
+def train(
+    replay: Annotated[Path, typer.Option(help="Replay folder (with iter_NNNN subfolders).")],
+    best: Annotated[Path, typer.Option(help="Best checkpoint: the candidate starts from it.")],
+    out: Annotated[Path, typer.Option(help="Candidate checkpoint to write.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Train a candidate from the best net on the replay window (fresh optimizer)."""
+    from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
+    from leaguezero.az.replay import ReplayError, load_window, window_iterations
+    from leaguezero.az.train import TrainError, TrainSettings, train_candidate
+    from leaguezero.yatzy.agents.model import load_yatzy_model
+    from leaguezero.yatzy.train.kinds import checkpoint_schema, shard_schema
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    try:
+        model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
+        iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
+        if not iters:
+            raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
+        window = window_iterations(replay, iters[-1], cfg.train.window_iterations)
+        data = load_window(replay, window, shard_schema(cfg.search.kind))
+    except (CheckpointError, ReplayError) as err:
+        raise fail(str(err)) from None
+    settings = TrainSettings(
+        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
+        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
+        q_weight=cfg.train.q_weight, seed=cfg.run.seed, device=cfg.run.device,
+    )  # fmt: skip
+    with _progress(sys.stderr.isatty()) as (report, _):
+        report("train", 0, settings.steps)
+        try:
+            rep = train_candidate(
+                model, data, settings, progress=lambda s, _l: report("train", 1, 0)
+            )
+        except TrainError as err:
+            raise fail(str(err)) from None
+    schema = checkpoint_schema(cfg.search.kind)
+    save_checkpoint(out, model, kind=model.kind, kwargs=model.kwargs(), schema=schema,
+                    train_step=meta.train_step + settings.steps)  # fmt: skip
+    typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
+
+
+def gate(
+    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
+    cand: Annotated[Path, typer.Option(help="Candidate checkpoint.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed_sets: Annotated[Path, typer.Option(help="Folder of persisted seed sets.")] = Path(
+        "seedsets"
+    ),
+    json_out: JsonOpt = False,
+) -> None:
+    """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
+    from leaguezero.yatzy.agents.model import ModelAgent
+    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    try:
+        opts = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct}
+        cand_agent = ModelAgent.from_spec(str(cand), **opts)
+        best_agent = ModelAgent.from_spec(str(best), **opts)
+    except (FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
+    with _progress(sys.stderr.isatty() and not json_out) as (report, _):
+        report("gate", 0, 2 * len(seeds))
+        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
+    out = result.to_dict()
+    if json_out:
+        typer.echo(json.dumps(out))
+        return
+    s = result.summary
+    typer.echo(
+        f"candidate win rate {s.a_win_rate:.4f} ± {s.a_win_rate_se:.4f} over {s.games} games; "
+        f"score diff {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f}; SPRT llr "
+        f"{result.sprt.llr:.2f} in [{result.sprt.lower:.2f}, {result.sprt.upper:.2f}] -> "
+        f"{'PROMOTE' if result.promote else 'keep best'} ({result.reason})"
+    )
+
+
+def oracle_eval(
+    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
+    cand: Annotated[Path | None, typer.Option(help="Candidate checkpoint.")] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed: Annotated[int, typer.Option(help="Evaluation seed.")] = 0,
+    oracle_table: Annotated[Path | None, typer.Option(help="Oracle table file.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Solitaire stats and oracle regret for the oracle, best and candidate."""
+    from leaguezero.yatzy.agents.model import ModelAgent
+    from leaguezero.yatzy.agents.oracle import OracleAgent
+    from leaguezero.yatzy.train.evaluation import solitaire_eval
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    oracle = load_oracle_with_notice(oracle_table)
+    games = cfg.oracle_eval.games or 100
+    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
+    agents = {"oracle": OracleAgent(oracle=oracle)}
+    try:
+        agents["best"] = ModelAgent.from_spec(str(best), **opts)
+        if cand is not None:
+            agents["candidate"] = ModelAgent.from_spec(str(cand), **opts)
+    except (FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    results = {}
+    for name, agent in agents.items():
+        res = solitaire_eval(agent, oracle, games, seed)
+        res.pop("scores")
+        results[name] = res
+    delta = cfg.oracle_eval.guardrail_delta
+    if cand is not None and delta is not None:
+        results["guardrail_ok"] = results["candidate"]["mean"] >= results["best"]["mean"] - delta
+    if json_out:
+        typer.echo(json.dumps(results))
+        return
+    typer.echo(
+        f"{'agent':<10}{'mean':>8}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}{'regret/g':>9}"
+    )
+    for name, r in results.items():
+        if isinstance(r, dict):
+            typer.echo(
+                f"{name:<10}{r['mean']:>8.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
+                f"{r['bonus_rate']:>7.2f}{r['oracle_match_rate']:>7.3f}"
+                f"{r['mean_regret_per_game']:>9.1f}"
+            )
+    if "guardrail_ok" in results:
+        typer.echo(f"guardrail (delta {delta}): {'ok' if results['guardrail_ok'] else 'FAILED'}")
+
+
+profile_app = typer.Typer(help="Profile self-play (cProfile + torch.profiler).")
+
+
+@profile_app.command("selfplay")
+def profile_selfplay_cmd(
+    out: OutOpt,
+    best: Annotated[Path | None, typer.Option(help="Checkpoint (default: a fresh net).")] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    games: Annotated[int, typer.Option(help="Games to profile.")] = 32,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+) -> None:
+    """Run self-play under the profilers and write the reports into OUT/profile."""
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.inference.local import TorchEvaluator
+    from leaguezero.yatzy.agents.model import load_yatzy_model
+    from leaguezero.yatzy.train.kinds import build_network, feature_schema_id
+    from leaguezero.yatzy.train.profiling import profile_selfplay
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out} is a file; give a run directory")
+    if best is not None:
+        if not best.is_file():
+            raise fail(f"--best {best} does not exist")
+        try:
+            model, _ = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
+        except CheckpointError as err:
+            raise fail(str(err)) from None
+    else:
+        model = build_network(cfg)
+    evaluator = TorchEvaluator(
+        model, feature_schema_id(cfg.search.kind), cfg.run.device,
+        margin_weight=cfg.mcts.margin_utility,
+    )  # fmt: skip
+    summary = profile_selfplay(cfg, evaluator, out / "profile", games, seed)
+    typer.echo(
+        f"{summary['games']} games, {summary['sims_per_s']:,.0f} sims/s; network "
+        f"{100 * summary['network_share']:.0f}% of wall time, search and the rest "
+        f"{100 * summary['search_share']:.0f}%. Reports: {out / 'profile'}"
+    )
+
+
+def init_model(
+    out: Annotated[Path, typer.Option("--out", help="Checkpoint file to write.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+) -> None:
+    """Write a freshly initialised YatzyNet checkpoint (the start of a hand-run workflow)."""
+    from leaguezero.az.checkpoint import save_checkpoint
+    from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
+
+    cfg = load_yatzy_config(config, set_)
+    try:
+        net = build_network(cfg, seed)
+    except ValueError as err:
+        raise fail(str(err)) from None
+    schema = checkpoint_schema(cfg.search.kind)
+    save_checkpoint(out, net, kind=net.kind, kwargs=net.kwargs(), schema=schema)
+    typer.echo(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the ``yz`` app."""
+    app.command("run")(run)
+    app.command("selfplay")(selfplay)
+    app.command("train")(train)
+    app.command("gate")(gate)
+    app.command("oracle-eval")(oracle_eval)
+    app.command("play")(play)
+    app.command("init-model")(init_model)
+    app.add_typer(profile_app, name="profile")

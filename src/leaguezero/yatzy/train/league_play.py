@@ -1,0 +1,232 @@
+"""League self-play: the hero against sampled league opponents, many games in lockstep.
+
+A variant of :func:`leaguezero.yatzy.train.selfplay.run_selfplay` for league training. Every game
+seats the hero (the current best net, searched with root noise and temperature exactly as in
+self-play) against one opponent drawn for that game (``sample(game_index)``, PFSP in practice):
+
+- a **mirror** draw (the hero itself) is ordinary self-play: both seats are searched by the
+  hero's evaluator in the same batch. With ``league.mirror_both_seats`` (default) both seats'
+  decisions enter replay — both are the searched hero with exploration, i.e. exactly the data of
+  plain self-play, so the 30% mirror share costs no sample efficiency;
+- any other draw (a past checkpoint, ``base_model``, ``random``, ``greedy``, ``oracle``) plays
+  its seat itself, and **only the hero's decisions enter replay**. The opponent's moves are not
+  the hero's policy (a bot, an old net, or no search at all), so training on them would teach
+  the hero to imitate its opponents.
+
+The hero sits in seat ``game_index % 2``, so it plays both seats equally. Each round, all hero
+decisions of all games are searched in one :class:`~leaguezero.az.search.LockstepSearch` call
+(one evaluator batch per simulation round) and the opponents' decisions are batched per
+opponent (one ``act`` call per distinct opponent over all its games). Value targets are the
+game result from the recorded mover's view, as in self-play.
+
+Resumable like self-play: games in complete shards count as done, game ``i`` always draws the
+same opponent (``sample`` is keyed by the game index), and each finished game becomes one
+``kind="training"`` :class:`~leaguezero.league.types.MatchResult` handed to ``on_games`` when the
+shard holding it is on disk (so the match log and the replay agree after a kill, up to the
+games of the one shard being written at that moment).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.replay import ShardWriter
+from leaguezero.common.events import EventWriter
+from leaguezero.league.matchmaker import Draw
+from leaguezero.league.types import MatchResult, OpponentType, Participant
+from leaguezero.yatzy.agents.base import Agent
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.game.rules import (
+    DICE_RNG,
+    S_PLAYER,
+    S_SCORE,
+    STATE_LEN,
+    apply_actions_batch,
+    new_match,
+    terminal_mask,
+)
+from leaguezero.yatzy.train.selfplay import OracleValues, PuctHero, SelfPlayStats, resume_point
+
+
+@dataclass
+class LeagueSelfPlayStats(SelfPlayStats):
+    """Self-play statistics plus who the hero met and how it fared (from the hero's view)."""
+
+    hero: str = ""
+    opponent_decisions: int = 0
+    opponents: dict[str, int] = field(default_factory=dict)  # games per opponent
+    buckets: dict[str, int] = field(default_factory=dict)  # games per PFSP bucket
+    opponent_types: dict[str, int] = field(default_factory=dict)  # games per OpponentType
+    hero_win_rate_by_type: dict[str, float] = field(default_factory=dict)  # draw = half
+    hero_win_rate_by_opponent: dict[str, float] = field(default_factory=dict)
+    hero_mean_score: float = math.nan
+
+
+def run_league_selfplay(
+    cfg: YatzyConfig,
+    evaluator: Evaluator,
+    out_dir: str | Path,
+    *,
+    games: int,
+    seed: int,
+    hero: str,
+    sample: Callable[[int], Draw],
+    agent_for: Callable[[str], Agent],
+    step: int = 0,
+    on_games: Callable[[list[MatchResult]], None] | None = None,
+    worker: int = 0,
+    roots_log: EventWriter | None = None,
+    oracle_values: OracleValues | None = None,
+    progress: Callable[[int], None] | None = None,
+    hero_factory: Callable[..., PuctHero] = PuctHero,
+) -> LeagueSelfPlayStats:
+    """Play ``games`` league games (hero vs ``sample(i)``'s opponent) into replay shards.
+
+    ``evaluator`` is the hero's network (batched); ``agent_for(name)`` returns the match agent
+    of a non-mirror opponent (callers cache them); ``hero`` is the hero's league name (it fills
+    both seats of mirror games in the match log); ``step`` is the hero's training step, stamped
+    on the match results. Other arguments (``hero_factory``: the hero's search, PUCT or the
+    turn search) as in :func:`~leaguezero.yatzy.train.selfplay.run_selfplay`.
+    """
+    out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
+    rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])
+    num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
+    player = hero_factory(
+        cfg, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
+    )  # searches the hero's decisions and records those that enter replay
+    writer = ShardWriter(
+        out_dir, player.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples,
+        extra_meta={"league": True, "hero": hero},
+    )  # fmt: skip
+    record_mirror_both = cfg.league.mirror_both_seats
+
+    states = np.zeros((num_slots, STATE_LEN), np.int64)  # [G, 16]
+    active = np.zeros(num_slots, np.bool_)
+    done = np.zeros(num_slots, np.bool_)
+    hero_seat = np.zeros(num_slots, np.int64)  # [G]
+    mirror = np.zeros(num_slots, np.bool_)  # [G]
+    opponent = np.empty(num_slots, dtype=object)  # [G] opponent name per slot
+    draws: list[Draw | None] = [None] * num_slots
+
+    started = finished = 0
+    samples = opponent_decisions = 0
+    scores: list[int] = []
+    hero_scores: list[int] = []
+    seat0_points = 0.0
+    points: dict[str, list[float]] = {}  # opponent name -> hero results
+    type_points: dict[str, list[float]] = {}
+    buckets: Counter[str] = Counter()
+    pending_results: list[MatchResult] = []
+    shards_seen = writer.shards_written
+
+    def start_game(slot: int) -> None:
+        nonlocal started
+        index = done_before + started
+        draw = sample(index)
+        draws[slot] = draw
+        mirror[slot] = draw.opponent_type == OpponentType.SELF
+        opponent[slot] = draw.opponent
+        hero_seat[slot] = index % 2
+        new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
+        active[slot] = True
+        player.start(slot)
+        started += 1
+
+    def release(results: list[MatchResult]) -> None:
+        if on_games is not None and results:
+            on_games(results)
+
+    for slot in range(num_slots):
+        if started < remaining:
+            start_game(slot)
+
+    t0 = time.perf_counter()
+    while active.any():
+        rows_all = np.flatnonzero(active).astype(np.int64)
+        movers_all = states[rows_all, S_PLAYER]
+        hero_turn = mirror[rows_all] | (movers_all == hero_seat[rows_all])
+        rows = rows_all[hero_turn]  # searched by the hero
+        opp_rows = rows_all[~hero_turn]  # played by the opponents, never recorded
+        if rows.size:
+            # Mirror games record both seats only when configured; the hero's seat always.
+            movers_now = states[rows, S_PLAYER]
+            keep = (movers_now == hero_seat[rows]) | (mirror[rows] & record_mirror_both)
+            apply_actions_batch(states, rows, player.act(states, rows, keep, rng))
+        if opp_rows.size:
+            names = opponent[opp_rows]
+            for name in dict.fromkeys(names.tolist()):  # one batched call per opponent
+                group = opp_rows[names == name]
+                actions = np.asarray(agent_for(name).act(states, group), dtype=np.int64)
+                apply_actions_batch(states, group, actions)
+            opponent_decisions += int(opp_rows.size)
+
+        terminal_mask(states, done)
+        for slot in np.flatnonzero(done & active):
+            final = states[slot, S_SCORE : S_SCORE + 2]
+            batch = player.game_batch(slot, final)
+            writer.add(batch, games=1)
+            samples += len(batch)
+            draw = draws[slot]
+            assert draw is not None
+            h = int(hero_seat[slot])
+            hero_result = (
+                1.0 if final[h] > final[1 - h] else 0.5 if final[h] == final[1 - h] else 0.0
+            )
+            seat_agents = {h: hero, 1 - h: hero if mirror[slot] else str(opponent[slot])}
+            pending_results.append(
+                MatchResult(
+                    participants=tuple(
+                        Participant(seat_agents[s], s, float(final[s])) for s in (0, 1)
+                    ),
+                    step=step,
+                    timestamp=time.time(),
+                    game="yatzy",
+                    kind="training",
+                    meta={
+                        "hero_seat": h,
+                        "bucket": draw.bucket.value,
+                        "opponent_type": draw.opponent_type.value,
+                        "opponent": draw.opponent,
+                    },
+                )
+            )
+            # ``add`` flushes everything pending (this game included) when a shard fills, so
+            # a new shard means every game so far is safely on disk.
+            if writer.shards_written != shards_seen:
+                shards_seen = writer.shards_written
+                release(pending_results)
+                pending_results = []
+            scores.extend(int(v) for v in final)
+            hero_scores.append(int(final[h]))
+            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
+            points.setdefault(draw.opponent, []).append(hero_result)
+            type_points.setdefault(draw.opponent_type.value, []).append(hero_result)
+            buckets[draw.bucket.value] += 1
+            finished += 1
+            active[slot] = False
+            if started < remaining:
+                start_game(slot)
+            if progress is not None:
+                progress(1)
+    writer.flush()
+    release(pending_results)
+    seconds = time.perf_counter() - t0
+    return LeagueSelfPlayStats(
+        **player.stats_fields(finished, samples, seconds, scores, seat0_points),
+        hero=hero,
+        opponent_decisions=opponent_decisions,
+        opponents={name: len(v) for name, v in points.items()},
+        buckets=dict(buckets),
+        opponent_types={name: len(v) for name, v in type_points.items()},
+        hero_win_rate_by_type={name: float(np.mean(v)) for name, v in type_points.items()},
+        hero_win_rate_by_opponent={name: float(np.mean(v)) for name, v in points.items()},
+        hero_mean_score=float(np.mean(hero_scores)) if hero_scores else math.nan,
+    )

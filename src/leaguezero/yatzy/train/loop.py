@@ -1,0 +1,336 @@
+"""The AlphaZero loop (``yz run``): self-play -> train -> gate -> (oracle eval) -> promote.
+
+Everything lives in the run directory, and every phase leaves a file behind that marks it done,
+so a run killed at any point resumes with ``--resume`` where it stopped (KataGo's habit: the
+pieces talk through files)::
+
+    RUN/config.yaml                      resolved config (the one --resume uses)
+    RUN/run_state.json                   last finished iteration and phases (atomic)
+    RUN/models/best.pt                   current best; best_0000.pt is the initial net
+    RUN/models/candidate_0003.pt         candidate trained in iteration 3
+    RUN/replay/iter_0003/shard_*.safetensors (+ .meta.json)
+    RUN/gate/iter_0003.json              gating result; RUN/gate/seedsets/<name>.json
+    RUN/eval/iter_0003.json              oracle evaluation
+    RUN/logs/iteration_stats.ndjson      one event per iteration (always)
+    RUN/logs/mcts_roots.ndjson           sampled search roots
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from leaguezero.az.checkpoint import save_checkpoint
+from leaguezero.az.replay import load_window, window_iterations
+from leaguezero.az.train import TrainSettings, train_candidate
+from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
+from leaguezero.common.config import write_resolved_config
+from leaguezero.common.events import EventWriter
+from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
+from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.train.kinds import (
+    build_network,
+    checkpoint_schema,
+    feature_schema_id,
+    selfplay_function,
+    shard_schema,
+)
+from leaguezero.yatzy.train.selfplay import SelfPlayStats
+
+RUN_STATE_VERSION = 1
+PHASES = ("selfplay", "train", "gate", "eval", "promote")
+
+Reporter = Callable[[str, int, int], None]  # (phase, advance, total)
+
+
+class RunDir:
+    """Paths and small state files of a run directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.models = self.root / "models"
+        self.replay = self.root / "replay"
+        self.gate = self.root / "gate"
+        self.eval = self.root / "eval"
+        self.logs = self.root / "logs"
+        self.best = self.models / "best.pt"
+        self.state_path = self.root / "run_state.json"
+
+    def candidate(self, it: int) -> Path:
+        return self.models / f"candidate_{it:04d}.pt"
+
+    def read_state(self) -> dict:
+        if not self.state_path.exists():
+            return {"schema_version": RUN_STATE_VERSION, "iteration": 0, "phases": []}
+        state = json.loads(self.state_path.read_text())
+        if state.get("schema_version") != RUN_STATE_VERSION:
+            raise ValueError(f"{self.state_path} has an unknown schema_version")
+        return state
+
+    def write_state(self, iteration: int, phases: list[str], **extra: object) -> None:
+        atomic_write_json(
+            self.state_path,
+            {"schema_version": RUN_STATE_VERSION, "iteration": iteration, "phases": phases,
+             **extra},
+        )  # fmt: skip
+
+
+def init_run(cfg: YatzyConfig, run: RunDir) -> None:
+    """Create a run directory with its resolved config and the initial best network."""
+    for folder in (run.models, run.replay, run.gate, run.eval, run.logs):
+        folder.mkdir(parents=True, exist_ok=True)
+    write_resolved_config(cfg, run.root)
+    if not run.best.exists():
+        net = build_network(cfg, cfg.run.seed)
+        schema = checkpoint_schema(cfg.search.kind)
+        save_checkpoint(run.models / "best_0000.pt", net, kind=net.kind, kwargs=net.kwargs(),
+                        schema=schema, extra={"iteration": 0})  # fmt: skip
+        shutil.copyfile(run.models / "best_0000.pt", run.best)
+    if not run.state_path.exists():
+        run.write_state(0, [])
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    atomic_write_bytes(dst, src.read_bytes())
+    meta = Path(str(src) + ".meta.json")
+    if meta.exists():
+        atomic_write_bytes(Path(str(dst) + ".meta.json"), meta.read_bytes())
+
+
+def oracle_values(oracle):
+    """Every action's oracle value for a batch of states (for root logs), or None without one."""
+    if oracle is None:
+        return None
+    from leaguezero.yatzy.agents.oracle import OracleAgent
+
+    return OracleAgent(oracle=oracle).action_values
+
+
+def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
+    """The self-play evaluator: the best net in process, or the inference server's client."""
+    from leaguezero.yatzy.game.tables import NUM_ACTIONS
+
+    fid = feature_schema_id(cfg.search.kind)
+    if cfg.selfplay.infer == "local":
+        from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
+
+        model, _ = load_yatzy_model(best_path, cfg.run.device, kind=cfg.search.kind)
+        return TorchEvaluator(
+            model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility,
+            dtype=resolve_dtype(cfg.selfplay.inference_dtype, cfg.run.device),
+        )  # fmt: skip
+    from leaguezero.az.inference.client import InferenceClient
+
+    client = InferenceClient(
+        cfg.selfplay.infer,
+        feature_schema_id=fid,
+        num_actions=NUM_ACTIONS,
+        max_pending_total=cfg.infer.max_pending_total,
+    )
+    client.margin_weight = cfg.mcts.margin_utility
+    if best_path is not None and best_path.is_file():
+        # The server may have started with another model: make it serve this run's best
+        # (an admin op: over TCP it carries this user's admin token).
+        from leaguezero.az.inference.admin import with_default_token
+
+        client.load_model(0, with_default_token(str(best_path.resolve())))
+    return client
+
+
+def run_iteration(
+    cfg: YatzyConfig,
+    run: RunDir,
+    it: int,
+    report: Reporter,
+    oracle,
+    oracle_table: Path | None = None,
+    league=None,
+) -> dict:
+    """Run (or finish) iteration ``it``; returns its summary record.
+
+    ``league`` (a :class:`leaguezero.yatzy.train.league_run.LeagueRun`, league mode only) plays
+    self-play against league opponents, adds the candidate to the league by the schedule and
+    starts its background rating after training (phase ``league``).
+    """
+    state = run.read_state()
+    phases: list[str] = list(state["phases"]) if state["iteration"] == it - 1 else []
+    record: dict = dict(state.get("partial", {})) if phases else {}
+    record["iteration"] = it
+    events_roots = EventWriter(run.logs / "mcts_roots.ndjson", iteration=it)
+
+    def done(phase: str) -> None:
+        phases.append(phase)
+        run.write_state(it - 1, phases, partial=record)
+
+    if "selfplay" not in phases:
+        games = cfg.selfplay.games_per_iteration
+        seed = cfg.run.seed * 100_003 + it
+        report("selfplay", 0, games)
+        if league is not None:  # league mode: the hero against sampled opponents, in process
+            stats = league.selfplay(
+                it, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
+                games=games, seed=seed, roots_log=events_roots,
+                oracle_values=oracle_values(oracle),
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
+        elif cfg.selfplay.workers > 1 or cfg.run.backend == "ray":
+            from leaguezero.yatzy.train.workers import run_selfplay_workers as run_workers
+
+            if cfg.run.backend == "ray":  # Ray actors, same signature (docs/cluster.md)
+                from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray as run_workers
+            stats: SelfPlayStats = run_workers(
+                cfg, run.best, run.replay / f"iter_{it:04d}", games=games, seed=seed,
+                roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
+        else:
+            stats = selfplay_function(cfg.search.kind)(
+                cfg, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
+                games=games, seed=seed, roots_log=events_roots,
+                oracle_values=oracle_values(oracle),
+                progress=lambda n: report("selfplay", n, games),
+            )  # fmt: skip
+        record["selfplay"] = stats.to_dict()
+        done("selfplay")
+
+    if "train" not in phases:
+        train = train_phase
+        if cfg.run.backend == "ray":  # the trainer on its own Ray worker (docs/cluster.md)
+            from leaguezero.distributed.trainer import train_phase_on_ray as train
+        record["train"] = train(cfg, run, it, report)
+        done("train")
+
+    if league is not None and "league" not in phases:
+        league.after_train(it, run.candidate(it))
+        done("league")
+
+    if "gate" not in phases:
+        from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+
+        sims = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct,
+                "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
+        cand = ModelAgent.from_spec(str(run.candidate(it)), **sims)
+        best = ModelAgent.from_spec(str(run.best), **sims)
+        seeds = load_seed_set(run.gate / "seedsets", cfg.gate.seed_set, cfg.gate.max_games // 2)
+        report("gate", 0, 2 * len(seeds))
+        result = run_gate(cand, best, cfg.gate, seeds, progress=lambda n: report("gate", n, 0))
+        atomic_write_json(run.gate / f"iter_{it:04d}.json", result.to_dict())
+        record["gate"] = result.to_dict()
+        done("gate")
+
+    if "eval" not in phases:
+        record["eval"] = _evaluate(cfg, run, it, oracle, report)
+        atomic_write_json(run.eval / f"iter_{it:04d}.json", record["eval"])
+        done("eval")
+
+    if "promote" not in phases:
+        promote = bool(record["gate"]["promote"])
+        reason = record["gate"]["reason"]
+        delta = cfg.oracle_eval.guardrail_delta
+        ev = record.get("eval", {})
+        guarded = promote and delta is not None and "candidate" in ev and "best" in ev
+        if guarded and ev["candidate"]["mean"] < ev["best"]["mean"] - delta:
+            promote, reason = False, "guardrail"
+        if promote:
+            _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
+            _copy_atomic(run.candidate(it), run.best)
+        record["promoted"] = promote
+        record["promotion_reason"] = reason
+        done("promote")
+
+    EventWriter(run.logs / "iteration_stats.ndjson").emit("iteration", **_flat(record))
+    run.write_state(it, [])
+    if league is not None:
+        league.end_iteration(it)
+    return record
+
+
+def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+    """Train iteration ``it``'s candidate from the best net on the replay window; writes
+    ``models/candidate_NNNN.pt`` and returns the phase record (a Ray task can run it)."""
+    model, _ = load_yatzy_model(run.best, cfg.run.device, kind=cfg.search.kind)
+    window = window_iterations(run.replay, it, cfg.train.window_iterations)
+    data = load_window(run.replay, window, shard_schema(cfg.search.kind))
+    settings = TrainSettings(
+        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
+        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
+        q_weight=cfg.train.q_weight, seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
+    )  # fmt: skip
+    report("train", 0, settings.steps)
+    rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+    save_checkpoint(
+        run.candidate(it), model, kind=model.kind, kwargs=model.kwargs(),
+        schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
+        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
+    )  # fmt: skip
+    return {**asdict(rep), "window": window}
+
+
+def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) -> dict:
+    """Solitaire stats of candidate and best against the oracle, and best vs greedy / oracle."""
+    from leaguezero.yatzy.agents.match import play_match
+    from leaguezero.yatzy.agents.oracle import OracleAgent
+    from leaguezero.yatzy.agents.registry import make_agent
+    from leaguezero.yatzy.train.evaluation import solitaire_eval
+
+    out: dict = {}
+    if oracle is None:
+        return out
+    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct,
+            "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
+    seed = cfg.run.seed * 31 + it
+    games = cfg.oracle_eval.games
+    total = 2 * games + 2 * cfg.oracle_eval.match_games
+    report("eval", 0, total)
+    if games:
+        for name, path in (("candidate", run.candidate(it)), ("best", run.best)):
+            # The per-board scores stay in eval/iter_NNNN.json for the report's histogram.
+            out[name] = solitaire_eval(ModelAgent.from_spec(str(path), **opts), oracle, games, seed)
+            report("eval", games, 0)
+    if cfg.oracle_eval.match_games:
+        cand = ModelAgent.from_spec(str(run.candidate(it)), **opts)
+        for name, opp in (("greedy", make_agent("greedy")), ("oracle", OracleAgent(oracle=oracle))):
+            s = play_match(cand, opp, cfg.oracle_eval.match_games, seed).summary
+            out[f"vs_{name}"] = s.to_dict()
+            report("eval", cfg.oracle_eval.match_games, 0)
+    return out
+
+
+def _flat(record: dict) -> dict:
+    """The iteration record with the headline numbers lifted to the top level."""
+    out = {"iteration": record["iteration"], "promoted": record.get("promoted"),
+           "promotion_reason": record.get("promotion_reason")}  # fmt: skip
+    sp = record.get("selfplay", {})
+    tr = record.get("train", {})
+    gt = record.get("gate", {})
+    ev = record.get("eval", {})
+    out.update(
+        selfplay_games=sp.get("games"), sims_per_s=sp.get("sims_per_s"),
+        decisions_per_s=sp.get("decisions_per_s"), fallbacks=sp.get("fallbacks"),
+        loss_policy=tr.get("loss_policy"), loss_value=tr.get("loss_value"),
+        loss_margin=tr.get("loss_margin"), loss_total=tr.get("loss_total"),
+        gate_win_rate=gt.get("a_win_rate"), gate_win_rate_se=gt.get("a_win_rate_se"),
+        gate_games=gt.get("games"), gate_score_diff=gt.get("score_diff_mean"),
+        gate_score_diff_se=gt.get("score_diff_se"),
+    )  # fmt: skip
+    cand = ev.get("candidate", {})
+    out.update(
+        solitaire_mean=cand.get("mean"), solitaire_bonus_rate=cand.get("bonus_rate"),
+        oracle_match_rate=cand.get("oracle_match_rate"),
+        mean_regret_per_game=cand.get("mean_regret_per_game"),
+        best_solitaire_mean=ev.get("best", {}).get("mean"),
+        win_rate_vs_greedy=ev.get("vs_greedy", {}).get("a_win_rate"),
+        win_rate_vs_oracle=ev.get("vs_oracle", {}).get("a_win_rate"),
+    )  # fmt: skip
+    detail = dict(record)
+    if "eval" in detail:  # per-board score lists live in eval/iter_NNNN.json, not in the log
+        detail["eval"] = {
+            k: {kk: vv for kk, vv in v.items() if kk != "scores"} if isinstance(v, dict) else v
+            for k, v in detail["eval"].items()
+        }
+    out["detail"] = detail
+    return out
