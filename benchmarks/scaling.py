@@ -31,7 +31,7 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.loop import make_selfplay_evaluator
+from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay import run_selfplay
 from leaguezero.yatzy.train.workers import run_selfplay_workers
@@ -85,7 +85,7 @@ def main() -> None:
         print(f"self-play, {args.games} games, {args.concurrent} lockstep games per worker, "
               f"budgets {args.budget_reroll}/{args.budget_mark}, net {args.hidden}x"
               f"{args.blocks}, {os.cpu_count()} CPUs, Ray {ray.__version__}")  # fmt: skip
-        from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray
+        from leaguezero.yatzy.cli.ray_backend import run_selfplay_ray
 
         cfg1 = _config(args, 1, "local")
         # Warm numba's on-disk cache, so no measurement pays the first compile.

@@ -1,4 +1,12 @@
-"""DESIGN.md's house rule: league/, az/ and common/ import nothing from yatzy/ or diplomacy/."""
+"""The import rules of DESIGN.md and issue 14, checked on the source's own imports (``ast``):
+
+* ``league/``, ``az/`` and ``common/`` import nothing from ``yatzy/`` or ``diplomacy/``;
+* no import cycle among the modules of ``src/leaguezero`` (module-level and function-level
+  imports alike; only ``if TYPE_CHECKING:`` imports are exempt);
+* backends are injected at the edge: no game module outside its command-line layer imports
+  ``distributed/``, ``distributed/`` imports no game, and no library module tests
+  ``backend == "ray"``.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +16,126 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "leaguezero"
 GAME_AGNOSTIC = ("league", "az", "common")
 GAMES = ("leaguezero.yatzy", "leaguezero.diplomacy")
+# The command-line layer of each game: the only modules that may choose a backend.
+CLI_LAYER = ("yatzy/cli/", "diplomacy/cli.py", "diplomacy/llm/cli.py")
+
+# Known violations owned by another change (issue 14, branch i14-league moves Diplomacy's Ray
+# rollouts to its CLI layer and removes them); each entry is exact, so nothing new can slip in.
+KNOWN_CYCLES = {
+    # diplomacy/train.py <-> distributed/diplomacy_rollouts.py (takes HERO and _seed from train)
+    frozenset({"leaguezero.diplomacy.train", "leaguezero.distributed.diplomacy_rollouts"}),
+}
+KNOWN_BACKEND_IMPORTS = {
+    ("diplomacy/train.py", "leaguezero.distributed.diplomacy_rollouts"),
+    ("diplomacy/train.py", "leaguezero.distributed.evaluator"),
+}
+KNOWN_DISTRIBUTED_GAME_IMPORTS = {"distributed/diplomacy_rollouts.py"}
+KNOWN_BACKEND_TESTS = {"diplomacy/train.py"}
 
 
-def _imports(path: Path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (never executed at run time)."""
+    skip: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def _imports(path: Path, module: str | None = None, modules: dict | None = None):
+    """Every name an import in ``path`` names, at any depth (functions included): for
+    ``from X import Y`` the module ``X.Y`` when it is one, else ``X``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level and module is not None:
+                package = module.split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, base] if base else package)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                yield full if modules is not None and full in modules else base
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for target in _imports(path, name, modules):
+            while target and target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != name:
+                deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a path back to its start) per strongly connected component (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for comp in components:
+        start = min(comp)
+        path, seen = [start], {start}
+        # Walk inside the component until we come back to a module on the path.
+        while True:
+            nxt = sorted(w for w in graph[path[-1]] if w in comp)
+            back = [w for w in nxt if w in seen]
+            if back:
+                cycles.append([*path[path.index(back[0]) :], back[0]])
+                break
+            path.append(nxt[0])
+            seen.add(nxt[0])
+    return cycles
 
 
 def test_game_agnostic_packages_do_not_import_games():
@@ -26,4 +145,57 @@ def test_game_agnostic_packages_do_not_import_games():
             for name in _imports(path):
                 if name.startswith(GAMES):
                     offenders.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_import_cycles_in_src():
+    graph = _graph()
+    found = _cycles(graph)
+    unknown = [c for c in found if frozenset(c) not in KNOWN_CYCLES]
+    assert not unknown, "import cycles:\n" + "\n".join(" -> ".join(c) for c in unknown)
+
+
+def test_the_cycle_finder_finds_function_level_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(SRC).as_posix()
+
+
+def test_only_the_command_line_layer_of_a_game_imports_distributed():
+    offenders = []
+    for game in ("yatzy", "diplomacy"):
+        for path in (SRC / game).rglob("*.py"):
+            rel = _rel(path)
+            if rel.startswith(CLI_LAYER):
+                continue
+            for name in _imports(path):
+                hit = name.startswith("leaguezero.distributed")
+                if hit and (rel, name) not in KNOWN_BACKEND_IMPORTS:
+                    offenders.append(f"{rel} imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_distributed_imports_no_game():
+    offenders = []
+    for path in (SRC / "distributed").rglob("*.py"):
+        if _rel(path) in KNOWN_DISTRIBUTED_GAME_IMPORTS:
+            continue
+        offenders += [f"{_rel(path)} imports {n}" for n in _imports(path) if n.startswith(GAMES)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_library_module_of_a_game_tests_the_backend():
+    offenders = []
+    for game in ("yatzy", "diplomacy"):
+        for path in (SRC / game).rglob("*.py"):
+            rel = _rel(path)
+            if rel.startswith(CLI_LAYER) or rel in KNOWN_BACKEND_TESTS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Compare) and "ray" in ast.unparse(node):
+                    offenders.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     assert not offenders, "\n".join(offenders)

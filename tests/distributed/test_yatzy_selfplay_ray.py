@@ -33,7 +33,7 @@ def _best(tmp_path, kind: str = "puct"):
 
 @pytest.mark.parametrize("kind", ["puct", "turn"])
 def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
-    from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray
+    from leaguezero.yatzy.cli.ray_backend import run_selfplay_ray
 
     cfg = load_config(
         YatzyConfig, None, [*TINY, "selfplay.shard_samples=64", f"search.kind={kind}"]
@@ -49,7 +49,7 @@ def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
 
 
 def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
-    from leaguezero.distributed.yatzy_selfplay import RaySelfPlay
+    from leaguezero.yatzy.cli.ray_backend import RaySelfPlay
 
     # One game at a time and a shard per game, so the kill lands between shards of worker 0.
     cfg = load_config(

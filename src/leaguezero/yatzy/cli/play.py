@@ -1,4 +1,5 @@
-"""``yz play``: a person against an agent in the terminal (the game itself is in :mod:`leaguezero.yatzy.agents.play`)."""
+"""``yz play``: a person against an agent in the terminal (the game itself is in
+:mod:`leaguezero.yatzy.agents.play`)."""
 
 from __future__ import annotations
 

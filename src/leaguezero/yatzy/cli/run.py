@@ -145,6 +145,7 @@ def run(
     init_run(cfg, run_dir)
     oracle = load_oracle_with_notice(oracle_table)
     start = _check_run_state(run_dir) + 1
+    backend = choose_backend(cfg.run.backend)
     last = cfg.run.iterations
     if start > last:
         typer.echo(f"{out}: all {last} iterations are done")
@@ -153,11 +154,15 @@ def run(
     typer.echo(expected_duration_line(cfg, last - start + 1))
     league_run = None
     if cfg.league.enabled:
+        from leaguezero.distributed.evaluator import league_evaluator_factory
         from leaguezero.league.registry import RegistryError
         from leaguezero.yatzy.train.league_run import LeagueRun
 
         try:
-            league_run = LeagueRun(cfg, run_dir, oracle=oracle, oracle_table=oracle_table)
+            league_run = LeagueRun(
+                cfg, run_dir, oracle=oracle, oracle_table=oracle_table,
+                make_evaluator=league_evaluator_factory(cfg.run.backend, cfg.run.ray_address),
+            )  # fmt: skip
         except (RegistryError, RuntimeError) as err:
             raise fail(str(err)) from None
     from leaguezero.az.checkpoint import CheckpointError
@@ -178,8 +183,9 @@ def run(
                 resumed = bool(run_dir.read_state()["phases"]) or games_on_disk(replay) > 0
                 progress.start_iteration(it, last)
                 record = run_iteration(
-                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run
-                )
+                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run,
+                    backend=backend,
+                )  # fmt: skip
                 seconds = progress.end_iteration()
                 sp = record.get("selfplay", {})
                 if sp.get("games") and sp.get("sims"):  # measured: better than the estimate
@@ -211,6 +217,18 @@ def run(
     typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
 
 
+def choose_backend(name: str):
+    """The loop's :class:`~leaguezero.yatzy.train.loop.Backend` for ``run.backend``: the one
+    place that decides between local processes and Ray."""
+    if name == "ray":
+        from leaguezero.yatzy.cli.ray_backend import ray_backend
+
+        return ray_backend()
+    from leaguezero.yatzy.train.loop import local_backend
+
+    return local_backend()
+
+
 def selfplay(
     out: OutOpt,
     best: Annotated[
@@ -228,8 +246,8 @@ def selfplay(
     """Self-play games into replay shards under OUT/replay/iter_0000 (resumable)."""
     from leaguezero.common.config import write_resolved_config
     from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator
     from leaguezero.yatzy.train.kinds import selfplay_function
-    from leaguezero.yatzy.train.loop import make_selfplay_evaluator
 
     cfg = load_yatzy_config(
         config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]

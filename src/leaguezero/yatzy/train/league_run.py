@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,10 @@ class LeagueRun:
         *,
         oracle=None,
         oracle_table: str | os.PathLike | None = None,
+        make_evaluator: Callable[..., AsyncEvaluator] = AsyncEvaluator,
     ) -> None:
+        """``make_evaluator`` builds the background evaluator (the command line passes the Ray
+        one for ``run.backend: ray``; default: a local process per evaluation job)."""
         self.cfg = cfg
         self.league_cfg = cfg.league
         self.run = run
@@ -119,11 +123,6 @@ class LeagueRun:
         self.win_rates = WinRateTable()
         hero_win_rates(self.matchlog.read(kind="training"), self.win_rates)
         self.shares = lc.bucket_shares()
-        make_evaluator = AsyncEvaluator
-        if cfg.run.backend == "ray":  # the spec's spawn() as a Ray task (docs/cluster.md)
-            from leaguezero.distributed.evaluator import league_evaluator_factory
-
-            make_evaluator = league_evaluator_factory("ray", cfg.run.ray_address)
         self.evaluator = make_evaluator(
             registry_path=paths["registry"], matchlog_path=paths["matchlog"],
             events_path=paths["events"], tournament=TOURNAMENT,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from leaguezero.az.checkpoint import save_checkpoint
@@ -31,19 +31,38 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
 from leaguezero.yatzy.train.kinds import (
     build_network,
     checkpoint_schema,
-    feature_schema_id,
     selfplay_function,
     shard_schema,
 )
 from leaguezero.yatzy.train.selfplay import SelfPlayStats
+from leaguezero.yatzy.train.workers import run_selfplay_workers
 
 RUN_STATE_VERSION = 1
 PHASES = ("selfplay", "train", "gate", "eval", "promote")
 
 Reporter = Callable[[str, int, int], None]  # (phase, advance, total)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the loop's heavy phases run. The command line picks it (``run.backend``:
+    :func:`local_backend` here, the Ray one in :mod:`leaguezero.yatzy.cli.ray_backend`) and
+    passes it to :func:`run_iteration`; the loop itself never asks which backend it has.
+
+    ``selfplay_workers`` has the signature of
+    :func:`~leaguezero.yatzy.train.workers.run_selfplay_workers` and ``train`` that of
+    :func:`train_phase`. With ``always_workers`` even one self-play worker runs through
+    ``selfplay_workers`` (Ray actors); otherwise one worker plays in process.
+    """
+
+    name: str
+    selfplay_workers: Callable[..., SelfPlayStats]
+    train: Callable[[YatzyConfig, RunDir, int, Reporter], dict]
+    always_workers: bool = False
 
 
 class RunDir:
@@ -100,46 +119,6 @@ def _copy_atomic(src: Path, dst: Path) -> None:
         atomic_write_bytes(Path(str(dst) + ".meta.json"), meta.read_bytes())
 
 
-def oracle_values(oracle):
-    """Every action's oracle value for a batch of states (for root logs), or None without one."""
-    if oracle is None:
-        return None
-    from leaguezero.yatzy.agents.oracle import OracleAgent
-
-    return OracleAgent(oracle=oracle).action_values
-
-
-def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
-    """The self-play evaluator: the best net in process, or the inference server's client."""
-    from leaguezero.yatzy.game.tables import NUM_ACTIONS
-
-    fid = feature_schema_id(cfg.search.kind)
-    if cfg.selfplay.infer == "local":
-        from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
-
-        model, _ = load_yatzy_model(best_path, cfg.run.device, kind=cfg.search.kind)
-        return TorchEvaluator(
-            model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility,
-            dtype=resolve_dtype(cfg.selfplay.inference_dtype, cfg.run.device),
-        )  # fmt: skip
-    from leaguezero.az.inference.client import InferenceClient
-
-    client = InferenceClient(
-        cfg.selfplay.infer,
-        feature_schema_id=fid,
-        num_actions=NUM_ACTIONS,
-        max_pending_total=cfg.infer.max_pending_total,
-    )
-    client.margin_weight = cfg.mcts.margin_utility
-    if best_path is not None and best_path.is_file():
-        # The server may have started with another model: make it serve this run's best
-        # (an admin op: over TCP it carries this user's admin token).
-        from leaguezero.az.inference.admin import with_default_token
-
-        client.load_model(0, with_default_token(str(best_path.resolve())))
-    return client
-
-
 def run_iteration(
     cfg: YatzyConfig,
     run: RunDir,
@@ -148,13 +127,17 @@ def run_iteration(
     oracle,
     oracle_table: Path | None = None,
     league=None,
+    backend: Backend | None = None,
 ) -> dict:
     """Run (or finish) iteration ``it``; returns its summary record.
+
+    ``backend`` runs the self-play workers and the train phase (default: :func:`local_backend`).
 
     ``league`` (a :class:`leaguezero.yatzy.train.league_run.LeagueRun`, league mode only) plays
     self-play against league opponents, adds the candidate to the league by the schedule and
     starts its background rating after training (phase ``league``).
     """
+    backend = backend or local_backend()
     state = run.read_state()
     phases: list[str] = list(state["phases"]) if state["iteration"] == it - 1 else []
     record: dict = dict(state.get("partial", {})) if phases else {}
@@ -176,12 +159,8 @@ def run_iteration(
                 oracle_values=oracle_values(oracle),
                 progress=lambda n: report("selfplay", n, games),
             )  # fmt: skip
-        elif cfg.selfplay.workers > 1 or cfg.run.backend == "ray":
-            from leaguezero.yatzy.train.workers import run_selfplay_workers as run_workers
-
-            if cfg.run.backend == "ray":  # Ray actors, same signature (docs/cluster.md)
-                from leaguezero.distributed.yatzy_selfplay import run_selfplay_ray as run_workers
-            stats: SelfPlayStats = run_workers(
+        elif cfg.selfplay.workers > 1 or backend.always_workers:
+            stats: SelfPlayStats = backend.selfplay_workers(
                 cfg, run.best, run.replay / f"iter_{it:04d}", games=games, seed=seed,
                 roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
                 progress=lambda n: report("selfplay", n, games),
@@ -197,10 +176,7 @@ def run_iteration(
         done("selfplay")
 
     if "train" not in phases:
-        train = train_phase
-        if cfg.run.backend == "ray":  # the trainer on its own Ray worker (docs/cluster.md)
-            from leaguezero.distributed.trainer import train_phase_on_ray as train
-        record["train"] = train(cfg, run, it, report)
+        record["train"] = backend.train(cfg, run, it, report)
         done("train")
 
     if league is not None and "league" not in phases:
@@ -268,6 +244,11 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
         extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
     )  # fmt: skip
     return {**asdict(rep), "window": window}
+
+
+def local_backend() -> Backend:
+    """Self-play worker processes on this machine and the train phase in this process."""
+    return Backend("local", run_selfplay_workers, train_phase)
 
 
 def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) -> dict:

@@ -41,8 +41,8 @@ def _worker_main(
     import torch
 
     from leaguezero.common.events import EventWriter
+    from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
     from leaguezero.yatzy.train.kinds import selfplay_function
-    from leaguezero.yatzy.train.loop import make_selfplay_evaluator, oracle_values
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
     torch.set_num_threads(cfg.run.torch_threads)

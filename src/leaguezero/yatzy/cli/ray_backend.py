@@ -1,6 +1,10 @@
-"""Yatzy self-play on Ray: one actor per worker id, each running many games via ``run_selfplay``.
+"""The Yatzy loop's Ray backend (``run.backend: ray``, docs/cluster.md): self-play actors and
+the train phase as a Ray task, as a :class:`~leaguezero.yatzy.train.loop.Backend` that ``yz run``
+hands to the loop. It lives in the command-line layer because it joins ``distributed/`` (which
+knows no game) with the Yatzy pipeline (which knows no backend).
 
-The Ray twin of :mod:`leaguezero.yatzy.train.workers`. Worker ``w`` is an actor that plays its share
+Self-play: one actor per worker id, each running many games via ``run_selfplay``; the Ray twin
+of :mod:`leaguezero.yatzy.train.workers`. Worker ``w`` is an actor that plays its share
 of the iteration's games into ``out_dir`` with worker id ``w``, so its shards (and its resume
 point) are its own. It evaluates in process (the best checkpoint, one torch thread) or through
 one or more inference servers (``selfplay.infer = tcp://h1:p,tcp://h2:p``).
@@ -10,6 +14,11 @@ atomically, so when an actor's process dies Ray restarts the actor (``max_restar
 retries its ``play`` call (``max_task_retries``), and ``run_selfplay`` resumes from the worker's
 complete shards — the games in flight are replayed, none is counted twice. ``out_dir`` must be
 on a filesystem that every node sees (the run directory of docs/cluster.md).
+
+Training: :func:`leaguezero.yatzy.train.loop.train_phase` runs unchanged as a Ray task on
+whichever node has the resources (a GPU when ``run.device`` is ``cuda``), reading the replay
+window from and writing the candidate checkpoint to the shared run directory; the checkpoint is
+written atomically and the phase is deterministic, so a task whose process dies is run again.
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ from typing import Any
 
 from leaguezero.az.replay import games_on_disk
 from leaguezero.distributed.runtime import init_ray
+from leaguezero.distributed.tasks import run_task
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.train.loop import Backend, RunDir, train_phase
 from leaguezero.yatzy.train.selfplay import SelfPlayStats
 from leaguezero.yatzy.train.workers import combine_stats, split_games
 
@@ -56,8 +67,8 @@ class SelfPlayWorker:
     ) -> dict[str, Any]:
         """Play until this worker has ``games`` games in complete shards; returns its stats."""
         from leaguezero.common.events import EventWriter
+        from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
         from leaguezero.yatzy.train.kinds import selfplay_function
-        from leaguezero.yatzy.train.loop import make_selfplay_evaluator, oracle_values
 
         evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
         oracle = None
@@ -211,3 +222,35 @@ def run_selfplay_ray(
     except BaseException:
         phase.shutdown()
         raise
+
+
+def _train_task(cfg_json: str, run_root: str, it: int) -> dict[str, Any]:
+    import torch
+
+    cfg = YatzyConfig.model_validate_json(cfg_json)
+    torch.set_num_threads(cfg.run.torch_threads)
+    return train_phase(cfg, RunDir(run_root), it, lambda phase, advance, total: None)
+
+
+def train_phase_on_ray(cfg: YatzyConfig, run: RunDir, it: int, report: Any) -> dict[str, Any]:
+    """Run the train phase of iteration ``it`` as a Ray task and wait for its record.
+
+    ``run``'s root must be on a shared filesystem; ``report(phase, advance, total)`` sees the
+    phase start and end (the steps run remotely).
+
+    Raises:
+        RuntimeError: the task failed after its retries (the message names the cause).
+    """
+    report("train", 0, cfg.train.steps)
+    record = run_task(
+        _train_task, cfg.model_dump_json(), str(Path(run.root).resolve()), it,
+        ray_address=cfg.run.ray_address, num_gpus=1 if cfg.run.device == "cuda" else 0,
+        what=f"trainer task of iteration {it}",
+    )  # fmt: skip
+    report("train", cfg.train.steps, 0)
+    return record
+
+
+def ray_backend() -> Backend:
+    """Self-play on Ray actors (even for one worker) and the train phase as a Ray task."""
+    return Backend("ray", run_selfplay_ray, train_phase_on_ray, always_workers=True)
