@@ -9,9 +9,13 @@ Options (query string or keyword arguments):
   opponent's next turn over the network's values (two turns deep; ~100x the evaluations);
 * ``sims=N`` sets both search budgets; ``budget_reroll`` / ``budget_mark`` set them separately;
   ``sims=0`` plays the raw policy (most probable legal action, no search);
-* ``c_puct``, ``max_inflight_per_game``, ``margin_utility``, ``normalize_q`` as in the ``mcts``
-  config section;
+* ``c_puct``, ``max_inflight_per_game``, ``virtual_loss``, ``margin_utility``, ``normalize_q``
+  as in the ``mcts`` config section, ``margin_scale`` as ``train.margin_scale``;
 * ``device`` (``cpu`` | ``cuda``).
+
+The options override a :class:`~leaguezero.yatzy.search.settings.SearchSettings` (the
+defaults, or the one a command built from its config); :meth:`ModelAgent.from_settings` is the
+one place a checkpoint agent is built from settings.
 
 Evaluation mode always: no root noise, temperature 0, deterministic ties and chance streams
 seeded from the position, so the same states give the same moves.
@@ -26,20 +30,16 @@ import numpy as np
 
 from leaguezero.az.checkpoint import CheckpointError, check_schema, load_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import encode_batch
 from leaguezero.yatzy.game.rules import policy_mask_batch
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from leaguezero.yatzy.search.puct import SearchAgent
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearchAgent
 from leaguezero.yatzy.train.kinds import checkpoint_schema, kind_of_schema
 from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS
 
 YATZY_SCHEMA = checkpoint_schema("puct")
-_SEARCH_KEYS = {
-    "budget_reroll", "budget_mark", "c_puct", "max_inflight_per_game", "margin_utility",
-    "normalize_q",
-}  # fmt: skip
 
 
 def load_yatzy_model(path: str | Path, device: str = "cpu", kind: str | None = None):
@@ -84,46 +84,56 @@ class ModelAgent:
     """Factory for checkpoint-backed agents (see the module docstring)."""
 
     @staticmethod
-    def from_spec(spec: str, seed: int = 0, **options: object):
+    def from_spec(
+        spec: str, seed: int = 0, settings: SearchSettings | None = None, **options: object
+    ):
+        """The agent of ``PATH[?key=value&...]``: ``settings`` (default: the config defaults)
+        with the spec's options and ``options`` applied."""
         path_text, _, query = spec.partition("?")
         opts: dict[str, object] = dict(parse_qsl(query))
         opts.update(options)
         path = Path(path_text)
-        if not path.is_file():
-            raise FileNotFoundError(f"model checkpoint {path} does not exist")
         device = str(opts.pop("device", "cpu"))
         kind = opts.pop("search", None)
         if kind is not None and kind not in ("turn", "puct"):
             raise ValueError(f"unknown search {kind!r}: use search=turn or search=puct")
+        opts.pop("table_path", None)  # make_agent passes it to every agent; only the oracle's
+        settings = (settings or SearchSettings()).with_options(opts)
+        return ModelAgent.from_settings(path, settings, seed=seed, device=device, kind=kind)
+
+    @staticmethod
+    def from_settings(
+        path: str | Path,
+        settings: SearchSettings,
+        *,
+        seed: int = 0,
+        device: str = "cpu",
+        kind: str | None = None,
+        name: str | None = None,
+    ):
+        """A checkpoint agent in evaluation mode with ``settings``: the turn search for a
+        schema-2 network, PUCT (or the raw policy when ``settings.raw_policy``) for a schema-1
+        one; ``kind`` (``turn`` | ``puct``) insists on one."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"model checkpoint {path} does not exist")
+        name = name or f"model:{path}"
         try:
             model, meta = load_yatzy_model(path, device, kind=kind)
         except CheckpointError as err:
             raise ValueError(str(err)) from None
         kind = kind_of_schema(meta.schema.feature_schema_id)
-        search = {k: v for k, v in opts.items() if k in _SEARCH_KEYS}
-        margin = float(search.get("margin_utility", MctsSection().margin_utility))
         fid = meta.schema.feature_schema_id
-        evaluator = TorchEvaluator(model, fid, device, margin_weight=margin)
-        sims = opts.pop("sims", None)
-        depth_text = str(opts.pop("depth", 1))
-        if depth_text not in ("1", "2"):
-            raise ValueError(f"depth must be 1 or 2 (turn search), got {depth_text!r}")
-        depth = int(depth_text)
-        unknown = set(opts) - _SEARCH_KEYS - {"table_path"}
-        if unknown:
-            raise ValueError(
-                f"unknown model option(s) {', '.join(sorted(unknown))}: use search, depth, sims, "
-                "budget_reroll, budget_mark, c_puct, max_inflight_per_game, margin_utility, "
-                "normalize_q, device"
-            )
+        evaluator = TorchEvaluator(model, fid, device, margin_weight=settings.margin_utility)
         if kind == "turn":
-            return TurnSearchAgent(evaluator, name=f"model:{path}", depth=depth)
-        if depth != 1:
+            return TurnSearchAgent(
+                evaluator, name=name, margin_scale=settings.margin_scale, depth=settings.depth
+            )
+        if settings.depth != 1:
             raise ValueError("depth is an option of the turn search (search=turn)")
-        if sims is not None:
-            if int(sims) == 0:
-                return PolicyAgent(evaluator, name=f"model:{path}")
-            search.setdefault("budget_reroll", int(sims))
-            search.setdefault("budget_mark", int(sims))
-        mcts = MctsSection(**search, dirichlet_epsilon=0.0, temperature=0.0)
-        return SearchAgent(evaluator, mcts, name=f"model:{path}", salt=seed)
+        if settings.raw_policy:
+            return PolicyAgent(evaluator, name=name)
+        mcts = settings.evaluation().mcts()
+        return SearchAgent(
+            evaluator, mcts, name=name, salt=seed, margin_scale=settings.margin_scale
+        )

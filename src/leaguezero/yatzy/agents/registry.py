@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from leaguezero.yatzy.agents.base import Agent, GreedyAgent, RandomAgent
+from leaguezero.yatzy.search.settings import SearchSettings
 
 BUILTIN_AGENTS = ("random", "greedy", "oracle", "pretrained")
 # The strongest network trained here, shipped with the package (docs/alphazero.md says how it
@@ -19,12 +20,15 @@ class AgentSpecError(ValueError):
     """An agent name that cannot be built; the message lists what is allowed."""
 
 
-def make_agent(spec: str, seed: int = 0, **options: object) -> Agent:
+def make_agent(
+    spec: str, seed: int = 0, settings: SearchSettings | None = None, **options: object
+) -> Agent:
     """Build an agent from its name: ``random``, ``greedy``, ``oracle``, ``pretrained`` (the
     network shipped with the package; ``pretrained?search=...`` takes model options too) or
     ``model:PATH``.
 
-    ``options`` are passed to model agents (search settings); bots ignore them.
+    Model agents search with ``settings`` (default: the config defaults) overridden by
+    ``options``; bots ignore both.
     """
     if spec == "random":
         return RandomAgent(seed=seed)
@@ -43,7 +47,7 @@ def make_agent(spec: str, seed: int = 0, **options: object) -> Agent:
     if spec.startswith("model:"):
         from leaguezero.yatzy.agents.model import ModelAgent
 
-        return ModelAgent.from_spec(spec[len("model:") :], seed=seed, **options)
+        return ModelAgent.from_spec(spec[len("model:") :], seed=seed, settings=settings, **options)
     raise AgentSpecError(
         f"unknown agent {spec!r}: use one of {', '.join(BUILTIN_AGENTS)} or model:PATH"
     )

@@ -9,7 +9,13 @@ from typing import Annotated
 import typer
 import typer.core
 
-from leaguezero.yatzy.cli.common import ConfigOpt, SetOpt, fail, load_yatzy_config
+from leaguezero.yatzy.cli.common import (
+    ConfigOpt,
+    SetOpt,
+    fail,
+    load_yatzy_config,
+    search_settings,
+)
 from leaguezero.yatzy.cli.oracle import oracle_app
 
 app = typer.Typer(
@@ -122,16 +128,21 @@ def match(
     games: Annotated[int, typer.Option(help="Games (pairs of side-swapped games).", min=1)] = 200,
     seed: Annotated[int, typer.Option(help="Match seed (episode seeds derive from it).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
 ) -> None:
-    """Paired, side-swapped games between two agents; dice are keyed by seat."""
+    """Paired, side-swapped games between two agents; dice are keyed by seat. Model agents
+    search with the config's search settings (``mcts`` budgets; ``model:PATH?sims=N`` etc.
+    override them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
 
+    settings = search_settings(load_yatzy_config(config, set_))
     try:
-        agent_a = make_agent(a, seed=seed)
-        agent_b = make_agent(b, seed=seed + 1)
+        agent_a = make_agent(a, seed=seed, settings=settings)
+        agent_b = make_agent(b, seed=seed + 1, settings=settings)
     except (AgentSpecError, FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     n_games = games + games % 2

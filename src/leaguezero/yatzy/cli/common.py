@@ -40,3 +40,11 @@ def load_oracle_with_notice(table: Path | None):
     from leaguezero.yatzy.oracle.solver import load_oracle
 
     return load_oracle(table, progress=lambda msg: typer.secho(msg, err=True, dim=True))
+
+
+def search_settings(cfg, sims: int | None = None):
+    """The command's search: the config's :class:`SearchSettings` in evaluation mode with
+    ``sims`` simulations (None: the ``mcts`` budgets). Every ``yz`` command builds it here."""
+    from leaguezero.yatzy.search.settings import SearchSettings
+
+    return SearchSettings.from_config(cfg).evaluation(sims)

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.yatzy.cli.common import fail, load_oracle_with_notice
+from leaguezero.yatzy.cli.common import (
+    ConfigOpt,
+    SetOpt,
+    fail,
+    load_oracle_with_notice,
+    load_yatzy_config,
+    search_settings,
+)
 
 
 def play(
@@ -26,6 +33,8 @@ def play(
             "once, ~20 s).",
         ),
     ] = True,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
 ) -> None:
     """Play a game against an agent in the terminal; the oracle judges each of your moves."""
     from leaguezero.yatzy.agents.play import HELP, play_game
@@ -41,7 +50,8 @@ def play(
         raise fail(f"checkpoint file {path} does not exist; give a .pt file or a bot name "
                    "(random, greedy, oracle)")  # fmt: skip
     try:
-        agent = make_agent(spec, seed=seed, **({"sims": sims} if spec.startswith("model:") else {}))
+        settings = search_settings(load_yatzy_config(config, set_), sims)
+        agent = make_agent(spec, seed=seed, settings=settings)
     except (AgentSpecError, FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     oracle = load_oracle_with_notice(None) if oracle_judge else None

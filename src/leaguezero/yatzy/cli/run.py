@@ -18,6 +18,7 @@ from leaguezero.yatzy.cli.common import (
     fail,
     load_oracle_with_notice,
     load_yatzy_config,
+    search_settings,
 )
 from leaguezero.yatzy.cli.play import play
 
@@ -331,9 +332,9 @@ def gate(
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
     try:
-        opts = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct}
-        cand_agent = ModelAgent.from_spec(str(cand), **opts)
-        best_agent = ModelAgent.from_spec(str(best), **opts)
+        settings = search_settings(cfg, cfg.gate.sims)
+        cand_agent = ModelAgent.from_settings(cand, settings)
+        best_agent = ModelAgent.from_settings(best, settings)
     except (FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
@@ -371,12 +372,12 @@ def oracle_eval(
     _setup_threads(cfg)
     oracle = load_oracle_with_notice(oracle_table)
     games = cfg.oracle_eval.games or 100
-    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct}
+    settings = search_settings(cfg, cfg.oracle_eval.sims)
     agents = {"oracle": OracleAgent(oracle=oracle)}
     try:
-        agents["best"] = ModelAgent.from_spec(str(best), **opts)
+        agents["best"] = ModelAgent.from_settings(best, settings)
         if cand is not None:
-            agents["candidate"] = ModelAgent.from_spec(str(cand), **opts)
+            agents["candidate"] = ModelAgent.from_settings(cand, settings)
     except (FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     results = {}

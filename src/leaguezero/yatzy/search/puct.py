@@ -315,11 +315,11 @@ class SearchAgent:
 
     def __init__(
         self, evaluator: Evaluator, mcts: MctsSection | None = None, name: str = "search",
-        salt: int = 0,
+        salt: int = 0, margin_scale: float = 50.0,
     ) -> None:  # fmt: skip
         self.name = name
         self.salt = salt
-        self.search = make_search(evaluator, mcts, max_games=1)
+        self.search = make_search(evaluator, mcts, max_games=1, margin_scale=margin_scale)
         self.last_result: SearchResult | None = None
 
     def act(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:

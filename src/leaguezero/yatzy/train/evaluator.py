@@ -10,6 +10,7 @@ from pathlib import Path
 
 from leaguezero.yatzy.agents.model import load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import feature_schema_id
 
 
@@ -27,12 +28,13 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     from leaguezero.yatzy.game.tables import NUM_ACTIONS
 
     fid = feature_schema_id(cfg.search.kind)
+    margin_weight = SearchSettings.from_config(cfg).margin_utility
     if cfg.selfplay.infer == "local":
         from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 
         model, _ = load_yatzy_model(best_path, cfg.run.device, kind=cfg.search.kind)
         return TorchEvaluator(
-            model, fid, cfg.run.device, margin_weight=cfg.mcts.margin_utility,
+            model, fid, cfg.run.device, margin_weight=margin_weight,
             dtype=resolve_dtype(cfg.selfplay.inference_dtype, cfg.run.device),
         )  # fmt: skip
     from leaguezero.az.inference.client import InferenceClient
@@ -43,7 +45,7 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
         num_actions=NUM_ACTIONS,
         max_pending_total=cfg.infer.max_pending_total,
     )
-    client.margin_weight = cfg.mcts.margin_utility
+    client.margin_weight = margin_weight
     if best_path is not None and best_path.is_file():
         # The server may have started with another model: make it serve this run's best
         # (an admin op: over TCP it carries this user's admin token).

@@ -2,7 +2,7 @@
 
 League agents are named in ``league.json``: the bots ``random``, ``greedy`` and ``oracle`` have
 no path; ``base_model`` (the untrained initial net) and every checkpoint have a checkpoint path.
-:func:`build_league_agent` turns an entry into a match agent (:mod:`leaguezero.yatzy.agents.base`).
+:func:`build_league_agent` turns an entry into a match agent (:mod:`leaguezero.yatzy.agents`).
 
 :func:`yatzy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator` in a
 fresh process (by its import path ``leaguezero.yatzy.train.league_eval:yatzy_tournament``): the
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
 from leaguezero.yatzy.agents.base import Agent, GreedyAgent, RandomAgent
+from leaguezero.yatzy.search.settings import SearchSettings
 
 TOURNAMENT = "leaguezero.yatzy.train.league_eval:yatzy_tournament"
 BOT_NAMES = ("random", "greedy", "oracle")
@@ -28,7 +29,7 @@ GAME = "yatzy"
 def build_league_agent(
     info: AgentInfo,
     *,
-    sims: int = 0,
+    settings: SearchSettings | None = None,
     seed: int = 0,
     oracle=None,
     oracle_table: str | os.PathLike | None = None,
@@ -36,8 +37,9 @@ def build_league_agent(
 ) -> Agent:
     """The match agent for a league entry.
 
-    An entry with a ``path`` is a network checkpoint, played with ``sims`` simulations per
-    decision in evaluation mode (0: the raw policy's most probable legal move). Entries without
+    An entry with a ``path`` is a network checkpoint, played in evaluation mode with
+    ``settings`` (default: the config defaults with ``sims=0``, the raw policy's most probable
+    legal move for a PUCT network). Entries without
     a path must be one of the bots ``random``/``greedy``/``oracle``; ``oracle`` reuses a loaded
     ``oracle`` object when given, else loads ``oracle_table`` (or the cached table). ``resolve``
     maps a relative path to a filesystem path (``LeagueRegistry.resolve``). Raises
@@ -47,9 +49,8 @@ def build_league_agent(
         from leaguezero.yatzy.agents.model import ModelAgent
 
         path = Path(resolve(info.path) if resolve is not None else info.path)
-        agent = ModelAgent.from_spec(str(path), seed=seed, sims=sims)
-        agent.name = info.name
-        return agent
+        settings = settings or SearchSettings().evaluation(0)
+        return ModelAgent.from_settings(path, settings, seed=seed, name=info.name)
     if info.name == "random":
         return RandomAgent(seed=seed)
     if info.name == "greedy":
@@ -70,24 +71,29 @@ def yatzy_tournament(
     *,
     seed: int,
     games_per_opponent: int = 40,
-    sims: int = 0,
+    search: dict | None = None,
     oracle_table: str | None = None,
 ) -> list[MatchResult]:
     """The challenger against each gatekeeper: ``games_per_opponent`` paired games each.
 
     Both games of a pair share an episode seed with the seats swapped (dice keyed by seat), so
     luck cancels within a pair. Returns one result per game; ``meta`` holds the pair's episode
-    seed and the challenger's seat. Checkpoints search with ``sims`` simulations (0 = policy).
+    seed and the challenger's seat. Checkpoints search with ``search``
+    (:meth:`SearchSettings.to_dict` of the run's settings at ``league.eval_sims``; default: the
+    config defaults with sims 0 = the raw policy).
     """
     import torch
 
     from leaguezero.yatzy.agents.match import play_match
 
     torch.set_num_threads(1)  # the evaluator shares the machine with the trainer
-    hero = build_league_agent(challenger, sims=sims, seed=seed, oracle_table=oracle_table)
+    settings = SearchSettings.from_dict(search) if search else None
+    hero = build_league_agent(challenger, settings=settings, seed=seed, oracle_table=oracle_table)
     results: list[MatchResult] = []
     for k, keeper in enumerate(gatekeepers):
-        opponent = build_league_agent(keeper, sims=sims, seed=seed + k, oracle_table=oracle_table)
+        opponent = build_league_agent(
+            keeper, settings=settings, seed=seed + k, oracle_table=oracle_table
+        )
         match_seed = seed * 1_000 + k
         played = play_match(hero, opponent, games_per_opponent, match_seed)
         for pair, episode in enumerate(played.seeds.tolist()):

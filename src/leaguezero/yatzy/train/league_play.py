@@ -45,15 +45,16 @@ from leaguezero.league.types import MatchResult, OpponentType, Participant
 from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import (
-    DICE_RNG,
     S_PLAYER,
-    S_SCORE,
-    STATE_LEN,
     apply_actions_batch,
-    new_match,
-    terminal_mask,
 )
-from leaguezero.yatzy.train.selfplay import OracleValues, PuctHero, SelfPlayStats, resume_point
+from leaguezero.yatzy.train.selfplay import (
+    OracleValues,
+    PuctHero,
+    SelfPlayStats,
+    resume_point,
+    run_slots,
+)
 
 
 @dataclass
@@ -108,49 +109,33 @@ def run_league_selfplay(
     )  # fmt: skip
     record_mirror_both = cfg.league.mirror_both_seats
 
-    states = np.zeros((num_slots, STATE_LEN), np.int64)  # [G, 16]
-    active = np.zeros(num_slots, np.bool_)
-    done = np.zeros(num_slots, np.bool_)
     hero_seat = np.zeros(num_slots, np.int64)  # [G]
     mirror = np.zeros(num_slots, np.bool_)  # [G]
     opponent = np.empty(num_slots, dtype=object)  # [G] opponent name per slot
     draws: list[Draw | None] = [None] * num_slots
 
-    started = finished = 0
-    samples = opponent_decisions = 0
-    scores: list[int] = []
+    opponent_decisions = 0
     hero_scores: list[int] = []
-    seat0_points = 0.0
     points: dict[str, list[float]] = {}  # opponent name -> hero results
     type_points: dict[str, list[float]] = {}
     buckets: Counter[str] = Counter()
     pending_results: list[MatchResult] = []
     shards_seen = writer.shards_written
 
-    def start_game(slot: int) -> None:
-        nonlocal started
+    def on_start(slot: int, started: int) -> None:
         index = done_before + started
         draw = sample(index)
         draws[slot] = draw
         mirror[slot] = draw.opponent_type == OpponentType.SELF
         opponent[slot] = draw.opponent
         hero_seat[slot] = index % 2
-        new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
-        active[slot] = True
-        player.start(slot)
-        started += 1
 
     def release(results: list[MatchResult]) -> None:
         if on_games is not None and results:
             on_games(results)
 
-    for slot in range(num_slots):
-        if started < remaining:
-            start_game(slot)
-
-    t0 = time.perf_counter()
-    while active.any():
-        rows_all = np.flatnonzero(active).astype(np.int64)
+    def move(states: np.ndarray, rows_all: np.ndarray) -> None:
+        nonlocal opponent_decisions
         movers_all = states[rows_all, S_PLAYER]
         hero_turn = mirror[rows_all] | (movers_all == hero_seat[rows_all])
         rows = rows_all[hero_turn]  # searched by the hero
@@ -168,59 +153,48 @@ def run_league_selfplay(
                 apply_actions_batch(states, group, actions)
             opponent_decisions += int(opp_rows.size)
 
-        terminal_mask(states, done)
-        for slot in np.flatnonzero(done & active):
-            final = states[slot, S_SCORE : S_SCORE + 2]
-            batch = player.game_batch(slot, final)
-            writer.add(batch, games=1)
-            samples += len(batch)
-            draw = draws[slot]
-            assert draw is not None
-            h = int(hero_seat[slot])
-            hero_result = (
-                1.0 if final[h] > final[1 - h] else 0.5 if final[h] == final[1 - h] else 0.0
+    def on_end(slot: int, final: np.ndarray) -> None:
+        nonlocal pending_results, shards_seen
+        draw = draws[slot]
+        assert draw is not None
+        h = int(hero_seat[slot])
+        hero_result = 1.0 if final[h] > final[1 - h] else 0.5 if final[h] == final[1 - h] else 0.0
+        seat_agents = {h: hero, 1 - h: hero if mirror[slot] else str(opponent[slot])}
+        pending_results.append(
+            MatchResult(
+                participants=tuple(Participant(seat_agents[s], s, float(final[s])) for s in (0, 1)),
+                step=step,
+                timestamp=time.time(),
+                game="yatzy",
+                kind="training",
+                meta={
+                    "hero_seat": h,
+                    "bucket": draw.bucket.value,
+                    "opponent_type": draw.opponent_type.value,
+                    "opponent": draw.opponent,
+                },
             )
-            seat_agents = {h: hero, 1 - h: hero if mirror[slot] else str(opponent[slot])}
-            pending_results.append(
-                MatchResult(
-                    participants=tuple(
-                        Participant(seat_agents[s], s, float(final[s])) for s in (0, 1)
-                    ),
-                    step=step,
-                    timestamp=time.time(),
-                    game="yatzy",
-                    kind="training",
-                    meta={
-                        "hero_seat": h,
-                        "bucket": draw.bucket.value,
-                        "opponent_type": draw.opponent_type.value,
-                        "opponent": draw.opponent,
-                    },
-                )
-            )
-            # ``add`` flushes everything pending (this game included) when a shard fills, so
-            # a new shard means every game so far is safely on disk.
-            if writer.shards_written != shards_seen:
-                shards_seen = writer.shards_written
-                release(pending_results)
-                pending_results = []
-            scores.extend(int(v) for v in final)
-            hero_scores.append(int(final[h]))
-            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
-            points.setdefault(draw.opponent, []).append(hero_result)
-            type_points.setdefault(draw.opponent_type.value, []).append(hero_result)
-            buckets[draw.bucket.value] += 1
-            finished += 1
-            active[slot] = False
-            if started < remaining:
-                start_game(slot)
-            if progress is not None:
-                progress(1)
-    writer.flush()
+        )
+        # ``add`` flushes everything pending (this game included) when a shard fills, so a
+        # new shard means every game so far is safely on disk.
+        if writer.shards_written != shards_seen:
+            shards_seen = writer.shards_written
+            release(pending_results)
+            pending_results = []
+        hero_scores.append(int(final[h]))
+        points.setdefault(draw.opponent, []).append(hero_result)
+        type_points.setdefault(draw.opponent_type.value, []).append(hero_result)
+        buckets[draw.bucket.value] += 1
+
+    totals = run_slots(
+        player, writer, rng, num_slots, remaining, move, on_start=on_start, on_end=on_end,
+        progress=progress,
+    )  # fmt: skip
     release(pending_results)
-    seconds = time.perf_counter() - t0
     return LeagueSelfPlayStats(
-        **player.stats_fields(finished, samples, seconds, scores, seat0_points),
+        **player.stats_fields(
+            totals.finished, totals.samples, totals.seconds, totals.scores, totals.seat0_points
+        ),
         hero=hero,
         opponent_decisions=opponent_decisions,
         opponents={name: len(v) for name, v in points.items()},

@@ -40,6 +40,7 @@ from leaguezero.league.schedule import promote_if_scheduled
 from leaguezero.league.tracking import ELO_UPDATED, emit_opponents_sampled, plot_elo
 from leaguezero.league.types import AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import hero_factory
 from leaguezero.yatzy.train.league_eval import TOURNAMENT, build_league_agent
 from leaguezero.yatzy.train.league_play import LeagueSelfPlayStats, run_league_selfplay
@@ -98,6 +99,7 @@ class LeagueRun:
         one for ``run.backend: ray``; default: a local process per evaluation job)."""
         self.cfg = cfg
         self.league_cfg = cfg.league
+        self.search = SearchSettings.from_config(cfg)  # opponents and evaluator search alike
         self.run = run
         self.oracle = oracle
         self.oracle_table = None if oracle_table is None else str(oracle_table)
@@ -126,7 +128,8 @@ class LeagueRun:
         self.evaluator = make_evaluator(
             registry_path=paths["registry"], matchlog_path=paths["matchlog"],
             events_path=paths["events"], tournament=TOURNAMENT,
-            tournament_kwargs={"games_per_opponent": lc.eval_games, "sims": lc.eval_sims,
+            tournament_kwargs={"games_per_opponent": lc.eval_games,
+                               "search": self.search.evaluation(lc.eval_sims).to_dict(),
                                "oracle_table": self.oracle_table},
             every=1, method=lc.rating, elo_k=lc.k_factor, bootstrap=lc.bootstrap,
             seed=cfg.run.seed,
@@ -136,6 +139,14 @@ class LeagueRun:
         self._resubmit_unrated()
 
     # ----- self-play ---------------------------------------------------------------------
+    def opponent_agent(self, info: AgentInfo, seed: int):
+        """The match agent of a sampled opponent: checkpoints search with the run's settings
+        at ``league.opponent_sims``."""
+        return build_league_agent(
+            info, settings=self.search.evaluation(self.league_cfg.opponent_sims), seed=seed,
+            oracle=self.oracle, oracle_table=self.oracle_table, resolve=self.registry.resolve,
+        )  # fmt: skip
+
     def selfplay(
         self,
         it: int,
@@ -172,10 +183,7 @@ class LeagueRun:
 
         def agent_for(name: str):
             if name not in agents:
-                agents[name] = build_league_agent(
-                    state.agents[name], sims=lc.opponent_sims, seed=seed, oracle=self.oracle,
-                    oracle_table=self.oracle_table, resolve=self.registry.resolve,
-                )  # fmt: skip
+                agents[name] = self.opponent_agent(state.agents[name], seed)
             return agents[name]
 
         def on_games(results: list[MatchResult]) -> None:

@@ -31,6 +31,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
 from leaguezero.yatzy.train.kinds import (
     build_network,
@@ -186,10 +187,9 @@ def run_iteration(
     if "gate" not in phases:
         from leaguezero.yatzy.train.gate import load_seed_set, run_gate
 
-        sims = {"sims": cfg.gate.sims, "c_puct": cfg.mcts.c_puct,
-                "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
-        cand = ModelAgent.from_spec(str(run.candidate(it)), **sims)
-        best = ModelAgent.from_spec(str(run.best), **sims)
+        settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+        cand = ModelAgent.from_settings(run.candidate(it), settings)
+        best = ModelAgent.from_settings(run.best, settings)
         seeds = load_seed_set(run.gate / "seedsets", cfg.gate.seed_set, cfg.gate.max_games // 2)
         report("gate", 0, 2 * len(seeds))
         result = run_gate(cand, best, cfg.gate, seeds, progress=lambda n: report("gate", n, 0))
@@ -261,8 +261,7 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     out: dict = {}
     if oracle is None:
         return out
-    opts = {"sims": cfg.oracle_eval.sims, "c_puct": cfg.mcts.c_puct,
-            "margin_utility": cfg.mcts.margin_utility}  # fmt: skip
+    settings = SearchSettings.from_config(cfg).evaluation(cfg.oracle_eval.sims)
     seed = cfg.run.seed * 31 + it
     games = cfg.oracle_eval.games
     total = 2 * games + 2 * cfg.oracle_eval.match_games
@@ -270,10 +269,12 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     if games:
         for name, path in (("candidate", run.candidate(it)), ("best", run.best)):
             # The per-board scores stay in eval/iter_NNNN.json for the report's histogram.
-            out[name] = solitaire_eval(ModelAgent.from_spec(str(path), **opts), oracle, games, seed)
+            out[name] = solitaire_eval(
+                ModelAgent.from_settings(path, settings), oracle, games, seed
+            )
             report("eval", games, 0)
     if cfg.oracle_eval.match_games:
-        cand = ModelAgent.from_spec(str(run.candidate(it)), **opts)
+        cand = ModelAgent.from_settings(run.candidate(it), settings)
         for name, opp in (("greedy", make_agent("greedy")), ("oracle", OracleAgent(oracle=oracle))):
             s = play_match(cand, opp, cfg.oracle_eval.match_games, seed).summary
             out[f"vs_{name}"] = s.to_dict()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from leaguezero.yatzy.game.rules import (
 )
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, DICE, NUM_ACTIONS, RULESET_ID
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 MAX_DECISIONS = 90  # 30 turns x at most 3 decisions
 PROTOCOL_VERSION = 1
@@ -141,9 +142,10 @@ class HeroSearch:
 
     def __init__(self, cfg: YatzyConfig, evaluator: Evaluator, num_slots: int, seed: int) -> None:
         self.cfg = cfg
+        settings = SearchSettings.from_config(cfg)
         self.search = make_search(
-            evaluator, cfg.mcts, max_games=num_slots, seed=seed,
-            margin_scale=cfg.train.margin_scale,
+            evaluator, settings.mcts(), max_games=num_slots, seed=seed,
+            margin_scale=settings.margin_scale,
         )  # fmt: skip
         self.per_player = np.zeros((num_slots, 2), np.int64)  # searched decisions per seat
         self.row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
@@ -292,16 +294,63 @@ def run_selfplay(
     writer = ShardWriter(
         out_dir, hero.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples
     )
+
+    def move(states: np.ndarray, rows: np.ndarray) -> None:  # the hero plays both seats
+        record = np.ones(len(rows), np.bool_)
+        apply_actions_batch(states, rows, hero.act(states, rows, record, rng))
+
+    totals = run_slots(hero, writer, rng, num_slots, remaining, move, progress=progress)
+    return SelfPlayStats(
+        **hero.stats_fields(
+            totals.finished, totals.samples, totals.seconds, totals.scores, totals.seat0_points
+        )
+    )
+
+
+@dataclass
+class SlotTotals:
+    """What :func:`run_slots` counted: finished games, samples written, both seats' final
+    scores, seat 0's points (win 1, draw 0.5) and the wall time of the loop."""
+
+    finished: int = 0
+    samples: int = 0
+    scores: list[int] = field(default_factory=list)
+    seat0_points: float = 0.0
+    seconds: float = 0.0
+
+
+def run_slots(
+    hero,
+    writer: ShardWriter,
+    rng: np.random.Generator,
+    num_slots: int,
+    remaining: int,
+    move: Callable[[np.ndarray, np.ndarray], None],
+    *,
+    on_start: Callable[[int, int], None] | None = None,
+    on_end: Callable[[int, np.ndarray], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> SlotTotals:
+    """The self-play game-slot loop (self-play and league play alike): ``num_slots`` games in
+    lockstep until ``remaining`` games have finished, a new game starting in each freed slot.
+
+    Each round ``move(states, rows)`` plays (and applies) one decision of every active game
+    ``rows``; a finished game's replay samples (``hero.game_batch``) go to ``writer``.
+    ``on_start(slot, n)`` runs before the ``n``-th game of this call starts in ``slot`` (before
+    its dice are seeded from ``rng``), ``on_end(slot, final)`` after its samples were added,
+    ``progress(1)`` once per finished game. The caller flushes nothing: ``writer`` is flushed
+    here.
+    """
     states = np.zeros((num_slots, STATE_LEN), np.int64)
     active = np.zeros(num_slots, np.bool_)
     done = np.zeros(num_slots, np.bool_)
-
-    started = finished = samples = 0
-    scores: list[int] = []
-    seat0_points = 0.0
+    totals = SlotTotals()
+    started = 0
 
     def start_game(slot: int) -> None:
         nonlocal started
+        if on_start is not None:
+            on_start(slot, started)
         new_match(states[slot], int(rng.integers(0, 2**62)), DICE_RNG)
         active[slot] = True
         hero.start(slot)
@@ -313,27 +362,28 @@ def run_selfplay(
 
     t0 = time.perf_counter()
     while active.any():
-        rows = np.flatnonzero(active).astype(np.int64)
-        actions = hero.act(states, rows, np.ones(len(rows), np.bool_), rng)
-        apply_actions_batch(states, rows, actions)
-
+        move(states, np.flatnonzero(active).astype(np.int64))
         terminal_mask(states, done)
         for slot in np.flatnonzero(done & active):
             final = states[slot, S_SCORE : S_SCORE + 2]
             batch = hero.game_batch(slot, final)
             writer.add(batch, games=1)
-            samples += len(batch)
-            scores.extend(int(v) for v in final)
-            seat0_points += 1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
-            finished += 1
+            totals.samples += len(batch)
+            if on_end is not None:
+                on_end(slot, final)
+            totals.scores.extend(int(v) for v in final)
+            totals.seat0_points += (
+                1.0 if final[0] > final[1] else 0.5 if final[0] == final[1] else 0.0
+            )
+            totals.finished += 1
             active[slot] = False
             if started < remaining:
                 start_game(slot)
             if progress is not None:
                 progress(1)
     writer.flush()
-    seconds = time.perf_counter() - t0
-    return SelfPlayStats(**hero.stats_fields(finished, samples, seconds, scores, seat0_points))
+    totals.seconds = time.perf_counter() - t0
+    return totals
 
 
 def _log_roots(

@@ -38,6 +38,7 @@ from leaguezero.yatzy.game.turn_features import (
     TURN_FEATURE_SCHEMA_ID,
     encode_turn_state_into,
 )
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearch, sample_actions
 from leaguezero.yatzy.train.selfplay import PROTOCOL_VERSION, SelfPlayStats, run_selfplay
 
@@ -132,9 +133,10 @@ class TurnHero:
     ) -> None:
         del seed, roots_log, oracle_values  # deterministic search; no tree roots to log
         self.cfg = cfg
-        self.search = TurnSearch(evaluator, margin_scale=cfg.train.margin_scale)
+        self.settings = SearchSettings.from_config(cfg)
+        self.search = TurnSearch(evaluator, margin_scale=self.settings.margin_scale)
         self.records = TurnRecords(num_slots)
-        self.explore_marks = 2 * cfg.search.temperature_turns  # marks before greedy play
+        self.explore_marks = 2 * self.settings.temperature_turns  # marks before greedy play
         self.decisions = 0
 
     def start(self, slot: int) -> None:
@@ -148,7 +150,7 @@ class TurnHero:
         actions, action_values, turn_values = self.search.decide(states, rows)
         for j in np.flatnonzero(record & (states[rows, S_REROLLS] == 2)):
             self.records.record(int(rows[j]), states[rows[j]], float(turn_values[j]))
-        temperature = self.cfg.search.temperature
+        temperature = self.settings.turn_temperature
         exploring = np.flatnonzero(states[rows, S_MARKS] < self.explore_marks)
         if exploring.size and temperature > 0:
             chosen = actions[exploring]
