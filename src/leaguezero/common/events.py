@@ -13,7 +13,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +68,16 @@ class EventWriter:
             self.close()
 
 
-def iter_events(path: str | os.PathLike, event: str | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the events of an NDJSON file in order, optionally only those named ``event``.
+def iter_ndjson(
+    path: str | os.PathLike,
+    corrupt: Callable[[Path, int, json.JSONDecodeError], Exception] | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, record)`` for every non-blank line of an NDJSON file, in order.
 
-    A malformed line in the middle of the file raises ``ValueError`` naming the line; a torn
-    final line (a writer killed mid-write) is skipped.
+    The one reader of the append-only NDJSON files (events, the league match log): a missing
+    file is empty; a torn final line (a writer killed mid-write: no newline, not JSON) is
+    skipped; any other line that is not JSON raises ``corrupt(path, lineno, error)`` (default: a
+    ``ValueError`` naming the line).
     """
     path = Path(path)
     if not path.exists():
@@ -87,7 +92,16 @@ def iter_events(path: str | os.PathLike, event: str | None = None) -> Iterator[d
         except json.JSONDecodeError as err:
             if lineno == len(lines) and not line.endswith("\n"):
                 return  # torn tail
+            if corrupt is not None:
+                raise corrupt(path, lineno, err) from None
             raise ValueError(f"{path}:{lineno}: not a JSON object ({err})") from err
+        yield lineno, record
+
+
+def iter_events(path: str | os.PathLike, event: str | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the events of an NDJSON file in order, optionally only those named ``event``
+    (torn tail and malformed lines as in :func:`iter_ndjson`)."""
+    for _, record in iter_ndjson(path):
         if event is None or record.get("event") == event:
             yield record
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from leaguezero.common.events import iter_ndjson
 from leaguezero.league.types import MatchResult
 
 MATCHLOG_SCHEMA_VERSION = 1
@@ -28,6 +29,12 @@ MATCHLOG_SCHEMA_VERSION = 1
 
 class MatchLogError(ValueError):
     """A match log that cannot be read (wrong schema version or a corrupt line)."""
+
+
+def _corrupt(path: Path, lineno: int, err: json.JSONDecodeError) -> MatchLogError:
+    return MatchLogError(
+        f"{path}:{lineno}: corrupt match record ({err.msg}); remove or repair that line"
+    )
 
 
 def _stamp(result: MatchResult) -> MatchResult:
@@ -86,23 +93,8 @@ class MatchLog:
         A missing file is an empty log. Raises :class:`MatchLogError` for a line with another
         schema version or a corrupt line that is not the (torn) last line.
         """
-        if not self.path.exists():
-            return []
-        with self.path.open("r", encoding="utf-8") as f:
-            lines = f.readlines()
         out: list[MatchResult] = []
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                if lineno == len(lines) and not line.endswith("\n"):
-                    break  # torn tail from a writer killed mid-line
-                raise MatchLogError(
-                    f"{self.path}:{lineno}: corrupt match record ({err.msg}); "
-                    "remove or repair that line"
-                ) from None
+        for lineno, record in iter_ndjson(self.path, _corrupt):
             version = record.get("schema_version") if isinstance(record, dict) else None
             if version != MATCHLOG_SCHEMA_VERSION:
                 raise MatchLogError(
