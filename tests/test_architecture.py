@@ -3,6 +3,8 @@
 * ``league/``, ``az/`` and ``common/`` import nothing from ``yatzy/`` or ``diplomacy/``;
 * no import cycle among the modules of ``src/leaguezero`` (module-level and function-level
   imports alike; only ``if TYPE_CHECKING:`` imports are exempt);
+* one ``fail`` (:mod:`leaguezero.common.cli`) and one way to register commands (decorators on a
+  module's own ``typer.Typer``, mounted with ``add_typer``);
 * backends are injected at the edge: no game module outside its command-line layer imports
   ``distributed/``, ``distributed/`` imports no game, and no library module tests
   ``backend == "ray"``.
@@ -198,4 +200,25 @@ def test_no_library_module_of_a_game_tests_the_backend():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Compare) and "ray" in ast.unparse(node):
                     offenders.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_one_fail_and_one_way_to_register_commands():
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        rel = _rel(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                if node.name in ("fail", "_fail") and rel != "common/cli.py":
+                    offenders.append(f"{rel}:{node.lineno}: a copy of fail (use common.cli.fail)")
+                if node.name == "register" and "typer" in ast.unparse(node.args):
+                    offenders.append(f"{rel}:{node.lineno}: register(app) (decorate instead)")
+            # app.command("x")(fn): a command added from outside the decorator
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Call)
+                and isinstance(node.func.func, ast.Attribute)
+                and node.func.func.attr == "command"
+            ):
+                offenders.append(f"{rel}:{node.lineno}: {ast.unparse(node)} (decorate instead)")
     assert not offenders, "\n".join(offenders)

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from leaguezero import __version__
+from leaguezero.common.cli import fail
 from leaguezero.diplomacy.cli import app as diplomacy_app
 from leaguezero.diplomacy.llm.cli import app as llm_app
 from leaguezero.distributed.cli import app as cluster_app
@@ -44,8 +45,7 @@ def report(
     try:
         path = build_report(run_dir)
     except FileNotFoundError as err:
-        typer.secho(str(err), err=True, fg=typer.colors.RED)
-        raise typer.Exit(2) from None
+        raise fail(str(err)) from None
     typer.echo(f"wrote {path} (open it in a browser)")
 
 

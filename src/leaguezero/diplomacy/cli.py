@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
+
 app = typer.Typer(
     name="diplomacy",
     help="7-player no-press Diplomacy: bots, rollouts and hero-versus-field tournaments.",
@@ -26,12 +28,6 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config key: --set max_years=5 (repeatable)."),
 ]
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and return the Exit to raise."""
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(code)
 
 
 def load_diplomacy_config(config: Path | None, overrides: list[str] | None):

@@ -7,17 +7,14 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 StateDirOpt = Annotated[
     Path | None,
     typer.Option(help="Where the cluster's pid, address and log are kept (default: user cache)."),
 ]
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
 
 
 def _state_dir(state_dir: Path | None) -> Path:
@@ -44,7 +41,7 @@ def start(
     try:
         info = start_head(_state_dir(state_dir), port=port, num_cpus=num_cpus, node_ip=node_ip)
     except (ClusterError, RayUnavailableError) as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     typer.echo(f"ray head at {info.address} (pid {info.pid}, log {info.log})")
     typer.echo(f"use it: yz run --backend ray --set run.ray_address={info.address}")
     typer.echo(f"    or: export RAY_ADDRESS={info.address}")
@@ -60,7 +57,7 @@ def status(state_dir: StateDirOpt = None) -> None:
     try:
         info, text = cluster_status(_state_dir(state_dir))
     except ClusterError as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     typer.echo(f"ray head at {info.address} (pid {info.pid})")
     typer.echo(text)
 

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import typer
 
+from leaguezero.common.cli import fail
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 _NUMBER_KEYS = ("best_elo", "anchor_elo")  # number or null
@@ -24,12 +21,14 @@ def _check_metadata(metadata: dict, where: Path) -> None:
     for key in _NUMBER_KEYS:
         value = metadata.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            _fail(f"{where}: metadata.{key} must be a number or null, not {value!r}; fix it or "
-                  "run  leaguezero league refit  after fixing the anchor")  # fmt: skip
+            raise fail(
+                f"{where}: metadata.{key} must be a number or null, not {value!r}; fix it or "
+                "run  leaguezero league refit  after fixing the anchor"
+            )
     for key in _TEXT_KEYS:
         value = metadata.get(key)
         if value is not None and not isinstance(value, str):
-            _fail(f"{where}: metadata.{key} must be a string or null, not {value!r}")
+            raise fail(f"{where}: metadata.{key} must be a string or null, not {value!r}")
 
 
 @app.command()
@@ -48,7 +47,7 @@ def show(
         state = LeagueRegistry(paths["registry"]).load()
         matches = read_matches(paths["matchlog"])[-recent:] if recent > 0 else []
     except (RegistryError, MatchLogError) as err:
-        _fail(str(err))
+        raise fail(str(err)) from None
     _check_metadata(state.metadata, paths["registry"])
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
     if as_json:
@@ -112,14 +111,14 @@ def refit(
         with registry.update() as state:
             _check_metadata(state.metadata, paths["registry"])
             if state.anchor is None:
-                _fail("league.json has no rating anchor")
+                raise fail("league.json has no rating anchor")
             name, elo = state.anchor
             fit = fit_ratings(results, anchor=name, anchor_elo=elo, bootstrap=bootstrap, seed=seed)
             rated = {n: r for n, r in fit.ratings.items() if fit.games.get(n, 0) > 0}
             intervals = {n: iv for n, iv in fit.intervals().items() if n in rated}
             state.set_ratings(rated, intervals=intervals)
     except (RegistryError, MatchLogError) as err:
-        _fail(str(err))
+        raise fail(str(err)) from None
     typer.echo(f"refit {len(rated)} agents from {len(results)} evaluation matches")
 
 
@@ -134,5 +133,5 @@ def plot(
 
     events = evaluator_paths(run_dir)["events"]
     if not events.exists():
-        _fail(f"{events} does not exist; no evaluation has run in {run_dir}")
+        raise fail(f"{events} does not exist; no evaluation has run in {run_dir}")
     typer.echo(str(plot_elo(events, out or Path(run_dir) / "league_elo.png")))

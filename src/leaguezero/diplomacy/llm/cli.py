@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
+
 app = typer.Typer(
     name="llm",
     help="LLM agents: serve a base model with LoRA adapters (OpenAI-compatible, like vLLM).",
@@ -31,11 +33,6 @@ VLLM_OVERRIDES = [
 ]
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
-
-
 def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
     from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 
@@ -56,7 +53,7 @@ def _load_backend(base_model: Path, name: str | None, device: str, dtype: str, l
             base_model, lora=lora, model_name=name, device=device, dtype=dtype
         )
     except (LLMError, OSError, ValueError) as err:
-        raise _fail(f"cannot load base model {base_model}: {err}") from None
+        raise fail(f"cannot load base model {base_model}: {err}") from None
 
 
 @app.command()
@@ -90,15 +87,15 @@ def serve(
     for spec in lora or []:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            raise _fail(f"--lora {spec!r}: expected NAME=PATH")
+            raise fail(f"--lora {spec!r}: expected NAME=PATH")
         try:
             backend.load_adapter(name, path)
         except Exception as err:
-            raise _fail(f"--lora {spec}: {err}") from None
+            raise fail(f"--lora {spec}: {err}") from None
     try:
         server = LLMServer(backend, host=host, port=port)
     except OSError as err:
-        raise _fail(f"cannot listen on {host}:{port}: {err}") from None
+        raise fail(f"cannot listen on {host}:{port}: {err}") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.secho(
             "warning: this server has no authentication and loads adapters from its own "
@@ -134,7 +131,7 @@ def init_adapter(
     try:
         path = backend.save_adapter(name, out)
     except FileExistsError as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     typer.echo(f"wrote adapter {name} to {path}")
 
 

@@ -9,14 +9,18 @@ from typing import Annotated
 import typer
 import typer.core
 
+from leaguezero.common.cli import fail
+from leaguezero.yatzy.cli.bench import app as bench_app
 from leaguezero.yatzy.cli.common import (
     ConfigOpt,
     SetOpt,
-    fail,
     load_yatzy_config,
     search_settings,
 )
+from leaguezero.yatzy.cli.infer import app as infer_app
 from leaguezero.yatzy.cli.oracle import oracle_app
+from leaguezero.yatzy.cli.play import app as play_app
+from leaguezero.yatzy.cli.run import app as run_app
 
 app = typer.Typer(
     name="yz",
@@ -30,6 +34,9 @@ config_app = typer.Typer(help="Configs: show the resolved config.", no_args_is_h
 app.add_typer(rules_app, name="rules")
 app.add_typer(config_app, name="config")
 app.add_typer(oracle_app, name="oracle")
+# The command modules' own apps, mounted flat (their commands are yz's: yz run, yz play ...).
+for _commands in (run_app, play_app, infer_app, bench_app):
+    app.add_typer(_commands)
 
 DiceArg = tuple[int, int, int, int, int]
 DICE_SYNTAX = "--dice needs five dice values 1..6 after it, e.g. --dice 3 3 3 5 5"
@@ -131,9 +138,7 @@ def match(
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Paired, side-swapped games between two agents; dice are keyed by seat. Model agents
-    search with the config's search settings (``mcts`` budgets; ``model:PATH?sims=N`` etc.
-    override them)."""
+    """Paired, side-swapped games between two agents; dice are keyed by seat."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from leaguezero.yatzy.agents.match import play_match
@@ -165,18 +170,3 @@ def match(
         f"  mean score   {a}: {s.a_score_mean:.2f}   {b}: {s.b_score_mean:.2f}\n"
         f"  paired diff  {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f} points per game"
     )
-
-
-from leaguezero.yatzy.cli.infer import register as register_infer  # noqa: E402 (needs app)
-
-register_infer(app)
-
-
-# Commands defined in their own modules (kept light: heavy imports happen inside commands).
-from leaguezero.yatzy.cli.run import register as _register_run_commands  # noqa: E402
-
-_register_run_commands(app)
-
-from leaguezero.yatzy.cli.bench import register as _register_bench  # noqa: E402
-
-_register_bench(app)

@@ -14,6 +14,8 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from leaguezero.common.cli import fail
+
 BATCH = 256  # items per timed call (one lockstep batch)
 
 
@@ -95,6 +97,8 @@ def bench_protocol(seconds: float) -> tuple[float, int]:
     return _rate(run, seconds)
 
 
+app = typer.Typer()  # mounted flat by the yz app
+
 ENTRIES: dict[str, tuple[str, Callable[[float], tuple[float, int]]]] = {
     "scoring": ("rolls scored in 15 categories", bench_scoring),
     "legal": ("legal masks", bench_legal),
@@ -103,34 +107,26 @@ ENTRIES: dict[str, tuple[str, Callable[[float], tuple[float, int]]]] = {
 }
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``bench`` to the ``yz`` app."""
-
-    @app.command("bench")
-    def bench(
-        only: Annotated[
-            list[str] | None,
-            typer.Option("--only", help=f"Entries to run (repeatable): {', '.join(ENTRIES)}."),
-        ] = None,
-        seconds: Annotated[float, typer.Option(help="Seconds per entry.", min=0.05)] = 1.0,
-        json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    ) -> None:
-        """Micro-benchmarks of scoring, legal masks, PUCT select/backup and protocol codec."""
-        names = only or list(ENTRIES)
-        unknown = [n for n in names if n not in ENTRIES]
-        if unknown:
-            typer.secho(
-                f"unknown bench entry {unknown[0]!r}: use one of {', '.join(ENTRIES)}",
-                err=True,
-                fg=typer.colors.RED,
-            )
-            raise typer.Exit(2)
-        results = {}
-        for name in names:
-            what, fn = ENTRIES[name]
-            rate, calls = fn(seconds)
-            results[name] = {"per_second": rate, "us_per_item": 1e6 / rate, "calls": calls}
-            if not json_out:
-                typer.echo(f"{name:>9}  {rate:>14,.0f} /s  {1e6 / rate:9.3f} us  {what}")
-        if json_out:
-            typer.echo(json.dumps(results))
+@app.command("bench")
+def bench(
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help=f"Entries to run (repeatable): {', '.join(ENTRIES)}."),
+    ] = None,
+    seconds: Annotated[float, typer.Option(help="Seconds per entry.", min=0.05)] = 1.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Micro-benchmarks of scoring, legal masks, PUCT select/backup and protocol codec."""
+    names = only or list(ENTRIES)
+    unknown = [n for n in names if n not in ENTRIES]
+    if unknown:
+        raise fail(f"unknown bench entry {unknown[0]!r}: use one of {', '.join(ENTRIES)}")
+    results = {}
+    for name in names:
+        what, fn = ENTRIES[name]
+        rate, calls = fn(seconds)
+        results[name] = {"per_second": rate, "us_per_item": 1e6 / rate, "calls": calls}
+        if not json_out:
+            typer.echo(f"{name:>9}  {rate:>14,.0f} /s  {1e6 / rate:9.3f} us  {what}")
+    if json_out:
+        typer.echo(json.dumps(results))

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
+
 ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="YAML config file (default: built-in defaults)."),
@@ -16,12 +18,6 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config key: --set mcts.c_puct=2.0 (repeatable)."),
 ]
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and return the Exit to raise."""
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(code)
 
 
 def load_yatzy_config(config: Path | None, overrides: list[str] | None):

@@ -1,5 +1,5 @@
 """``yz infer-server`` (serve YatzyNet checkpoints over protocol v1) and ``yz infer-load``/
-``yz infer-info`` (hot-swap and inspect a running server). Registered by :func:`register`."""
+``yz infer-info`` (hot-swap and inspect a running server). Mounted flat by the ``yz`` app."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.yatzy.cli.common import ConfigOpt, SetOpt, fail, load_yatzy_config
+from leaguezero.common.cli import fail
+from leaguezero.yatzy.cli.common import ConfigOpt, SetOpt, load_yatzy_config
+
+app = typer.Typer()  # mounted flat by the yz app
 
 MODEL_NAMES = {"best": 0, "candidate": 1}  # gating serves both from one server
 ModelOpt = Annotated[
@@ -59,6 +62,7 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int):
     return load
 
 
+@app.command("infer-server")
 def infer_server(
     model: ModelOpt = None,
     bind: Annotated[
@@ -157,6 +161,7 @@ def _client(bind: str):
     )
 
 
+@app.command("infer-load")
 def infer_load(
     bind: Annotated[str, typer.Option(help="The running server's address.")],
     model: Annotated[str, typer.Option(help="ID=PATH (or best=/candidate=) to load.")],
@@ -181,6 +186,7 @@ def infer_load(
         raise fail(str(err)) from None
 
 
+@app.command("infer-info")
 def infer_info(bind: Annotated[str, typer.Option(help="The running server's address.")]) -> None:
     """Print the models a running server serves (JSON)."""
     try:
@@ -188,10 +194,3 @@ def infer_info(bind: Annotated[str, typer.Option(help="The running server's addr
             typer.echo(json.dumps(client.info()))
     except (ValueError, ConnectionError) as err:
         raise fail(str(err)) from None
-
-
-def register(app: typer.Typer) -> None:
-    """Add the inference commands to the ``yz`` app."""
-    app.command("infer-server")(infer_server)
-    app.command("infer-load")(infer_load)
-    app.command("infer-info")(infer_info)

@@ -15,6 +15,8 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
+
 oracle_app = typer.Typer(
     help="The exact solitaire oracle: expected score, simulation, queries, regret.",
     no_args_is_help=True,
@@ -30,11 +32,6 @@ TableOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.secho(message, err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
-
-
 def _load(table: Path | None):
     """Load the oracle; a first build shows a spinner on stderr, errors are one line."""
     from rich.console import Console
@@ -42,7 +39,7 @@ def _load(table: Path | None):
     from leaguezero.yatzy.oracle.solver import OracleError, default_table_path, load_oracle
 
     if table is not None and table.is_dir():
-        raise _fail(f"--oracle-table {table} is a folder; give a file path")
+        raise fail(f"--oracle-table {table} is a folder; give a file path")
     target = table if table is not None else default_table_path()
     try:
         if target.is_file():
@@ -55,7 +52,7 @@ def _load(table: Path | None):
         with console.status(message):
             return load_oracle(table, progress=lambda _msg: None)
     except OracleError as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
 
 
 @oracle_app.command("expected")
@@ -213,7 +210,7 @@ def regret(
         oracle = _load(table)
         states, diag = diagnose_game(oracle, game)
     except OracleError as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     players = game.players or ["seat 0", "seat 1"]
     seats = {
         players[seat]: summarize(select_decisions(diag, diag.player == seat), 1) for seat in (0, 1)

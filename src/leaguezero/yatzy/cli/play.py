@@ -8,16 +8,19 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import (
     ConfigOpt,
     SetOpt,
-    fail,
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
 )
 
+app = typer.Typer()  # mounted flat by the yz app
 
+
+@app.command("play")
 def play(
     model: Annotated[
         str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")

@@ -1,5 +1,5 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`cli_play`."""
+``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`leaguezero.yatzy.cli.play`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ from typing import Annotated
 
 import typer
 
+from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import (
     ConfigOpt,
     SetOpt,
-    fail,
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
 )
-from leaguezero.yatzy.cli.play import play
+
+app = typer.Typer()  # mounted flat by the yz app
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -77,6 +78,7 @@ def _progress(enabled: bool = True):
         yield report, progress
 
 
+@app.command("run")
 def run(
     config: ConfigOpt = None,
     out: OutOpt = Path("runs/yatzy"),
@@ -230,6 +232,7 @@ def choose_backend(name: str):
     return local_backend()
 
 
+@app.command("selfplay")
 def selfplay(
     out: OutOpt,
     best: Annotated[
@@ -270,6 +273,7 @@ def selfplay(
     typer.echo(json.dumps(stats.to_dict()))
 
 
+@app.command("train")
 def train(
     replay: Annotated[Path, typer.Option(help="Replay folder (with iter_NNNN subfolders).")],
     best: Annotated[Path, typer.Option(help="Best checkpoint: the candidate starts from it.")],
@@ -315,6 +319,7 @@ def train(
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
 
+@app.command("gate")
 def gate(
     best: Annotated[Path, typer.Option(help="Best checkpoint.")],
     cand: Annotated[Path, typer.Option(help="Candidate checkpoint.")],
@@ -354,6 +359,7 @@ def gate(
     )
 
 
+@app.command("oracle-eval")
 def oracle_eval(
     best: Annotated[Path, typer.Option(help="Best checkpoint.")],
     cand: Annotated[Path | None, typer.Option(help="Candidate checkpoint.")] = None,
@@ -406,6 +412,7 @@ def oracle_eval(
 
 
 profile_app = typer.Typer(help="Profile self-play (cProfile + torch.profiler).")
+app.add_typer(profile_app, name="profile")
 
 
 @profile_app.command("selfplay")
@@ -449,6 +456,7 @@ def profile_selfplay_cmd(
     )
 
 
+@app.command("init-model")
 def init_model(
     out: Annotated[Path, typer.Option("--out", help="Checkpoint file to write.")],
     config: ConfigOpt = None,
@@ -467,15 +475,3 @@ def init_model(
     schema = checkpoint_schema(cfg.search.kind)
     save_checkpoint(out, net, kind=net.kind, kwargs=net.kwargs(), schema=schema)
     typer.echo(f"wrote {out}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add these commands to the ``yz`` app."""
-    app.command("run")(run)
-    app.command("selfplay")(selfplay)
-    app.command("train")(train)
-    app.command("gate")(gate)
-    app.command("oracle-eval")(oracle_eval)
-    app.command("play")(play)
-    app.command("init-model")(init_model)
-    app.add_typer(profile_app, name="profile")
