@@ -21,18 +21,11 @@ GAMES = ("leaguezero.yatzy", "leaguezero.diplomacy")
 # The command-line layer of each game: the only modules that may choose a backend.
 CLI_LAYER = ("yatzy/cli/", "diplomacy/cli.py", "diplomacy/llm/cli.py")
 
-# Known violations owned by another change (issue 14, branch i14-league moves Diplomacy's Ray
-# rollouts to its CLI layer and removes them); each entry is exact, so nothing new can slip in.
-KNOWN_CYCLES = {
-    # diplomacy/train.py <-> distributed/diplomacy_rollouts.py (takes HERO and _seed from train)
-    frozenset({"leaguezero.diplomacy.train", "leaguezero.distributed.diplomacy_rollouts"}),
-}
-KNOWN_BACKEND_IMPORTS = {
-    ("diplomacy/train.py", "leaguezero.distributed.diplomacy_rollouts"),
-    ("diplomacy/train.py", "leaguezero.distributed.evaluator"),
-}
-KNOWN_DISTRIBUTED_GAME_IMPORTS = {"distributed/diplomacy_rollouts.py"}
-KNOWN_BACKEND_TESTS = {"diplomacy/train.py"}
+# Known violations: none left (each entry would be exact, so nothing new could slip in).
+KNOWN_CYCLES: set[frozenset[str]] = set()
+KNOWN_BACKEND_IMPORTS: set[tuple[str, str]] = set()
+KNOWN_DISTRIBUTED_GAME_IMPORTS: set[str] = set()
+KNOWN_BACKEND_TESTS: set[str] = set()
 
 
 def _modules() -> dict[str, Path]:

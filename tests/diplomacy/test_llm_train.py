@@ -23,8 +23,9 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS
 from leaguezero.diplomacy.grpo import GameSample
 from leaguezero.diplomacy.llm.agent import LLMHero
-from leaguezero.diplomacy.train import HERO, LeagueTrainer, TrainError
+from leaguezero.diplomacy.train import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.session import HERO
 from tests.diplomacy.tiny_lm import build_tiny_lm
 
 
@@ -63,9 +64,9 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
 
     state = LeagueRegistry(run / "league.json").load()
     assert state.agents["base_model"].path is None  # the base LM itself, no adapter
-    hero = state.agents["hero_v0001"]
+    hero = state.agents["ckpt_000001"]
     folder = run / hero.path
-    assert hero.path == "checkpoints/hero_v0001"
+    assert hero.path == "checkpoints/ckpt_000001"
     assert (folder / "adapter_config.json").exists()
     meta = json.loads((folder / "leaguezero_adapter.json").read_text())
     assert meta["schema_version"] == 1
@@ -74,7 +75,7 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     assert [e["step"] for e in steps] == [1, 2]
     # The async evaluator played the adapter checkpoint (on its own backend) and rated it.
     rated = [e for e in events if e["event"] == "league.elo_updated"]
-    assert rated and rated[-1]["challenger"] == "hero_v0001"
+    assert rated and rated[-1]["challenger"] == "ckpt_000001"
     saved = torch.load(run / "state.pt", weights_only=True)
     assert saved["agent"] == "llm" and saved["step"] == 2
 
@@ -82,28 +83,30 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     cfg3 = _cfg(tiny_lm, "train.steps=3", "league.eval_every=50")
     again = LeagueTrainer(cfg3, run, resume=True)
     assert again.step == 2
-    before = again.llm.weights()
-    assert all(torch.equal(before[n], w) for n, w in trainer.llm.weights().items())
+    before = again.hero.llm.weights()
+    assert all(torch.equal(before[n], w) for n, w in trainer.hero.llm.weights().items())
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
-    seats = (HERO, "hero_v0001", "hero_v0001", "base_model", "random_bot", "chaos_bot", HERO)
+    seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
     seating = dict(zip(POWERS, seats, strict=True))
-    samples, results = again._play_group(5, seating, "AUSTRIA")
-    assert "hero_v0001" in again.llm.backend.list_adapters()
+    samples, results = again.play_group(5, seating, "AUSTRIA")
+    assert "ckpt_000001" in again.hero.llm.backend.list_adapters()
     assert all(s.records and {r.power for r in s.records} == {"AUSTRIA"} for s in samples)
-    assert results[0].scores_by_agent().keys() >= {HERO, "hero_v0001", "base_model"}
+    assert results[0].scores_by_agent().keys() >= {HERO, "ckpt_000001", "base_model"}
     # A near-random tiny LM mostly holds, so its games often tie (no advantage, no update);
     # give this group distinct scores to see the update reach the hero adapter only.
     metrics = again.trainer.step(
         [[GameSample(s.hero_score + i, s.records) for i, s in enumerate(samples)]]
     )
     assert metrics["records"] > 0
-    updated = again.llm.weights()
+    updated = again.hero.llm.weights()
     assert any(not torch.equal(before[n], updated[n]) for n in before)
     again.run()  # step 3 plays, updates and writes state.pt
     assert again.step == 3
     third = LeagueTrainer(cfg3, run, resume=True)
     assert third.step == 3
-    assert all(torch.equal(w, again.llm.weights()[n]) for n, w in third.llm.weights().items())
+    assert all(
+        torch.equal(w, again.hero.llm.weights()[n]) for n, w in third.hero.llm.weights().items()
+    )
     third.evaluator.close()
     with pytest.raises(TrainError, match=r"train\.agent=llm run"):
         LeagueTrainer(_cfg(tiny_lm, "train.agent=policy"), run, resume=True)

@@ -90,7 +90,7 @@ def test_log_prob_recomputes_the_sampling_log_prob_with_gradients() -> None:
 
 def test_checkpoint_round_trip_and_schema_checks(tmp_path) -> None:
     policy = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=6)
-    path = policy.save(tmp_path / "hero_v0001.pt")
+    path = policy.save(tmp_path / "ckpt_000001.pt")
     loaded = load_policy(path)
     _, records = _self_play(policy, years=1, seed=7)
     assert torch.allclose(loaded.log_prob(records), policy.log_prob(records))

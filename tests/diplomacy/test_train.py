@@ -57,9 +57,9 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     assert json.loads(out.strip().splitlines()[-1])["step"] == 3
 
     state = LeagueRegistry(run / "league.json").load()
-    assert {"base_model", "random_bot", "chaos_bot", "hero_v0001"} <= set(state.agents)
-    assert state.agents["hero_v0001"].parent == "base_model"
-    assert (run / "checkpoints" / "hero_v0001.pt").exists()
+    assert {"base_model", "random_bot", "chaos_bot", "ckpt_000001"} <= set(state.agents)
+    assert state.agents["ckpt_000001"].parent == "base_model"
+    assert (run / "checkpoints" / "ckpt_000001.pt").exists()
     assert (run / "checkpoints" / "base_model.pt").exists()
     steps = [e["step"] for e in read_events(run / "events.ndjson", TRAIN_STEP_EVENT)]
     assert steps == [1, 2, 3]
@@ -69,7 +69,7 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     assert {d["opponent"] for d in draws} <= {"base_model", "random_bot", "chaos_bot"}
     # The step-2 evaluation ran in a background process and rated the challenger.
     rated = read_events(run / "events.ndjson", "league.elo_updated")
-    assert rated and rated[0]["challenger"] == "hero_v0001"
+    assert rated and rated[0]["challenger"] == "ckpt_000001"
     assert (run / "elo.png").exists()
     assert torch.load(run / "state.pt", weights_only=True)["format"] == STATE_FORMAT
 
@@ -101,11 +101,11 @@ def test_killed_run_resumes_from_its_last_step(tmp_path) -> None:
     state = LeagueRegistry(run / "league.json").load()
     # The schedule's checkpoints, each once: first, then every 10 steps.
     assert [a.name for a in state.checkpoints] == [
-        "hero_v0001",
-        "hero_v0010",
-        "hero_v0020",
-        "hero_v0030",
-        "hero_v0040",
+        "ckpt_000001",
+        "ckpt_000010",
+        "ckpt_000020",
+        "ckpt_000030",
+        "ckpt_000040",
     ]
     resumed_events = read_events(run / "events.ndjson", "diplomacy.train_resumed")
     assert [e["step"] for e in resumed_events] == [killed_at]
@@ -131,3 +131,33 @@ def test_planted_state_file_runs_no_code_on_resume(tmp_path) -> None:
     _, err = proc.communicate(timeout=300)
     assert proc.returncode != 0 and not marker.exists()
     assert "unreadable or unsafe" in err and "Traceback" not in err
+
+
+def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path) -> None:
+    from leaguezero.common.config import load_config
+    from leaguezero.diplomacy.cli import make_trainer
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.heroes import NetworkHero, local_map
+    from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+
+    cfg = load_config(DiplomacyConfig, None, [*TINY, "train.steps=2", "games_dir=null"])
+    calls = []
+
+    def counting_map(fn, shared, jobs):  # what RayTaskMap does, in this process
+        calls.append(len(jobs))
+        return local_map(fn, shared, jobs)
+
+    runs = {}
+    for name, task_map in (("local", local_map), ("injected", counting_map)):
+        trainer = LeagueTrainer(cfg, tmp_path / name, task_map=task_map)
+        assert isinstance(trainer.hero, NetworkHero)
+        runs[name] = [trainer.train_step()["score_mean"] for _ in range(2)]
+        trainer.session.close(timeout=60)
+    assert calls == [2, 2] and runs["injected"] == runs["local"]
+    with pytest.raises(TrainError, match="use 'local' or 'ray'"):
+        make_trainer(cfg, tmp_path / "x", backend="modal")
+    llm = load_config(DiplomacyConfig, None, ["train.agent=llm"])
+    with pytest.raises(TrainError, match="--backend local"):
+        make_trainer(llm, tmp_path / "y", backend="ray")
+    with pytest.raises(TrainError, match="--backend local"):
+        LeagueTrainer(llm, tmp_path / "z", task_map=counting_map)

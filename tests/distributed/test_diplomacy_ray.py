@@ -1,6 +1,7 @@
-"""Diplomacy league steps with rollouts and the evaluator as Ray tasks, on the session cluster:
-the same files as the local backend, the very same games and update (same seeds), and a
-rollout worker killed mid-game is retried without changing anything."""
+"""Diplomacy league steps with rollouts and the evaluator as Ray tasks (the backends the command
+line injects: ``RayTaskMap``, ``RayJobRunner``), on the session cluster: the same files as the
+local backend, the very same games and update (same seeds), and a rollout worker killed
+mid-game is retried without changing anything."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ pytest.importorskip("ray")
 
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
+from leaguezero.diplomacy.cli import make_trainer
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.train import TRAIN_STEP_EVENT, LeagueTrainer
 from leaguezero.league.matchlog import read_matches
@@ -33,7 +35,8 @@ def _kinds(run: Path) -> set[str]:
 
 
 def _rollout_workers() -> list[int]:
-    """Ray worker processes running a rollout task now (Ray titles them ``ray::_play_game``)."""
+    """Ray worker processes running a rollout task now (Ray titles them
+    ``ray::play_policy_game``)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -41,7 +44,7 @@ def _rollout_workers() -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if cmdline.startswith(b"ray::_play_game"):
+            if cmdline.startswith(b"ray::play_policy_game"):
                 pids.append(int(entry))
     return pids
 
@@ -57,7 +60,7 @@ def _kill_one_rollout_worker(killed: list[int], stop: threading.Event) -> None:
 
 def _train(run: Path, backend: str, **kwargs) -> LeagueTrainer:
     cfg = load_config(DiplomacyConfig, None, TINY)
-    trainer = LeagueTrainer(cfg, run, backend=backend, **kwargs)
+    trainer = make_trainer(cfg, run, backend=backend, **kwargs)
     trainer.run()
     return trainer
 
@@ -91,6 +94,6 @@ def test_ray_league_steps_match_local_and_survive_a_killed_worker(ray_cluster, t
         torch.testing.assert_close(ray_state[key], value)
     # The step-2 evaluation ran as a Ray task and rated the challenger.
     rated = read_events(ray_run / "events.ndjson", "league.elo_updated")
-    assert rated and rated[0]["challenger"] == "hero_v0001"
+    assert rated and rated[0]["challenger"] == "ckpt_000001"
     started = read_events(ray_run / "events.ndjson", "league.evaluation_started")
     assert started[0]["backend"] == "ray"

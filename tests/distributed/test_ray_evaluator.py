@@ -22,9 +22,11 @@ def run_dir(tmp_path):
 
 
 def _evaluator(run_dir, **kwargs):
-    from leaguezero.distributed.evaluator import RayEvaluator
+    from leaguezero.distributed.evaluator import RayJobRunner
+    from leaguezero.league.evaluator import AsyncEvaluator
 
-    return RayEvaluator(
+    return AsyncEvaluator(
+        runner=RayJobRunner(),
         registry_path=run_dir / "league.json",
         matchlog_path=run_dir / "matches.ndjson",
         events_path=run_dir / "events.ndjson",

@@ -19,9 +19,10 @@ import torch
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.az.replay import complete_shards, games_on_disk, read_shard
 from leaguezero.common.config import load_config
-from leaguezero.common.events import EventWriter, read_events
+from leaguezero.common.events import read_events
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.session import checkpoint_name
 from leaguezero.league.types import AgentInfo, AgentKind, Bucket, OpponentType
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.config import YatzyConfig
@@ -137,32 +138,6 @@ def test_league_agent_for_unknown_bot_is_a_clear_error():
         build_league_agent(AgentInfo("chaos_bot", AgentKind.BASELINE, 900.0))
 
 
-def test_wandb_offline_logs_ratings_and_opponents(tmp_path):
-    pytest.importorskip("wandb")
-    from leaguezero.yatzy.train.league_run import WandbTracker
-
-    cfg = load_config(YatzyConfig, SMOKE, ["league.wandb=true", "run.name=wb"])
-    events = tmp_path / "events.ndjson"
-    with EventWriter(events) as writer:
-        for step, hero in ((60, 850.0), (120, 900.0)):
-            writer.emit("league.elo_updated", step=step, challenger=f"ckpt_{step}",
-                        ratings={f"ckpt_{step}": hero, "random": 800.0, "greedy": 1500.0},
-                        baselines=["random", "greedy"])  # fmt: skip
-    os.environ["WANDB_SILENT"] = "true"
-    tracker = WandbTracker(cfg, tmp_path)
-    tracker.log_selfplay(
-        {"step": 60, "games": 10, "opponent_types": {"self": 3, "baseline": 7},
-         "buckets": {"mirror": 3, "baselines": 7},
-         "hero_win_rate_by_type": {"baseline": 0.4, "self": 0.5}}
-    )  # fmt: skip
-    tracker.log_new_ratings(events)
-    tracker.log_new_ratings(events)  # nothing new: no second copy
-    assert tracker._seen == 2
-    tracker.finish()
-    runs = list((tmp_path / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
-
-
 # ----- yz run --league, end to end -------------------------------------------------------------
 
 FAST = [
@@ -186,7 +161,8 @@ def _yz(*args: str) -> subprocess.CompletedProcess:
 def _check_league_run(out: Path, iterations: int) -> list[dict]:
     state = LeagueRegistry(out / "league.json").load()
     names = [a.name for a in state.checkpoints]
-    assert names == [f"ckpt_{i:04d}" for i in range(1, iterations + 1)]
+    steps = load_config(YatzyConfig, SMOKE).train.steps  # a checkpoint is named by its step
+    assert names == [checkpoint_name(i * steps) for i in range(1, iterations + 1)]
     assert all((out / a.path).is_file() for a in state.checkpoints)
     assert {"random", "greedy", "oracle", "base_model"} <= set(state.agents)
     assert state.checkpoints[0].parent == "base_model"
@@ -244,7 +220,8 @@ def test_yz_run_league_end_to_end(tmp_path):
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
-    assert "ckpt_0003" in data["agents"] and data["recent_matches"]
+    steps = load_config(YatzyConfig, SMOKE).train.steps
+    assert checkpoint_name(3 * steps) in data["agents"] and data["recent_matches"]
 
 
 @pytest.mark.slow

@@ -11,10 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from leaguezero.league.types import BASE_MODEL  # the seat value None (no adapter)
+
 if TYPE_CHECKING:
     from leaguezero.diplomacy.env import DiplomacyEnv
 
-BASE_MODEL = "base_model"  # the registry's name for the seat value None (no adapter)
+__all__ = [
+    "BASE_MODEL",
+    "AgentResolver",
+    "Policy",
+    "UnknownAgentError",
+    "agent_label",
+    "resolve_agent",
+]
 
 
 @runtime_checkable

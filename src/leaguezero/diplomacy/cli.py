@@ -53,7 +53,8 @@ def _check_agents(names: list[str]) -> None:
     if unknown:
         raise fail(
             f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
-            f"{', '.join(BOTS)} or policy checkpoint files (e.g. runs/ID/checkpoints/hero_v0050.pt)"
+            f"{', '.join(BOTS)} or policy checkpoint files "
+            "(e.g. runs/ID/checkpoints/ckpt_000050.pt)"
         )
     from leaguezero.diplomacy.policy import CheckpointError, load_policy
 
@@ -272,15 +273,15 @@ def train_cmd(
         config = out / "config.yaml"
     cfg = load_diplomacy_config(config, set_)
     try:
-        from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+        from leaguezero.diplomacy.train import TrainError
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    try:
-        from leaguezero.distributed.runtime import RayUnavailableError
+    from leaguezero.distributed.runtime import RayUnavailableError
 
-        trainer = LeagueTrainer(cfg, out, resume=resume, backend=backend, ray_address=ray_address)
+    try:
+        trainer = make_trainer(cfg, out, resume=resume, backend=backend, ray_address=ray_address)
     except (TrainError, RayUnavailableError) as err:
         raise fail(str(err)) from None
     columns = (
@@ -305,6 +306,38 @@ def train_cmd(
 
         summary = trainer.run(on_step=on_step)
     typer.echo(json.dumps(summary))
+
+
+def make_trainer(
+    cfg, out: Path, *, resume: bool = False, backend: str = "local", ray_address: str | None = None
+):
+    """The Diplomacy league trainer with its backends: this process (``local``), or the
+    network hero's games and the evaluator's jobs as Ray tasks (``ray``, docs/cluster.md).
+
+    The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
+    LLM hero on Ray, ``RayUnavailableError`` when Ray cannot be reached.
+    """
+    import torch
+
+    from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+
+    torch.set_num_threads(1)  # one core's work per process (DESIGN: shared cores)
+    if backend == "local":
+        return LeagueTrainer(cfg, out, resume=resume)
+    if backend != "ray":
+        raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
+    if cfg.train.agent == "llm":
+        raise TrainError("train.agent=llm runs with --backend local only (for now)")
+    from leaguezero.distributed.evaluator import RayJobRunner
+    from leaguezero.distributed.tasks import RayTaskMap
+
+    return LeagueTrainer(
+        cfg,
+        out,
+        resume=resume,
+        task_map=RayTaskMap(ray_address),
+        eval_runner=RayJobRunner(ray_address),
+    )
 
 
 @app.command("train-report")

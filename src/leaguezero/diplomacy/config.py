@@ -6,12 +6,13 @@ from these with :func:`leaguezero.common.config.commented_yaml`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
-from leaguezero.league.config import MatchmakingSection
+from leaguezero.league.config import LeagueSection as SharedLeagueSection
+from leaguezero.league.config import read_renamed_key
 
 
 class TrainSection(Section):
@@ -42,7 +43,7 @@ class TrainSection(Section):
     seed: int = Field(0, ge=0, description="Seed of the initial weights, sampling and opponents.")
 
 
-class LeagueSection(MatchmakingSection):
+class LeagueSection(SharedLeagueSection):
     """League around the hero: baselines, PFSP opponents, checkpoint schedule, async evaluator."""
 
     base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
@@ -62,10 +63,6 @@ class LeagueSection(MatchmakingSection):
     eval_greedy: bool = Field(
         True, description="Learned agents play their most probable orders in evaluations."
     )
-    rating: Literal["refit", "elo"] = Field(
-        "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
-    )
-    bootstrap: int = Field(50, ge=0, description="Bootstrap resamples for rating intervals.")
 
 
 class LLMSection(Section):
@@ -148,7 +145,6 @@ class DiplomacyConfig(Section):
         le=34,
         description="Centres that make a solo in sum-of-squares scoring (the engine's victory).",
     )
-    elo_k: float = Field(32.0, gt=0, description="Elo K factor of the multi-player update.")
     initial_rating: float = Field(1000.0, description="Rating of an agent not yet rated.")
     max_unique_opponents: int = Field(
         6,
@@ -167,3 +163,16 @@ class DiplomacyConfig(Section):
     train: TrainSection = TrainSection()
     league: LeagueSection = LeagueSection()
     llm: LLMSection = LLMSection()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        # elo_k moved into the league section (one name in both games); an old run's
+        # config.yaml still loads, with a warning.
+        if isinstance(data, dict) and "elo_k" in data:
+            data = dict(data)
+            league = dict(data.get("league") or {})
+            value = data.pop("elo_k")
+            league["elo_k"] = read_renamed_key("elo_k", "league.elo_k", value, league.get("elo_k"))
+            data["league"] = league
+        return data

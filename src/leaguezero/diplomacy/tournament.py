@@ -12,9 +12,9 @@ agent's win rate is its wins divided by the seats it played, so six equal agents
 of the same strength each have 1/7.
 
 **Ratings.** After each game every seat is rated with the multi-player Elo
-(:func:`~leaguezero.league.rating.update_elo_multiplayer`, K = ``cfg.elo_k``) using its agent's
-rating before the game, and each agent's change is the sum over its seats. Pairs of seats of one
-agent cancel exactly, so an agent is moved only by its games against others and the update is
+(:func:`~leaguezero.league.rating.update_elo_multiplayer`, K = ``cfg.league.elo_k``) using its
+agent's rating before the game, and each agent's change is the sum over its seats. Pairs of seats
+of one agent cancel exactly, so an agent is moved only by its games against others and the update is
 zero-sum, as in the league's own match-log fit.
 """
 
@@ -209,7 +209,7 @@ def run_tournament(
                 shares[power], played.scores[power], played.sos_scores[power], played.centers[power]
             )
         seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
-        updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.elo_k)
+        updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)
         for power in POWERS:
             current[played.power_agents[power]] += updated[power] - seat_ratings[power]
         if log is not None:

@@ -1,13 +1,51 @@
-"""The matchmaking part of a league config, shared by every game's ``league`` section."""
+"""The ``league`` config section shared by every game: matchmaking, ratings, schedule, tracking.
+
+:class:`MatchmakingSection` holds the PFSP knobs; :class:`LeagueSection` adds everything the
+:class:`~leaguezero.league.session.LeagueSession` reads (evaluator cadence, rating method, Elo K,
+bootstrap, the elite margin of the checkpoint schedule, WandB). Both games subclass it and add
+only their own keys (baseline ratings, tournament details); the shared keys have the same names
+and defaults in both. ``eval_every`` and ``eval_games`` are shared names whose defaults each game
+sets, because their units differ (Diplomacy steps and 7-player games, Yatzy iterations and
+paired 2-player games). Renamed keys are still read, with a warning that names the new key
+(:data:`RENAMED_KEYS`).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
 from leaguezero.league.matchmaker import BucketShares
+
+# Old key in a ``league`` section -> its new name (configs and run config.yaml files written by
+# earlier versions keep loading; both set to different values is an error).
+RENAMED_KEYS = {"k_factor": "elo_k"}
+
+
+class ConfigRenameWarning(FutureWarning):
+    """A config uses a key that was renamed; it is read under its new name."""
+
+
+def read_renamed_key(old: str, new: str, value: Any, current: Any = None) -> Any:
+    """The value of a renamed config key: ``value`` was given as ``old`` (dotted names).
+
+    Warns (:class:`ConfigRenameWarning`) that ``old`` is read as ``new``; raises ``ValueError``
+    when ``new`` is also set (``current`` not None) to a different value.
+    """
+    if current is not None and current != value:
+        raise ValueError(
+            f"{old} was renamed {new}; both are set ({value!r} vs {current!r}): keep only {new}"
+        )
+    warnings.warn(
+        f"config key {old} is deprecated and read as {new}; rename it "
+        "(configs/*.yaml are regenerated with `config write`)",
+        ConfigRenameWarning,
+        stacklevel=2,
+    )
+    return value
 
 
 class MatchmakingSection(Section):
@@ -42,3 +80,45 @@ class MatchmakingSection(Section):
         return BucketShares(
             self.mirror_share, self.peers_share, self.exploitable_share, self.baselines_share
         )
+
+
+class LeagueSection(MatchmakingSection):
+    """League around the hero: PFSP opponents, checkpoint schedule, async evaluator, tracking."""
+
+    eval_every: int = Field(
+        50, ge=1, description="Rate the newest checkpoint every N training steps/iterations."
+    )
+    eval_games: int = Field(7, ge=1, description="Evaluator games per gatekeeper.")
+    rating: Literal["refit", "elo"] = Field(
+        "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
+    )
+    elo_k: float = Field(
+        32.0,
+        gt=0,
+        description="Elo K factor: the evaluator's online Elo (rating: elo) and the live hero's "
+        "rating from its training games.",
+    )
+    bootstrap: int = Field(100, ge=0, description="Bootstrap resamples for rating intervals.")
+    elite_margin: float = Field(
+        0.0,
+        ge=0,
+        description="Schedule's elite rule: a snapshot joins when the live hero's rating beats "
+        "the best checkpoint's by more than this (0: the spec's plain new high score).",
+    )
+    wandb: bool = Field(False, description="Also log to Weights & Biases (extra 'wandb').")
+    wandb_mode: Literal["offline", "online"] = Field(
+        "offline", description="wandb mode; offline needs no network (wandb sync later)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(old in data for old in RENAMED_KEYS):
+            data = dict(data)
+            for old, new in RENAMED_KEYS.items():
+                if old in data:
+                    value = data.pop(old)
+                    data[new] = read_renamed_key(
+                        f"league.{old}", f"league.{new}", value, data.get(new)
+                    )
+        return data

@@ -3,7 +3,8 @@ training.
 
 Every ``every`` training steps the trainer calls :meth:`AsyncEvaluator.maybe_submit`; the job
 runs in a separate process (``multiprocessing`` "spawn" context — a fresh interpreter, the
-local stand-in for Modal's ``spawn()``; a Ray task can run :func:`run_evaluation` unchanged).
+local stand-in for Modal's ``spawn()``), or wherever an injected :class:`JobRunner` puts it
+(a Ray task: ``leaguezero.distributed.evaluator``).
 The job:
 
 1. loads ``league.json`` and picks gatekeepers for the challenger (:func:`choose_gatekeepers`:
@@ -38,7 +39,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from leaguezero.common.events import EventWriter
 from leaguezero.league.matchlog import MatchLog
@@ -183,7 +184,9 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
     return summary
 
 
-def _job_main(job: EvalJob, threads: int) -> None:
+def run_job(job: EvalJob, threads: int) -> None:
+    """A job's entry point in its worker (any :class:`JobRunner`): one-thread BLAS/numba, then
+    :func:`run_evaluation`; a failure is also logged as ``league.evaluation_error``."""
     # A background evaluator must not fight the trainer for cores (see DESIGN: 2 torch threads
     # beside a busy process ran 30-70x slower than 1). Set before the tournament imports torch
     # or numba, which read these at import; importing torch here would cost seconds per job.
@@ -203,19 +206,86 @@ def _job_main(job: EvalJob, threads: int) -> None:
         raise
 
 
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a finished attempt ended: ``ok``, or the details a failure report carries
+    (``exitcode`` of a process, ``error`` of a remote task)."""
+
+    ok: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class JobRunner(Protocol):
+    """Where :class:`AsyncEvaluator` runs its jobs: the extension point for other backends.
+
+    ``start`` launches :func:`run_job` (``job``, ``threads``) somewhere and returns a handle;
+    ``outcome`` is None while it runs, then a :class:`JobOutcome` (cheap, non-blocking);
+    ``join`` blocks up to ``timeout`` seconds; ``cancel`` stops it; ``pid`` is its process id
+    when it has one of its own. ``name`` is logged with ``league.evaluation_started``. The
+    default is :class:`ProcessRunner`; ``leaguezero.distributed.evaluator.RayJobRunner`` runs
+    jobs as Ray tasks.
+    """
+
+    name: str
+
+    def start(self, job: EvalJob, threads: int) -> Any: ...
+
+    def outcome(self, handle: Any) -> JobOutcome | None: ...
+
+    def join(self, handle: Any, timeout: float) -> None: ...
+
+    def cancel(self, handle: Any) -> None: ...
+
+    def pid(self, handle: Any) -> int | None: ...
+
+
+class ProcessRunner:
+    """Each job in a fresh ``multiprocessing`` "spawn" process (the local ``spawn()``)."""
+
+    name = "process"
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+
+    def start(self, job: EvalJob, threads: int) -> mp.process.BaseProcess:
+        process = self._ctx.Process(
+            target=run_job, args=(job, threads), name=f"league-eval-{job.step}"
+        )
+        process.start()
+        return process
+
+    def outcome(self, handle: mp.process.BaseProcess) -> JobOutcome | None:
+        if handle.is_alive():
+            return None
+        handle.join()
+        code = handle.exitcode
+        return JobOutcome(True) if code == 0 else JobOutcome(False, {"exitcode": code})
+
+    def join(self, handle: mp.process.BaseProcess, timeout: float) -> None:
+        handle.join(timeout)
+
+    def cancel(self, handle: mp.process.BaseProcess) -> None:
+        handle.terminate()
+        handle.join(10)
+
+    def pid(self, handle: mp.process.BaseProcess) -> int | None:
+        return handle.pid
+
+
 @dataclass
 class _Running:
     job: EvalJob
-    process: mp.process.BaseProcess
+    handle: Any
     attempt: int
 
 
 class AsyncEvaluator:
-    """Runs :func:`run_evaluation` jobs in background processes for a training loop.
+    """Runs :func:`run_evaluation` jobs in the background for a training loop.
 
     Call :meth:`maybe_submit` every step and :meth:`poll` now and then (it is cheap); call
     :meth:`close` (or use as a context manager) at the end to wait for the last job. Failed jobs
     (non-zero exit, including being killed) are reported and retried ``max_retries`` times.
+    ``runner`` says where jobs run (:class:`JobRunner`; default a local process per job).
     """
 
     def __init__(
@@ -233,6 +303,7 @@ class AsyncEvaluator:
         max_retries: int = 2,
         threads: int = 1,
         seed: int = 0,
+        runner: JobRunner | None = None,
     ) -> None:
         import_callable(tournament)  # fail fast in the trainer, not in a background process
         if every < 1:
@@ -250,7 +321,7 @@ class AsyncEvaluator:
         self.max_retries = max_retries
         self.threads = threads
         self.seed = seed
-        self._ctx = mp.get_context("spawn")
+        self.runner: JobRunner = runner if runner is not None else ProcessRunner()
         self._running: _Running | None = None
         self._waiting: EvalJob | None = None
         self.completed: list[EvalJob] = []
@@ -287,14 +358,14 @@ class AsyncEvaluator:
     def poll(self) -> None:
         """Reap a finished job (reporting and retrying failures) and start a waiting one."""
         running = self._running
-        if running is not None and not running.process.is_alive():
-            running.process.join()
-            code = running.process.exitcode
-            self._running = None
-            if code == 0:
-                self.completed.append(running.job)
-            else:
-                self._job_failed(running.job, running.attempt, exitcode=code)
+        if running is not None:
+            outcome = self.runner.outcome(running.handle)
+            if outcome is not None:
+                self._running = None
+                if outcome.ok:
+                    self.completed.append(running.job)
+                else:
+                    self._job_failed(running.job, running.attempt, **outcome.details)
         if self._running is None and self._waiting is not None:
             job, self._waiting = self._waiting, None
             self._start(job, 0)
@@ -314,7 +385,8 @@ class AsyncEvaluator:
         return self._running is not None or self._waiting is not None
 
     def running_pid(self) -> int | None:
-        return None if self._running is None else self._running.process.pid
+        """The running job's process id (None when idle or when the runner has none)."""
+        return None if self._running is None else self.runner.pid(self._running.handle)
 
     def wait(self, timeout: float = 600.0) -> bool:
         """Block until no job runs or waits (retries included); False on timeout."""
@@ -323,15 +395,15 @@ class AsyncEvaluator:
             if time.monotonic() > deadline:
                 return False
             if self._running is not None:
-                self._running.process.join(0.05)
+                self.runner.join(self._running.handle, 0.05)
             self.poll()
         return True
 
     def close(self, timeout: float = 600.0) -> None:
+        """Wait for the last job (at most ``timeout`` s), then cancel whatever still runs."""
         finished = self.wait(timeout)
         if not finished and self._running is not None:
-            self._running.process.terminate()
-            self._running.process.join(10)
+            self.runner.cancel(self._running.handle)
         if self.events is not None:
             self.events.close()
 
@@ -342,12 +414,15 @@ class AsyncEvaluator:
         self.close()
 
     def _start(self, job: EvalJob, attempt: int) -> None:
-        process = self._ctx.Process(
-            target=_job_main, args=(job, self.threads), name=f"league-eval-{job.step}"
+        handle = self.runner.start(job, self.threads)
+        self._running = _Running(job, handle, attempt)
+        self._emit(
+            "league.evaluation_started",
+            job=job,
+            attempt=attempt,
+            pid=self.runner.pid(handle),
+            backend=self.runner.name,
         )
-        process.start()
-        self._running = _Running(job, process, attempt)
-        self._emit("league.evaluation_started", job=job, attempt=attempt, pid=process.pid)
 
     def _emit(self, event: str, *, job: EvalJob, **fields: Any) -> None:
         if self.events is not None:

@@ -91,6 +91,32 @@ def apply_elo_sequential(
     return ratings
 
 
+def rate_against_fixed(
+    agent: str,
+    rating: float,
+    results: Iterable[MatchResult],
+    opponents: Mapping[str, float],
+    k: float = 32.0,
+    default_elo: float = 1000.0,
+) -> float:
+    """``agent``'s online Elo after ``results``, its opponents' ratings held fixed.
+
+    Each game is :func:`update_elo_multiplayer` over its distinct agents (clones averaged, as in
+    :func:`apply_elo_sequential`) and only ``agent``'s change is kept: the way a live hero is
+    rated from its own games against a league whose ratings the evaluator owns. Games without
+    ``agent``, or with no other agent, leave the rating as it is.
+    """
+    rating = float(rating)
+    for result in results:
+        scores = result.scores_by_agent()
+        if agent not in scores or len(scores) < 2:
+            continue
+        ratings = {name: float(opponents.get(name, default_elo)) for name in scores}
+        ratings[agent] = rating
+        rating = update_elo_multiplayer(scores, ratings, k)[agent]
+    return rating
+
+
 # ----- batch maximum-likelihood refit (Bradley–Terry on the Elo scale) ---------------------
 
 ELO_PER_NAT = 400.0 / math.log(10.0)  # Elo points per unit of natural log-odds

@@ -65,19 +65,26 @@ def should_add_to_league(step: int, current_elo: float, registry: RegistryView) 
     return current_elo > registry.best_elo
 
 
-def promotion_reasons(step: int, current_elo: float, registry: RegistryView) -> list[str]:
+def promotion_reasons(
+    step: int, current_elo: float, registry: RegistryView, elite_margin: float = 0.0
+) -> list[str]:
     """Every rule of the schedule that admits this snapshot (empty: do not add).
 
-    Non-empty exactly when :func:`should_add_to_league` is True. Store the reasons with the
-    checkpoint (``AgentInfo.extra["reasons"]``) so that :func:`retire_candidates` knows which
-    snapshots are anchors or elites.
+    Non-empty exactly when :func:`should_add_to_league` is True (with ``elite_margin`` 0; a
+    positive margin asks the elite to beat the best checkpoint by more than that). Store the
+    reasons with the checkpoint (``AgentInfo.extra["reasons"]``) so that
+    :func:`retire_candidates` knows which snapshots are anchors or elites.
+
+    ``current_elo`` must be the live hero's own rating (from games it played, see
+    :class:`~leaguezero.league.session.LeagueSession`): a rating inherited from the newest
+    checkpoint can never exceed the best one, so the elite rule would never fire.
     """
     reasons = [FIRST] if len(registry.checkpoints) == 0 else []
     if step % RECENT_EVERY == 0 and step > registry.latest_step - RECENT_WINDOW:
         reasons.append(RECENT)
     if step % ANCHOR_EVERY == 0:
         reasons.append(ANCHOR)
-    if current_elo > registry.best_elo:
+    if current_elo > registry.best_elo + elite_margin:
         reasons.append(ELITE)
     return reasons
 
@@ -114,20 +121,23 @@ def promote_if_scheduled(
     current_elo: float,
     parent: str | None = None,
     events: EventWriter | None = None,
+    elo: float | None = None,
+    elite_margin: float = 0.0,
 ) -> AgentInfo | None:
     """The checkpointer: add the snapshot to the league when the schedule says so.
 
     Decides and adds under one registry lock (two trainers cannot both add a "first"
     checkpoint), stores the promotion reasons in ``extra["reasons"]``, and emits
-    ``league.checkpoint_added``. The new entry's rating starts at its parent's (see
-    :meth:`LeagueState.add_checkpoint`). Returns the new agent, or None when not scheduled.
+    ``league.checkpoint_added``. The new entry's rating starts at ``elo`` (the session passes
+    the live hero's own rating), else at its parent's (see :meth:`LeagueState.add_checkpoint`).
+    Returns the new agent, or None when not scheduled.
     """
     with registry.update() as state:
-        reasons = promotion_reasons(step, current_elo, state)
+        reasons = promotion_reasons(step, current_elo, state, elite_margin)
         if not reasons:
             return None
         agent = state.add_checkpoint(
-            name, path=path, step=step, parent=parent, extra={"reasons": reasons}
+            name, path=path, step=step, elo=elo, parent=parent, extra={"reasons": reasons}
         )
     emit_checkpoint_added(events, agent, reasons)
     return agent

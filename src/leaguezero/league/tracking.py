@@ -1,4 +1,4 @@
-"""League events (NDJSON, the spec's names) and the Elo chart.
+"""League events (NDJSON, the spec's names), the Elo chart (PNG) and WandB logging.
 
 Events, all written through :class:`leaguezero.common.events.EventWriter`:
 
@@ -8,11 +8,17 @@ Events, all written through :class:`leaguezero.common.events.EventWriter`:
   ``games``, ``baselines`` (names), ``method``;
 - ``league.opponent_sampled``: ``step``, ``opponent``, ``bucket``, ``opponent_type``,
   ``opponent_elo``, ``probability``;
+- ``league.step_summary``: ``step``, ``hero_elo``, ``draws``, ``buckets``, ``opponent_types``
+  (counts), ``win_rate_by_type`` (the hero's pairwise score by opponent type) — one per
+  training step or iteration, from :class:`~leaguezero.league.session.LeagueSession`;
 - ``league.evaluation_started`` / ``_finished`` / ``_failed`` / ``_skipped`` from the evaluator.
+
+:class:`WandbTracker` mirrors the step summaries and the ratings to Weights & Biases.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -25,6 +31,7 @@ from leaguezero.league.types import AgentInfo
 CHECKPOINT_ADDED = "league.checkpoint_added"
 ELO_UPDATED = "league.elo_updated"
 OPPONENT_SAMPLED = "league.opponent_sampled"
+STEP_SUMMARY = "league.step_summary"
 
 
 def emit_checkpoint_added(
@@ -130,3 +137,90 @@ def plot_elo(events_path: str | os.PathLike, out_path: str | os.PathLike) -> Pat
     plt.close(fig)
     os.replace(tmp, out)  # atomic: a viewer never sees half a PNG
     return out
+
+
+class WandbTracker:
+    """WandB logging of a league run (optional ``wandb`` extra; ``offline`` needs no network).
+
+    Every metric is plotted against ``league/step`` (the hero's training step), declared with
+    ``define_metric``, so an evaluator result that arrives late still lands at its step:
+    ``League/Elo_Rating/{Hero,Past_Best,Baseline_<name>}`` scalars and a ``League/Elo_Rating``
+    line-series chart, and per step ``League/opponent_share/<type>``,
+    ``League/bucket_share/<bucket>``, ``League/win_rate/<type>`` and ``League/hero_elo``.
+    The run id derives from the run directory, so ``--resume`` continues the same WandB run.
+    """
+
+    def __init__(
+        self, run_name: str, run_dir: str | os.PathLike, mode: str, config: Mapping[str, Any]
+    ) -> None:
+        try:
+            import wandb
+        except ImportError:
+            raise RuntimeError(
+                "league.wandb is true but wandb is not installed: pip install 'leaguezero[wandb]'"
+                " or set league.wandb=false"
+            ) from None
+        self.wandb = wandb
+        digest = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
+        self.run = wandb.init(
+            project="leaguezero", name=run_name, dir=str(run_dir), mode=mode,
+            config=dict(config), id=f"{run_name}-{digest}", resume="allow",
+        )  # fmt: skip
+        self.run.define_metric("league/step")
+        self.run.define_metric("League/*", step_metric="league/step")
+        self._seen = 0
+
+    def log_step(self, summary: Mapping[str, Any]) -> None:
+        """One ``league.step_summary`` (see the module doc) as shares and win rates."""
+        draws = max(1, summary["draws"])
+        row: dict[str, Any] = {"league/step": summary["step"]}
+        for kind, n in summary["opponent_types"].items():
+            row[f"League/opponent_share/{kind}"] = n / draws
+        for bucket, n in summary["buckets"].items():
+            row[f"League/bucket_share/{bucket}"] = n / draws
+        for kind, rate in summary["win_rate_by_type"].items():
+            row[f"League/win_rate/{kind}"] = rate
+        if summary.get("hero_elo") is not None:
+            row["League/hero_elo"] = summary["hero_elo"]
+        self.run.log(row)
+
+    def log_new_ratings(self, events_path: str | os.PathLike) -> None:
+        """Log the ``league.elo_updated`` events not logged yet, and redraw the line chart."""
+        new = list(read_events(events_path, ELO_UPDATED))[self._seen :]
+        if not new:
+            return
+        self._seen += len(new)
+        for event in new:
+            ratings = event["ratings"]
+            row: dict[str, Any] = {"league/step": event["step"]}
+            if event.get("challenger") in ratings:
+                row["League/Elo_Rating/Hero"] = ratings[event["challenger"]]
+            for name in event.get("baselines", []):
+                if name in ratings:
+                    row[f"League/Elo_Rating/Baseline_{name}"] = ratings[name]
+            self.run.log(row)
+        series = elo_series(events_path)
+        steps = sorted({s for points in series.values() for s, _ in points})
+        lines, keys = [], []
+        for key, points in series.items():
+            if points:
+                values = dict(points)
+                last = None
+                filled = []
+                for s in steps:  # forward-fill so every line spans the same x values
+                    last = values.get(s, last)
+                    filled.append(last if last is not None else float("nan"))
+                lines.append(filled)
+                keys.append(key)
+        if steps and lines:
+            chart = self.wandb.plot.line_series(
+                xs=steps, ys=lines, keys=keys, title="League/Elo_Rating", xname="training step"
+            )
+            self.run.log({"League/Elo_Rating": chart, "league/step": steps[-1]})
+        past_best = series.get("Past_Best") or []
+        if past_best:
+            self.run.log({"league/step": past_best[-1][0],
+                          "League/Elo_Rating/Past_Best": past_best[-1][1]})  # fmt: skip
+
+    def finish(self) -> None:
+        self.run.finish()

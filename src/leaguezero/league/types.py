@@ -1,6 +1,7 @@
 """League data types: who an agent is, what kind of opponent it is, and what a match produced.
 
-These are plain dataclasses with ``to_dict``/``from_dict`` so that the registry (``league.json``)
+:data:`BASE_MODEL` and :func:`checkpoint_name` are the league names every game uses. The types
+are plain dataclasses with ``to_dict``/``from_dict`` so that the registry (``league.json``)
 and the match log (NDJSON) store them as ordinary JSON. Nothing here knows a game: a seat is an
 integer (Yatzy seat 0/1) or a string (a Diplomacy power), and a score is whatever the game
 compares (higher is better; equal scores tie).
@@ -12,6 +13,14 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+BASE_MODEL = "base_model"  # the league's name of the untrained starting point (step 0)
+
+
+def checkpoint_name(step: int) -> str:
+    """Immutable league name of the hero's snapshot after ``step`` training steps
+    (``ckpt_000050``, the spec's registry example); the same format in every game."""
+    return f"ckpt_{step:06d}"
 
 
 class AgentKind(enum.StrEnum):

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section
-from leaguezero.league.config import MatchmakingSection
+from leaguezero.league.config import LeagueSection as SharedLeagueSection
 
 
 class RunSection(Section):
@@ -219,7 +219,7 @@ class InferSection(Section):
     )
 
 
-class LeagueSection(MatchmakingSection):
+class LeagueSection(SharedLeagueSection):
     """League training (docs/yatzy_league.md): PFSP opponents, checkpoint schedule, async Elo."""
 
     enabled: bool = Field(
@@ -241,20 +241,11 @@ class LeagueSection(MatchmakingSection):
     eval_extra_gatekeepers: list[str] = Field(
         ["greedy"], description="Baselines added to the spec's gatekeepers (random, best, recent)."
     )
-    rating: Literal["refit", "elo"] = Field(
-        "refit", description="Ratings: Bradley-Terry refit of the log, or online Elo."
-    )
-    k_factor: float = Field(32.0, gt=0, description="Elo k-factor (rating: elo).")
-    bootstrap: int = Field(100, ge=0, description="Bootstrap resamples for rating intervals.")
     random_elo: float = Field(800.0, description="Initial (anchor) rating of the random bot.")
     greedy_elo: float = Field(1000.0, description="Initial rating of the greedy bot.")
     oracle_elo: float = Field(1400.0, description="Initial rating of the oracle bot.")
     base_model_elo: float = Field(
         800.0, description="Initial rating of base_model (the untrained initial net)."
-    )
-    wandb: bool = Field(False, description="Also log to Weights & Biases (extra 'wandb').")
-    wandb_mode: Literal["offline", "online"] = Field(
-        "offline", description="wandb mode; offline needs no network (wandb sync later)."
     )
 
 

@@ -157,15 +157,18 @@ def run(
     typer.echo(expected_duration_line(cfg, last - start + 1))
     league_run = None
     if cfg.league.enabled:
-        from leaguezero.distributed.evaluator import league_evaluator_factory
         from leaguezero.league.registry import RegistryError
         from leaguezero.yatzy.train.league_run import LeagueRun
 
+        eval_runner = None
+        if cfg.run.backend == "ray":  # the spec's spawn() as a Ray task (docs/cluster.md)
+            from leaguezero.distributed.evaluator import RayJobRunner
+
+            eval_runner = RayJobRunner(cfg.run.ray_address)
         try:
             league_run = LeagueRun(
-                cfg, run_dir, oracle=oracle, oracle_table=oracle_table,
-                make_evaluator=league_evaluator_factory(cfg.run.backend, cfg.run.ray_address),
-            )  # fmt: skip
+                cfg, run_dir, oracle=oracle, oracle_table=oracle_table, eval_runner=eval_runner
+            )
         except (RegistryError, RuntimeError) as err:
             raise fail(str(err)) from None
     from leaguezero.az.checkpoint import CheckpointError

@@ -1,0 +1,397 @@
+"""One league run of any game: :class:`LeagueSession` owns every league part a training loop uses.
+
+The session holds the registry (``league.json``, created with the game's baselines and
+reconciled with the files on disk), the match log, the hero's decayed win-rate table, the PFSP
+matchmaker, the live hero's rating, the checkpointer (:func:`checkpoint_name`, the geometric
+schedule with its promotion reasons, retirement of stale curriculum snapshots), the async
+evaluator and its gatekeepers, and the tracker (NDJSON events, the Elo PNG, WandB). A game
+gives it only what is its own — its baselines and their ratings, the evaluator's tournament
+(an import path), a function that saves the hero — and plays the games itself; a loop step is::
+
+    draws = session.sample(step, k)          # PFSP opponents, logged
+    results = <the game plays the hero against them>
+    session.record(step, results)            # match log, win rates, the hero's own rating
+    <the game updates the hero>
+    session.checkpoint(step, save)           # by the schedule (then session.retire(step))
+    session.maybe_evaluate(step)             # every eval_every steps, in the background
+    session.end_step(step)                   # step summary event + WandB, reap evaluations
+
+The live hero's rating (:attr:`LeagueSession.hero_elo`, league spec §3 "peers" and "exploitable",
+§1 "elite") comes from games the hero played: it starts at the rating of the agent the hero
+starts from (``base_model``) and moves by online Elo (K = ``league.elo_k``) over its own
+training games, the opponents' registry ratings held fixed (:func:`~.rating.rate_against_fixed`).
+It is not inherited from the newest checkpoint: a copy of that rating can never exceed the best
+checkpoint's, so the elite rule would never fire and every unrated snapshot would sit exactly at
+the hero's rating (no exploitable opponent). A checkpoint joins the league at the live rating;
+the evaluator later replaces it by a rating fitted on evaluation games.
+
+Backends are injected, never chosen here: ``eval_runner`` (a
+:class:`~.evaluator.JobRunner`, default a local process per job).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leaguezero.common.events import EventWriter, read_events
+from leaguezero.league.config import LeagueSection
+from leaguezero.league.evaluator import (
+    AsyncEvaluator,
+    JobRunner,
+    choose_gatekeepers,
+    evaluator_paths,
+)
+from leaguezero.league.matchlog import MatchLog
+from leaguezero.league.matchmaker import Draw, PFSPMatchmaker, WinRateTable
+from leaguezero.league.rating import rate_against_fixed
+from leaguezero.league.registry import LeagueRegistry, LeagueState
+from leaguezero.league.schedule import promote_if_scheduled, promotion_reasons, retire_candidates
+from leaguezero.league.tracking import (
+    ELO_UPDATED,
+    STEP_SUMMARY,
+    WandbTracker,
+    emit_opponents_sampled,
+    plot_elo,
+)
+from leaguezero.league.types import (
+    BASE_MODEL,
+    AgentInfo,
+    MatchResult,
+    OpponentType,
+    checkpoint_name,
+)
+
+__all__ = ["BASE_MODEL", "HERO", "LeagueSession", "checkpoint_name", "evaluator_paths"]
+
+HERO = "hero"  # the live, training hero's league name (its mirror seats)
+RETIRED_EVENT = "league.checkpoints_retired"
+DROPPED_EVENT = "league.checkpoints_dropped"
+SESSION_STATE_VERSION = 1
+
+
+class LeagueSession:
+    """The league side of one training run (see the module docstring).
+
+    Args:
+        run_dir: the run directory (``league.json``, ``league_matches.ndjson``,
+            ``events.ndjson`` and ``elo_png`` live there; checkpoint paths are relative to it).
+        cfg: the game's ``league`` section (a :class:`~.config.LeagueSection`).
+        run_name: stored in ``league.json`` and names the WandB run.
+        baselines: initial rating of every baseline (bots and ``base_model``).
+        anchor: the baseline whose rating pins the scale.
+        baseline_paths: files of baselines that have one (e.g. ``base_model``'s initial net).
+        tournament: the evaluator's tournament, ``"package.module:function"``.
+        tournament_kwargs: its keyword arguments (plain data).
+        seed: seeds the matchmaker and the evaluator's games.
+        hero: the live hero's league name; ``hero_start`` the agent it starts as.
+        extra_gatekeepers: agents every evaluation adds to the spec's gatekeepers.
+        eval_runner: where evaluation jobs run (default: a local process per job).
+        tracker_config: the resolved run config, logged with WandB (``cfg.wandb``).
+        elo_png: file name of the Elo chart.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        cfg: LeagueSection,
+        *,
+        run_name: str,
+        baselines: Mapping[str, float],
+        anchor: str,
+        tournament: str,
+        tournament_kwargs: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        baseline_paths: Mapping[str, str] | None = None,
+        hero: str = HERO,
+        hero_start: str = BASE_MODEL,
+        extra_gatekeepers: Sequence[str] = (),
+        eval_runner: JobRunner | None = None,
+        tracker_config: Mapping[str, Any] | None = None,
+        elo_png: str = "elo.png",
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.paths = evaluator_paths(self.run_dir)
+        self.hero = hero
+        self.extra_gatekeepers = list(extra_gatekeepers)
+        self.elo_png = self.run_dir / elo_png
+        self.registry = LeagueRegistry.create(
+            self.paths["registry"], run_name=run_name, baselines=baselines, anchor=anchor
+        )
+        if baseline_paths:
+            with self.registry.update() as state:
+                for name, path in baseline_paths.items():
+                    if name in state.agents and state.agents[name].path is None:
+                        state.agents[name].path = path
+        self.events = EventWriter(self.paths["events"])
+        dropped = self.registry.reconcile()
+        if dropped:
+            self.events.emit(DROPPED_EVENT, agents=dropped, reason="file missing")
+        self.matchlog = MatchLog(self.paths["matchlog"])
+        self.win_rates = WinRateTable()
+        self.matchmaker = PFSPMatchmaker(
+            shares=cfg.bucket_shares(),
+            peer_window=cfg.peer_window,
+            weighting=cfg.weighting,
+            mode=cfg.mode,
+            min_checkpoints=cfg.min_checkpoints,
+            seed=seed,
+        )
+        start = self.registry.load().agents.get(hero_start)
+        self.hero_elo = float(start.elo if start is not None else baselines[anchor])
+        self.evaluator = AsyncEvaluator(
+            registry_path=self.paths["registry"],
+            matchlog_path=self.paths["matchlog"],
+            events_path=self.paths["events"],
+            tournament=tournament,
+            tournament_kwargs=dict(tournament_kwargs or {}),
+            every=cfg.eval_every,
+            method=cfg.rating,
+            elo_k=cfg.elo_k,
+            bootstrap=cfg.bootstrap,
+            seed=seed,
+            runner=eval_runner,
+        )
+        self.tracker = (
+            WandbTracker(run_name, self.run_dir, cfg.wandb_mode, tracker_config or {})
+            if cfg.wandb
+            else None
+        )
+        self._submitted: set[tuple[str, int]] = set()
+        self._draws: list[Draw] = []
+        self._results: list[MatchResult] = []
+
+    # ----- opponents and results -------------------------------------------------------------
+    def sample(
+        self,
+        step: int,
+        k: int,
+        *,
+        state: LeagueState | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> list[Draw]:
+        """``k`` PFSP opponents for the live hero, logged as ``league.opponent_sampled``.
+
+        ``state``: a registry snapshot to draw from (default: the current one); ``rng``: a
+        generator to draw with instead of the session's (e.g. keyed by game index).
+        """
+        state = self.registry.load() if state is None else state
+        if rng is not None:
+            self.matchmaker.rng = rng
+        draws = self.matchmaker.sample(state, self.hero, self.hero_elo, k, self.win_rates)
+        emit_opponents_sampled(self.events, step, draws)
+        self._draws.extend(draws)
+        return draws
+
+    def record(
+        self,
+        step: int,
+        results: Sequence[MatchResult],
+        *,
+        win_rates: Callable[[Sequence[MatchResult], WinRateTable], None] | None = None,
+    ) -> None:
+        """Log the hero's games, fold them into the win-rate table and rate the live hero.
+
+        ``win_rates`` replaces the default table update (every pairwise outcome of the
+        ``hero`` agent) for a game whose hero seat is marked otherwise.
+        """
+        self.matchlog.extend(results)
+        if win_rates is None:
+            self.win_rates.update_from_matches(results, self.hero)
+        else:
+            win_rates(results, self.win_rates)
+        ratings = self.registry.load().ratings()
+        self.hero_elo = rate_against_fixed(
+            self.hero, self.hero_elo, results, ratings, k=self.cfg.elo_k
+        )
+        self._results.extend(results)
+
+    # ----- the checkpointer ------------------------------------------------------------------
+    def checkpoint(
+        self,
+        step: int,
+        save: Callable[[str], str | os.PathLike],
+        *,
+        name: str | None = None,
+        parent: str | None = None,
+    ) -> AgentInfo | None:
+        """Add the hero's snapshot at ``step`` when the schedule says so; returns it or None.
+
+        ``save(name)`` writes the snapshot and returns its path (only called when scheduled).
+        The snapshot's parent is the newest checkpoint (``parent`` overrides), its initial
+        rating the live hero's; the reasons are stored in ``extra["reasons"]``.
+        """
+        name = checkpoint_name(step) if name is None else name
+        state = self.registry.load()
+        margin = self.cfg.elite_margin
+        if name in state.agents or not promotion_reasons(step, self.hero_elo, state, margin):
+            return None
+        path = os.path.relpath(os.path.abspath(save(name)), os.path.abspath(self.run_dir))
+        latest = state.latest_checkpoint
+        if parent is None:
+            parent = latest.name if latest is not None else BASE_MODEL
+        return promote_if_scheduled(
+            self.registry,
+            name=name,
+            path=path,
+            step=step,
+            current_elo=self.hero_elo,
+            parent=parent if parent in state.agents else None,
+            events=self.events,
+            elo=self.hero_elo,
+            elite_margin=margin,
+        )
+
+    def retire(self, step: int) -> list[str]:
+        """Stop sampling curriculum snapshots that left the recent window (spec §1).
+
+        The schedule admits every 10th step as training moves on; ``retire_candidates`` names
+        those older than 100 steps that are no anchor, elite, first or best checkpoint. They are
+        marked ``extra["retired"] = step`` under the registry lock, so the matchmaker and the
+        evaluator's gatekeepers skip them while their ratings and games stay on record.
+        """
+
+        def stale(state: LeagueState) -> list[str]:
+            live = [a for a in state.checkpoints if not a.extra.get("retired")]
+            return retire_candidates(live, step, state.best_agent)
+
+        if not stale(self.registry.load()):  # most steps: no lock, no rewrite of league.json
+            return []
+        with self.registry.update() as state:
+            names = stale(state)  # again under the lock: the evaluator may have moved `best`
+            for name in names:
+                state.agents[name].extra["retired"] = step
+        if names:
+            self.events.emit(RETIRED_EVENT, step=step, agents=names)
+        return names
+
+    # ----- the evaluator ---------------------------------------------------------------------
+    def maybe_evaluate(
+        self, step: int, *, index: int | None = None, challenger: str | None = None
+    ) -> bool:
+        """:meth:`evaluate` when ``index`` (default ``step``; Yatzy counts iterations) is a
+        multiple of ``eval_every``."""
+        if (step if index is None else index) % self.cfg.eval_every != 0:
+            return False
+        return self.evaluate(step, challenger)
+
+    def evaluate(self, step: int, challenger: str | None = None) -> bool:
+        """Rate ``challenger`` (default: the newest checkpoint) in the background.
+
+        The gatekeepers are the spec's (:func:`~.evaluator.choose_gatekeepers`) plus
+        ``extra_gatekeepers``. A (challenger, step) pair is never rated twice — a resumed step
+        would replay the very same seeded games and count them double. Returns whether a job
+        was submitted.
+        """
+        state = self.registry.load()
+        if challenger is None:
+            latest = state.latest_checkpoint
+            if latest is None:
+                return False
+            challenger = latest.name
+        key = (challenger, step)
+        if key in self._submitted or self._rated(challenger, step):
+            return False
+        self._submitted.add(key)
+        keepers = choose_gatekeepers(state, challenger) + self.extra_gatekeepers
+        keepers = [g for g in dict.fromkeys(keepers) if g != challenger and g in state.agents]
+        self.evaluator.submit(step, challenger, gatekeepers=keepers)
+        return True
+
+    def _rated(self, name: str, step: int) -> bool:
+        return any(
+            r.step == step and name in r.agents for r in self.matchlog.read(kind="evaluation")
+        )
+
+    # ----- tracking --------------------------------------------------------------------------
+    def end_step(self, step: int) -> dict[str, Any]:
+        """Summarise the draws and games since the last call (``league.step_summary``, WandB)
+        and reap finished evaluations."""
+        summary = self.step_summary(step, self._draws, self._results)
+        self._draws, self._results = [], []
+        self.events.emit(STEP_SUMMARY, **summary)
+        if self.tracker is not None:
+            self.tracker.log_step(summary)
+        self.evaluator.poll()
+        return summary
+
+    def step_summary(
+        self, step: int, draws: Iterable[Draw], results: Iterable[MatchResult]
+    ) -> dict[str, Any]:
+        """Bucket and opponent-type counts of ``draws``; the hero's mean pairwise score against
+        each opponent type in ``results`` (games against itself only are left out)."""
+        draws = list(draws)
+        buckets: dict[str, int] = {}
+        kinds: dict[str, int] = {}
+        for draw in draws:
+            buckets[draw.bucket.value] = buckets.get(draw.bucket.value, 0) + 1
+            kinds[draw.opponent_type.value] = kinds.get(draw.opponent_type.value, 0) + 1
+        agents = self.registry.load().agents
+        totals: dict[str, list[float]] = {}
+        for result in results:
+            for a, b, score_a, _ in result.pairwise_outcomes():
+                if self.hero not in (a, b):
+                    continue
+                other, score = (b, score_a) if a == self.hero else (a, 1.0 - score_a)
+                info = agents.get(other)
+                kind = (
+                    OpponentType.BASELINE
+                    if info is not None and info.is_baseline
+                    else OpponentType.HISTORICAL
+                )
+                totals.setdefault(kind.value, [0.0, 0.0])
+                totals[kind.value][0] += score
+                totals[kind.value][1] += 1.0
+        return {
+            "step": step,
+            "hero_elo": round(self.hero_elo, 2),
+            "draws": len(draws),
+            "buckets": buckets,
+            "opponent_types": kinds,
+            "win_rate_by_type": {k: round(s / n, 4) for k, (s, n) in totals.items()},
+        }
+
+    def refresh_outputs(self, *, always: bool = False) -> None:
+        """Redraw the Elo chart (when there are ratings, or ``always``) and log new ratings to
+        WandB."""
+        events = self.paths["events"]
+        if always or any(True for _ in read_events(events, ELO_UPDATED)):
+            plot_elo(events, self.elo_png)
+        if self.tracker is not None:
+            self.tracker.log_new_ratings(events)
+
+    # ----- state and shutdown ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs: matchmaker RNG, win-rate table, the live hero's rating."""
+        return {
+            "session_version": SESSION_STATE_VERSION,
+            "matchmaker_rng": self.matchmaker.rng.bit_generator.state,
+            "win_rates": self.win_rates.to_dict(),
+            "hero_elo": self.hero_elo,
+        }
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`; missing parts keep their current value (a state
+        without ``hero_elo``, written before the live rating existed, keeps the rating the hero
+        starts from)."""
+        if data.get("matchmaker_rng") is not None:
+            self.matchmaker.rng.bit_generator.state = data["matchmaker_rng"]
+        if data.get("win_rates") is not None:
+            self.win_rates = WinRateTable.from_dict(data["win_rates"])
+        if data.get("hero_elo") is not None:
+            self.hero_elo = float(data["hero_elo"])
+
+    def close(self, timeout: float = 900.0) -> None:
+        """Wait for the evaluator's last job, write the chart and WandB logs, close files."""
+        try:
+            self.evaluator.close(timeout)
+            self.refresh_outputs(always=True)
+            if self.tracker is not None:
+                self.tracker.finish()
+        finally:
+            self.events.close()
