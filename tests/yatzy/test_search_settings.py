@@ -109,13 +109,8 @@ def test_every_command_builds_the_same_search_settings(tmp_path, monkeypatch, re
     from leaguezero.yatzy.train.league_eval import yatzy_tournament
     from leaguezero.yatzy.train.league_run import LeagueRun
 
-    handed: dict = {}
-
-    def make_evaluator(**kwargs):
-        handed.update(kwargs)
-        return None
-
-    league = LeagueRun(cfg, run, make_evaluator=make_evaluator)
+    league = LeagueRun(cfg, run)
+    handed = {"tournament_kwargs": league.evaluator.tournament_kwargs}
     info = AgentInfo("ckpt_1", AgentKind.CHECKPOINT, 1000.0, path=ckpt)
     where["now"] = "league opponent"
     with pytest.raises(_Built):
