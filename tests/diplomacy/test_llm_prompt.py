@@ -77,3 +77,39 @@ def test_shipped_vllm_config_is_current_and_documented() -> None:
     for line in expected.splitlines():
         if not line.startswith("#"):
             assert "  # " in line, f"undocumented key: {line}"
+
+
+def test_the_prompts_own_listing_format_parses() -> None:
+    # What a model copying the prompt's "A PAR: - BUR | H" listing writes.
+    out = extract_orders("A PAR: - BUR\nF BRE: H\nA MAR: - SPA | H\nEND", LEGAL)
+    assert out.parsed == ["A PAR - BUR", "F BRE H", "A MAR - SPA"]
+    assert out.invalid == 1 and out.missing == 0  # "A MAR H" is a second order for MAR
+
+
+def test_full_province_names_parse() -> None:
+    text = "Army Paris moves to Burgundy\nFleet Brest -> Mid-Atlantic Ocean\nArmy Marseilles holds"
+    out = extract_orders(text, LEGAL)
+    assert out.parsed == ["A PAR - BUR", "F BRE - MAO", "A MAR H"]
+    assert canonical_order("F Mid-Atlantic Ocean - Spain (south coast)") == "F MAO - SPA/SC"
+    assert canonical_order("A St. Petersburg - Moscow") == "A STP - MOS"
+    assert canonical_order("A PAR S A MAR - BUR") == "A PAR S A MAR - BUR"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '["A PAR - BUR", "F BRE - MAO", "A MAR H"]',
+        '```json\n{"orders": ["A PAR - BUR", "F BRE - MAO", "A MAR H"]}\n```',
+        '{"A PAR": "- BUR", "F BRE": "- MAO", "A MAR": "H"}',
+        '{"orders": [{"order": "A PAR - BUR"}, {"order": "F BRE - MAO"}, {"order": "A MAR H"}]}',
+    ],
+)
+def test_json_answers_parse(text: str) -> None:
+    out = extract_orders(text, LEGAL)
+    assert out.parsed == ["A PAR - BUR", "F BRE - MAO", "A MAR H"]
+    assert (out.invalid, out.missing) == (0, 0)
+
+
+def test_broken_json_is_read_as_lines_and_never_raises() -> None:
+    out = extract_orders('["A PAR - BUR", "F BRE', LEGAL)
+    assert out.missing >= 2 and isinstance(out.orders, list)

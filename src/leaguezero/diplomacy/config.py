@@ -21,7 +21,7 @@ class TrainSection(Section):
     agent: Literal["policy", "llm"] = Field(
         "policy",
         description="The hero: policy (the small CPU network) or llm (a LoRA adapter on "
-        "llm.base_model, hf backend).",
+        "llm.base_model, sampled in process or through an OpenAI-compatible server).",
     )
     steps: int = Field(300, ge=1, description="Training steps (one GRPO update each).")
     groups_per_step: int = Field(
@@ -111,6 +111,12 @@ class LLMSection(Section):
     temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 is greedy).")
     adapters_dir: str = Field(
         "adapters", description="Folder (under the run) for published hero adapter versions."
+    )
+    format_penalty: float = Field(
+        0.0,
+        ge=0,
+        description="GRPO reward term: the hero's score minus this times the share of its owed "
+        "orders that were invalid or missing (0: off).",
     )
 
     @model_validator(mode="after")

@@ -223,7 +223,7 @@ class GRPOTrainer:
         }
         if not records:
             zero = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-            return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0}
+            return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0, "old_log_prob_gap": 0.0}
         old = torch.tensor([r.old_log_prob for r in records], dtype=torch.float32)
         adv_t = torch.tensor(advantages, dtype=torch.float32)
         index = torch.tensor(game_index, dtype=torch.int64)
@@ -233,8 +233,14 @@ class GRPOTrainer:
                 ref = self.reference.log_prob(records).detach()
         parts: LossParts | None = None
         grad_norm = 0.0
-        for _ in range(self.epochs):
+        recompute = bool(getattr(self.policy, "recompute_old_log_probs", False))
+        sampled = old
+        for epoch in range(self.epochs):
             new = self.policy.log_prob(records)
+            if recompute and epoch == 0:
+                # The sampler's numerics differ from the trainer's (a server's kernels, a
+                # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1).
+                old = new.detach()
             parts = grpo_loss(
                 new,
                 old,
@@ -258,6 +264,7 @@ class GRPOTrainer:
             "clip_fraction": float(parts.clip_fraction),
             "ratio_mean": float(parts.ratio_mean),
             "grad_norm": grad_norm,
+            "old_log_prob_gap": float((sampled - old).abs().mean()),
         }
 
     def state_dict(self) -> dict[str, Any]:

@@ -78,32 +78,41 @@ def diplomacy_tournament(
     import torch
 
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.scoring import win_shares
-    from leaguezero.diplomacy.tournament import run_tournament
 
     torch.set_num_threads(1)  # the evaluator shares the machine with the trainer
     base = DiplomacyConfig.model_validate(config or {})
     paths = {a.name: a.path for a in [challenger, *gatekeepers] if a.path is not None}
-    backend = None
+    make_llm_resolver, close = None, None
     if base.train.agent == "llm":  # league entries are adapter folders on one base model
-        from leaguezero.diplomacy.llm.league import backend_from_config
+        from leaguezero.diplomacy.llm.league import evaluation_resolver_factory
 
-        backend = backend_from_config(base.llm)
+        # hf: the base model in this process; openai: the run's server (docs/llm.md).
+        make_llm_resolver, close = evaluation_resolver_factory(base.llm)
+    try:
+        return _play_gatekeepers(
+            base, challenger, gatekeepers, paths, make_llm_resolver, seed, games_per_gatekeeper,
+            greedy, temperature,
+        )  # fmt: skip
+    finally:
+        if close is not None:
+            close()
+
+
+def _play_gatekeepers(
+    base, challenger, gatekeepers, paths, make_llm_resolver, seed, games_per_gatekeeper, greedy,
+    temperature,
+) -> list[MatchResult]:  # fmt: skip
+    from leaguezero.diplomacy.scoring import win_shares
+    from leaguezero.diplomacy.tournament import run_tournament
+
     results: list[MatchResult] = []
     for k, keeper in enumerate(gatekeepers):
         cfg = base.model_copy(
             update={"seed": seed * 1_000 + k, "games_dir": None, "record_observations": False}
         )
-        if backend is not None:
-            from leaguezero.diplomacy.llm.league import adapter_resolver
-
-            resolver = adapter_resolver(
-                backend,
-                paths,
-                seed=seed * 1_000 + k,
-                greedy=greedy,
-                temperature=temperature,
-                max_new_tokens=base.llm.max_new_tokens,
+        if make_llm_resolver is not None:
+            resolver = make_llm_resolver(
+                paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature
             )
         else:
             resolver = checkpoint_resolver(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.diplomacy.llm.client import AdapterCapacityError, GenerationClient, LLMError
 from leaguezero.league.matchmaker import Rng, cluster_seating
 
 _VERSIONED = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*)-v(?P<version>\d{4,})$")
@@ -45,15 +45,27 @@ class AdapterSlots:
     """Load and unload adapters on ``client`` so that at most ``max_loras`` are resident.
 
     ``pinned``: names never evicted (the hero's live version). Eviction is least recently
-    used among loaded adapters the current request does not need.
+    used among loaded adapters the current request does not need; with ``owned_only`` only
+    adapters this object loaded count and may be evicted (a server shared by processes).
     """
 
-    def __init__(self, client: GenerationClient, max_loras: int, pinned: Iterable[str] = ()):
+    def __init__(
+        self,
+        client: GenerationClient,
+        max_loras: int,
+        pinned: Iterable[str] = (),
+        *,
+        owned_only: bool = False,
+    ):
         if max_loras < 1:
             raise ValueError(f"max_loras must be at least 1, got {max_loras}")
         self.client = client
         self.max_loras = max_loras
         self.pinned = set(pinned)
+        # owned_only: count and evict only adapters loaded through this object (a server
+        # shared by the trainer and the evaluator: neither unloads what the other uses).
+        self.owned_only = owned_only
+        self.owned: set[str] = set()
         self._clock = 0
         self._last_used: dict[str, int] = {}
 
@@ -69,7 +81,12 @@ class AdapterSlots:
                 "seat the game with fit_seating (cluster sampling)"
             )
         loaded = set(self.client.list_adapters())
-        missing = [name for name in needed if name not in loaded]
+        if self.owned_only:
+            self.owned &= loaded  # unloaded elsewhere meanwhile
+            missing = [name for name in needed if name not in loaded]
+            loaded = self.owned | (self.pinned & loaded)
+        else:
+            missing = [name for name in needed if name not in loaded]
         excess = len(loaded) + len(missing) - self.max_loras
         evicted: list[str] = []
         if excess > 0:
@@ -85,9 +102,14 @@ class AdapterSlots:
             for name in candidates[:excess]:
                 self.client.unload_adapter(name)
                 self._last_used.pop(name, None)
+                self.owned.discard(name)
                 evicted.append(name)
         for name in missing:
-            self.client.load_adapter(name, needed[name])
+            try:
+                self.client.load_adapter(name, needed[name])
+            except AdapterCapacityError as err:
+                raise SlotsExceededError(f"the server refused adapter {name!r}: {err}") from None
+            self.owned.add(name)
         for name in needed:
             self._clock += 1
             self._last_used[name] = self._clock
@@ -97,6 +119,7 @@ class AdapterSlots:
         """Unload ``name`` if it is loaded (a superseded hero version); True if it was."""
         self.pinned.discard(name)
         self._last_used.pop(name, None)
+        self.owned.discard(name)
         if name in self.client.list_adapters():
             self.client.unload_adapter(name)
             return True

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from leaguezero.diplomacy.grpo import ActionRecord
 from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders
+from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
 
 
 @dataclass
@@ -54,6 +54,7 @@ class SeatStats:
     missing: int = 0
     parsed: int = 0
     finished: int = 0  # completions that ended with end-of-sequence (not cut at the budget)
+    truncated: int = 0  # completions cut at max_new_tokens
 
 
 def _is_llm_seat(name: str | None) -> bool:
@@ -86,7 +87,9 @@ class LLMTable:
     ``power_adapters``: the game's seating ``{power: agent}``; bot seats are ignored, ``None``
     or ``"base_model"`` is the base model, any other name an adapter loaded on ``client``.
     ``record_adapter``: completions of seats with this adapter are recorded (None: none).
-    ``seed``: the game's seed; each phase draws a fresh seed from it.
+    ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
+    prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
+    default: as written).
     """
 
     def __init__(
@@ -99,8 +102,10 @@ class LLMTable:
         max_new_tokens: int = 256,
         temperature: float = 1.0,
         seed: int = 0,
+        render: Callable[[str], str] | None = None,
     ) -> None:
         self.client = client
+        self.render = render
         # The seating to give run_rollout (its resolver answers every LLM seat from here).
         self.seating: dict[str, str | None] = dict(power_adapters)
         self.seats = {p: _adapter_of(a) for p, a in power_adapters.items() if _is_llm_seat(a)}
@@ -153,7 +158,8 @@ class LLMTable:
             if legal:
                 seats.append(power)
                 legals.append(legal)
-                prompts.append(build_prompt(env, power, legal))
+                prompt = build_prompt(env, power, legal)
+                prompts.append(self.render(prompt) if self.render is not None else prompt)
         if not seats:
             return {}
         adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
@@ -175,6 +181,7 @@ class LLMTable:
             stats.missing += parsed.missing
             stats.parsed += len(parsed.parsed)
             stats.finished += completion.finish_reason == "stop"
+            stats.truncated += completion.finish_reason != "stop"
             if self._records_seat(adapter):
                 payload = LLMPayload(prompt, list(completion.token_ids), adapter)
                 self.records.append(ActionRecord(power, env.phase, completion.logprob_sum, payload))
@@ -188,10 +195,15 @@ class LLMHero:
     ``sampler``: a client that samples games (e.g. :class:`~.openai_client.OpenAIClient` to
     vLLM), which gets each trained version as ``{prefix}-v{NNNN}`` saved under
     ``adapters_dir`` (a path the sampler's server can read); ``slots``: the sampler's adapter
-    slots (the live hero version is pinned).
+    slots (the live hero version is pinned). ``in_process``: ``sampler`` runs on ``backend``
+    itself (e.g. a :class:`~.batching.BatchingGenerator` front), so the training adapter is
+    sampled directly and nothing is published.
     """
 
     TRAIN_ADAPTER = "hero_train"
+    # Sampled log-probs come from another forward pass (a KV-cache loop, or a server with its
+    # own kernels): the trainer recomputes the old log-probs before its first epoch.
+    recompute_old_log_probs = True
 
     def __init__(
         self,
@@ -203,10 +215,12 @@ class LLMHero:
         slots: AdapterSlots | None = None,
         max_new_tokens: int = 256,
         temperature: float = 1.0,
+        in_process: bool = False,
     ) -> None:
         self.backend = backend
         self.sampler = sampler if sampler is not None else backend
-        self.remote = sampler is not None and sampler is not backend
+        # in_process: the sampler is a front of `backend` itself (a batcher): no publishing.
+        self.remote = sampler is not None and sampler is not backend and not in_process
         if self.remote and adapters_dir is None:
             raise ValueError("a remote sampler needs adapters_dir to publish hero versions to")
         self.adapters_dir = Path(adapters_dir) if adapters_dir is not None else None
@@ -220,6 +234,8 @@ class LLMHero:
         self.version = 0
         self._published: tuple[int, ...] | None = None
         self.live_adapter = self.TRAIN_ADAPTER if not self.remote else ""
+        tokenizer = backend.tokenizer
+        self.render: Callable[[str], str] = lambda prompt: render_prompt(tokenizer, prompt)
 
     # --------------------------------------------------------------- publishing
     def _weights_version(self) -> tuple[int, ...]:
@@ -269,6 +285,7 @@ class LLMHero:
             max_new_tokens=self.max_new_tokens,
             temperature=temp,
             seed=seed,
+            render=self.render,
         )
         table.solo, table.solo_adapter = True, adapter
         return LLMPolicy(table)
@@ -293,6 +310,7 @@ class LLMHero:
             max_new_tokens=self.max_new_tokens,
             temperature=temp,
             seed=seed,
+            render=self.render,
         )
 
     # ----------------------------------------------------------------- training
@@ -310,6 +328,10 @@ class LLMHero:
         if not per_token:
             return torch.zeros((0,), dtype=torch.float32)
         return torch.stack([t.sum() for t in per_token]).float()
+
+    def reference(self) -> BasePolicy:
+        """The frozen base model (no adapter) as a policy: the anchor of ``train.kl_coef``."""
+        return BasePolicy(self.backend)
 
     def save(self, path: str | Path) -> Path:
         """Write the hero adapter as a peft folder (what vLLM and :meth:`load` read)."""
@@ -334,3 +356,21 @@ class LLMHero:
                     param.copy_(other)
         finally:
             self.backend.unload_adapter(scratch)
+
+
+class BasePolicy:
+    """The base model without any adapter, scoring records (the KL reference; no gradients)."""
+
+    def __init__(self, backend: HFBackend) -> None:
+        self.backend = backend
+
+    def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
+        """``[N]`` log-prob of each record's completion under the base model."""
+        payloads = [r.payload for r in records]
+        with torch.no_grad():
+            per_token = self.backend.logprobs(
+                [p.prompt for p in payloads], [p.token_ids for p in payloads], None
+            )
+        if not per_token:
+            return torch.zeros((0,), dtype=torch.float32)
+        return torch.stack([t.sum() for t in per_token]).float()

@@ -36,10 +36,21 @@ class _Job:
 class BatchingGenerator:
     """Merge concurrent :meth:`submit` calls into backend batches (one worker thread)."""
 
-    def __init__(self, backend: RowBackend, *, max_batch: int = 32, wait_s: float = 0.005):
+    def __init__(
+        self,
+        backend: RowBackend,
+        *,
+        max_batch: int = 32,
+        wait_s: float = 0.005,
+        max_adapters: int | None = None,
+    ):
         self.backend = backend
         self.max_batch = max_batch
         self.wait_s = wait_s
+        # vLLM's --max-loras: distinct adapters in one batch (the base model is not one);
+        # a job that would exceed it waits for the next batch.
+        self.max_adapters = max_adapters
+        self._deferred: list[_Job] = []
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="llm-batcher", daemon=True)
         self._closed = False
@@ -79,15 +90,27 @@ class BatchingGenerator:
             self._worker.join(timeout=30)
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
+        stop = False
+        while not stop or self._deferred:
+            if self._deferred:
+                first = self._deferred.pop(0)
+            else:
+                first = self._queue.get()
+                if first is None:
+                    return
             jobs = [first]
             count = len(first.rows)
+            adapters = self._adapters(first)
+            waiting, self._deferred = self._deferred, []
+            for job in waiting:  # jobs deferred by the adapter cap go first
+                if count >= self.max_batch or not self._fits(adapters, job):
+                    self._deferred.append(job)
+                    continue
+                jobs.append(job)
+                count += len(job.rows)
+                adapters |= self._adapters(job)
             deadline = time.monotonic() + self.wait_s
-            stop = False
-            while count < self.max_batch:
+            while count < self.max_batch and not stop:
                 try:
                     job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
@@ -95,11 +118,22 @@ class BatchingGenerator:
                 if job is None:
                     stop = True
                     break
+                if not self._fits(adapters, job):
+                    self._deferred.append(job)
+                    continue
                 jobs.append(job)
                 count += len(job.rows)
+                adapters |= self._adapters(job)
             self._run_jobs(jobs)
-            if stop:
-                return
+
+    @staticmethod
+    def _adapters(job: _Job) -> set[str]:
+        return {r.adapter for r in job.rows if r.adapter is not None}
+
+    def _fits(self, adapters: set[str], job: _Job) -> bool:
+        if self.max_adapters is None:
+            return True
+        return len(adapters | self._adapters(job)) <= self.max_adapters
 
     def _run_jobs(self, jobs: list[_Job]) -> None:
         rows = [row for job in jobs for row in job.rows]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -78,12 +79,23 @@ def serve(
     target_modules: Annotated[
         str, typer.Option(help="Comma-separated module names LoRA wraps.")
     ] = "q_proj,v_proj",
+    max_loras: Annotated[
+        int | None,
+        typer.Option(help="Distinct adapters per batch, as vLLM's --max-loras (others wait)."),
+    ] = None,
+    max_cpu_loras: Annotated[
+        int | None,
+        typer.Option(help="Adapters resident at once; a load beyond it is refused (507)."),
+    ] = None,
 ) -> None:
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
     from leaguezero.diplomacy.llm.server import LLMServer
 
     settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
     backend = _load_backend(base_model, served_model_name, device, dtype, settings)
+    for bound, label in ((max_loras, "--max-loras"), (max_cpu_loras, "--max-cpu-loras")):
+        if bound is not None and bound < 1:
+            raise _fail(f"{label} must be at least 1")
     for spec in lora or []:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
@@ -93,7 +105,9 @@ def serve(
         except Exception as err:
             raise fail(f"--lora {spec}: {err}") from None
     try:
-        server = LLMServer(backend, host=host, port=port)
+        server = LLMServer(
+            backend, host=host, port=port, max_loras=max_loras, max_cpu_loras=max_cpu_loras
+        )
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err}") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -147,3 +161,72 @@ def config_write(
     cfg = load_config(DiplomacyConfig, None, VLLM_OVERRIDES)
     atomic_write_text(path, commented_yaml(cfg, VLLM_CONFIG_HEADER))
     typer.echo(str(path))
+
+
+@app.command()
+def pretrain(
+    out: Annotated[Path, typer.Option(help="Folder for the model (Hugging Face layout).")],
+    games: Annotated[int, typer.Option(min=1, help="Bot games whose orders are the corpus.")] = 240,
+    max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 3,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 1200,
+    batch_tokens: Annotated[int, typer.Option(min=256, help="Padded tokens per batch.")] = 6144,
+    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
+    hidden: Annotated[int, typer.Option(min=16, help="Model width.")] = 128,
+    layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 4,
+    heads: Annotated[int, typer.Option(min=1, help="Attention heads.")] = 4,
+    vocab_size: Annotated[int, typer.Option(min=300, help="BPE vocabulary size.")] = 1024,
+    record: Annotated[
+        str, typer.Option(help="Comma-separated bots whose orders are learned.")
+    ] = "greedy_bot,chaos_bot",
+    seats: Annotated[
+        str, typer.Option(help="Comma-separated bots drawn for each seat of a corpus game.")
+    ] = "greedy_bot,chaos_bot,random_bot",
+    seed: Annotated[int, typer.Option(help="Seed of games, sampling and initial weights.")] = 0,
+    threads: Annotated[int, typer.Option(help="torch threads (0: torch's default).")] = 0,
+    force: Annotated[bool, typer.Option(help="Replace a non-empty --out folder.")] = False,
+) -> None:
+    """Build a small base LM that plays Diplomacy, from bot games, on this machine.
+
+    Trains a BPE tokenizer and a Llama-shaped model from scratch on (prompt -> orders) pairs of
+    the built-in bots, checks its held-out order validity, and saves a normal Hugging Face
+    folder that `llm.base_model` / `--base-model` accept (docs/llm.md).
+    """
+    from leaguezero.diplomacy.bots import BOTS
+    from leaguezero.diplomacy.llm.pretrain import PretrainSettings
+    from leaguezero.diplomacy.llm.pretrain import pretrain as build
+
+    seat_bots = tuple(b.strip() for b in seats.split(",") if b.strip())
+    record_bots = tuple(b.strip() for b in record.split(",") if b.strip())
+    unknown = sorted(set(seat_bots + record_bots) - set(BOTS))
+    if unknown:
+        raise _fail(f"unknown bot(s) {', '.join(unknown)}; choose from {', '.join(sorted(BOTS))}")
+    if not set(record_bots) & set(seat_bots):
+        raise _fail("--record names no bot of --seats: the corpus would be empty")
+    settings = PretrainSettings(
+        games=games,
+        max_years=max_years,
+        seat_bots=seat_bots,
+        record_bots=record_bots,
+        vocab_size=vocab_size,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        steps=steps,
+        batch_tokens=batch_tokens,
+        lr=lr,
+        seed=seed,
+        threads=threads,
+    )
+    if hidden % heads:
+        raise _fail(f"--hidden {hidden} is not a multiple of --heads {heads}")
+    try:
+        report = build(out, settings, log=lambda line: typer.echo(line, err=True), overwrite=force)
+    except (FileExistsError, ValueError) as err:
+        raise _fail(str(err)) from None
+    summary = {
+        "out": str(out),
+        "parameters": report["parameters"],
+        "valid_rate": report["validity"]["valid_rate"],
+        "seconds": report["seconds"]["total"],
+    }
+    typer.echo(json.dumps(summary))

@@ -28,6 +28,10 @@ class LLMError(RuntimeError):
     """A generation or adapter request that failed; the message is one line for the user."""
 
 
+class AdapterCapacityError(LLMError):
+    """The server refused to load another adapter (its resident limit, or memory)."""
+
+
 class UnknownAdapterError(LLMError, KeyError):
     """A request named an adapter the backend has not loaded."""
 

@@ -14,7 +14,10 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -22,10 +25,14 @@ import torch
 from leaguezero.diplomacy.agents import BASE_MODEL, AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.bots import BOTS
 from leaguezero.diplomacy.config import DiplomacyConfig, LLMSection
-from leaguezero.diplomacy.llm.adapters import AdapterSlots
-from leaguezero.diplomacy.llm.agent import LLMHero, LLMPolicy, LLMTable
-from leaguezero.diplomacy.llm.client import LLMError
+from leaguezero.diplomacy.grpo import ActionRecord
+from leaguezero.diplomacy.llm.adapters import AdapterSlots, SlotsExceededError, fit_seating
+from leaguezero.diplomacy.llm.agent import LLMHero, LLMPolicy, LLMTable, SeatStats
+from leaguezero.diplomacy.llm.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.rollout import RolloutResult, run_rollout
 
 
 def uses_adapter(name: str | None) -> bool:
@@ -36,21 +43,16 @@ def uses_adapter(name: str | None) -> bool:
 def backend_from_config(llm: LLMSection) -> HFBackend:
     """The ``hf`` backend of ``llm.base_model`` with the section's LoRA shape, device, dtype.
 
-    Raises :class:`~.client.LLMError` with one line when the section cannot be trained here
-    (no base model folder, or the ``openai`` backend, which the loop does not drive yet).
+    The trainer always holds the base model in process (it computes the gradients); with
+    ``llm.backend: openai`` only the sampling goes to the server. Raises
+    :class:`~.client.LLMError` with one line when there is no base model folder.
     """
-    if llm.backend != "hf":
-        raise LLMError(
-            f"train.agent=llm trains with llm.backend=hf only (got {llm.backend!r}); sampling "
-            "through an OpenAI-compatible server is not wired into the league loop yet"
-        )
     if llm.base_model is None:
         raise LLMError(
             "train.agent=llm needs llm.base_model: a local folder with a causal LM and its "
-            "tokenizer (save_pretrained); nothing is downloaded"
+            "tokenizer (save_pretrained, or `leaguezero llm pretrain --out DIR`); nothing is "
+            "downloaded"
         )
-    if llm.device == "cpu":
-        torch.set_num_threads(1)  # shared 2-core machines (DESIGN.md)
     lora = LoraSettings(
         rank=llm.lora_rank,
         alpha=llm.lora_alpha,
@@ -66,19 +68,74 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
         raise LLMError(f"cannot load base model {llm.base_model}: {err}") from None
 
 
-class LLMLeagueHero:
-    """The LLM hero of a league run (see module doc); ``hero`` is the GRPO policy."""
+def server_client(llm: LLMSection) -> OpenAIClient:
+    """An :class:`~.openai_client.OpenAIClient` for ``llm.endpoint`` (vLLM or ``llm serve``)."""
+    client = OpenAIClient(llm.endpoint, base_model=llm.served_model_name)
+    try:
+        client.models()
+    except LLMError as err:
+        client.close()
+        raise LLMError(
+            f"{err}; start the server first (`leaguezero llm serve --base-model "
+            f"{llm.base_model} --max-loras {llm.max_loras}` or vLLM, docs/llm.md)"
+        ) from None
+    return client
 
-    def __init__(self, cfg: DiplomacyConfig, hero_name: str = "hero") -> None:
-        self.backend = backend_from_config(cfg.llm)
+
+@dataclass
+class HeroGame:
+    """One finished game of the hero: the rollout, the hero power's records and its seat."""
+
+    result: RolloutResult
+    records: list[ActionRecord]
+    stats: SeatStats
+    seating: dict[str, str]
+
+
+class LLMLeagueHero:
+    """The LLM hero of a league run (see module doc); ``hero`` is the GRPO policy.
+
+    ``run_dir``: the run folder (published hero versions go to ``run_dir/llm.adapters_dir``,
+    which an ``openai`` server must be able to read).
+    """
+
+    def __init__(
+        self, cfg: DiplomacyConfig, hero_name: str = "hero", run_dir: str | Path = "."
+    ) -> None:
+        llm = cfg.llm
+        self.backend = backend_from_config(llm)
+        self.remote = llm.backend == "openai"
+        self.client: OpenAIClient | None = None
+        if self.remote:
+            self.client = server_client(llm)
+            sampler: GenerationClient = self.client
+            self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
+        else:
+            # Games of a group run in threads; their rows meet in one batch per forward pass.
+            self.batcher = BatchingGenerator(self.backend, max_batch=64)
+            sampler = _InProcess(self.batcher, self.backend)
+            # The training adapter takes one of the max_loras slots for good.
+            self.slots = AdapterSlots(
+                self.backend, llm.max_loras, pinned={LLMHero.TRAIN_ADAPTER}, owned_only=True
+            )
         self.hero = LLMHero(
             self.backend,
-            max_new_tokens=cfg.llm.max_new_tokens,
+            sampler=sampler,
+            adapters_dir=Path(run_dir) / llm.adapters_dir,
+            slots=self.slots,
+            max_new_tokens=llm.max_new_tokens,
             temperature=cfg.train.temperature,
+            in_process=not self.remote,
         )
         self.hero_name = hero_name
-        # The training adapter takes one of the max_loras slots for good.
-        self.slots = AdapterSlots(self.backend, cfg.llm.max_loras, pinned={LLMHero.TRAIN_ADAPTER})
+        self.format_penalty = llm.format_penalty
+
+    def close(self) -> None:
+        """Stop the batcher or close the server connection."""
+        if self.client is not None:
+            self.client.close()
+        else:
+            self.batcher.close()
 
     def weights(self) -> dict[str, torch.Tensor]:
         """A copy of the hero adapter's LoRA tensors, by parameter name (for ``state.pt``)."""
@@ -112,38 +169,184 @@ class LLMLeagueHero:
             seating, seed=seed, hero_name=self.hero_name, temperature=temperature
         )
 
+    def play_group(
+        self,
+        game_cfg: DiplomacyConfig,
+        group_idx: int,
+        seating: Mapping[str, str],
+        hero_power: str,
+        adapter_paths: Mapping[str, str | Path],
+        *,
+        seeds: Sequence[int],
+        temperature: float,
+    ) -> list[HeroGame]:
+        """Play the group's games at once (one thread each), so their requests share batches.
+
+        Every game has the same seating; ``seeds[i]`` seeds game ``i``'s sampling. When the
+        server refuses an adapter (slots or memory), the table falls back to cluster seating
+        with fewer distinct adapters (:func:`~.adapters.fit_seating`).
+        """
+        seating = dict(seating)
+        adapter_paths = dict(adapter_paths)
+        while True:
+            try:
+                self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
+                break
+            except SlotsExceededError:
+                if len(adapter_paths) == 0:
+                    raise
+                seating, adapter_paths = self._fewer_adapters(seating, hero_power, adapter_paths)
+        tables = [
+            self.hero.table(seating, seed=seed, hero_name=self.hero_name, temperature=temperature)
+            for seed in seeds
+        ]
+
+        def play(game_idx: int) -> RolloutResult:
+            table = tables[game_idx]
+            return run_rollout(
+                game_cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
+            )
+
+        with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
+            results = list(pool.map(play, range(len(tables))))
+        games = []
+        for table, result in zip(tables, results, strict=True):
+            records = [r for r in table.records if r.power == hero_power]
+            stats = table.stats.get(hero_power, SeatStats())
+            games.append(HeroGame(result, records, stats, seating))
+        return games
+
+    def _fewer_adapters(
+        self, seating: dict[str, str], hero_power: str, paths: dict[str, str | Path]
+    ) -> tuple[dict[str, str], dict[str, str | Path]]:
+        """The seating with one distinct adapter opponent less (cluster seating)."""
+        from leaguezero.diplomacy.env import POWERS
+
+        opponents = [seating[p] for p in POWERS if p != hero_power]
+        slots = 1 + len(paths) - 1  # the hero's version + one adapter opponent fewer
+        rng = random.Random(hash((tuple(opponents), hero_power)) & 0xFFFF_FFFF)
+        seats = fit_seating(
+            self.hero_name,
+            opponents,
+            max_loras=max(1, slots),
+            uses_slot=lambda n: n == self.hero_name or uses_adapter(n),
+            rng=rng,
+            hero_seat=POWERS.index(hero_power),
+        )
+        new = dict(zip(POWERS, seats, strict=True))
+        return new, {n: p for n, p in paths.items() if n in new.values()}
+
+    def hero_score(self, game: HeroGame) -> float:
+        """The GRPO reward of a game: the hero's final score, less the format penalty times the
+        share of owed orders that were invalid or missing (``llm.format_penalty``; 0: off)."""
+        score = game.result.scores[game.result.hero_power]
+        if self.format_penalty <= 0:
+            return score
+        owed = game.stats.parsed + game.stats.missing
+        bad = game.stats.invalid + game.stats.missing
+        return score - self.format_penalty * bad / max(1, owed + game.stats.invalid)
+
+
+class _InProcess:
+    """The in-process sampler: generation through the batcher, adapters on the backend."""
+
+    def __init__(self, batcher: BatchingGenerator, backend: HFBackend) -> None:
+        self.batcher = batcher
+        self.backend = backend
+
+    def generate(self, prompts, adapters, max_new_tokens, temperature, seed):
+        return self.batcher.generate(prompts, adapters, max_new_tokens, temperature, seed)
+
+    def load_adapter(self, name: str, path: str) -> None:
+        self.backend.load_adapter(name, path)
+
+    def unload_adapter(self, name: str) -> None:
+        self.backend.unload_adapter(name)
+
+    def list_adapters(self) -> list[str]:
+        return self.backend.list_adapters()
+
 
 def adapter_resolver(
-    backend: HFBackend,
+    client: GenerationClient,
     paths: Mapping[str, str | Path],
     *,
     seed: int = 0,
     greedy: bool = True,
     temperature: float = 1.0,
     max_new_tokens: int = 256,
+    render: Callable[[str], str] | None = None,
+    slots: AdapterSlots | None = None,
+    prefix: str = "",
 ) -> AgentResolver:
-    """A resolver that plays league adapters (and the base model) on ``backend``, one per seat.
+    """A resolver that plays league adapters (and the base model) on ``client``, one per seat.
 
-    Each adapter is loaded once under its league name; every call gets a standalone actor with
-    the next seed (seats are sampled one by one, not batched). Raises ``UnknownAgentError``
-    for an adapter name not in ``paths``.
+    ``client``: an :class:`~.hf_backend.HFBackend` in process or an
+    :class:`~.openai_client.OpenAIClient` (the evaluator of an ``openai`` run plays through the
+    server too). Each adapter is loaded once as ``prefix + name`` (an evaluator sharing a
+    server with the trainer uses its own names, so neither unloads the other's adapters),
+    through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
+    standalone actor with the next seed. ``render``: the chat template (see
+    :func:`~.prompt.render_prompt`). Raises ``UnknownAgentError`` for an adapter name not in
+    ``paths``.
     """
     counter = itertools.count()
 
     def resolve(name: str | None) -> LLMPolicy:
-        adapter = name if uses_adapter(name) else None
-        if adapter is not None and adapter not in backend.list_adapters():
-            if adapter not in paths:
-                raise UnknownAgentError(f"no adapter folder for agent {adapter!r}")
-            backend.load_adapter(adapter, paths[adapter])
+        adapter = f"{prefix}{name}" if uses_adapter(name) else None
+        if adapter is not None:
+            if name not in paths:
+                raise UnknownAgentError(f"no adapter folder for agent {name!r}")
+            if slots is not None:
+                slots.ensure({adapter: str(paths[name])})
+            elif adapter not in client.list_adapters():
+                client.load_adapter(adapter, str(paths[name]))
         table = LLMTable(
-            backend,
+            client,
             {},
             max_new_tokens=max_new_tokens,
             temperature=0.0 if greedy else temperature,
             seed=seed * 1_000_003 + next(counter),
+            render=render,
         )
         table.solo, table.solo_adapter = True, adapter
         return LLMPolicy(table)
 
     return resolve
+
+
+def evaluation_resolver_factory(llm: LLMSection):
+    """For the evaluator's process: ``(make_resolver(paths, seed, greedy, temperature), close)``.
+
+    ``hf``: the base model loaded here; ``openai``: the run's server, adapters loaded as
+    ``eval-NAME`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
+    through the base model's chat template either way.
+    """
+    from leaguezero.diplomacy.llm.prompt import render_prompt
+
+    if llm.backend == "openai":
+        from transformers import AutoTokenizer
+
+        client = server_client(llm)
+        tokenizer = AutoTokenizer.from_pretrained(llm.base_model, local_files_only=True)
+        slots = AdapterSlots(client, llm.max_loras, owned_only=True)
+        prefix, close = "eval-", client.close
+        target: GenerationClient = client
+    else:
+        backend = backend_from_config(llm)
+        tokenizer, slots, prefix, close, target = backend.tokenizer, None, "", lambda: None, backend
+
+    def make(paths: Mapping[str, str | Path], *, seed: int, greedy: bool, temperature: float):
+        return adapter_resolver(
+            target,
+            paths,
+            seed=seed,
+            greedy=greedy,
+            temperature=temperature,
+            max_new_tokens=llm.max_new_tokens,
+            render=lambda prompt: render_prompt(tokenizer, prompt),
+            slots=slots,
+            prefix=prefix,
+        )
+
+    return make, close

@@ -25,7 +25,13 @@ from typing import Any
 
 import httpx
 
-from leaguezero.diplomacy.llm.client import Completion, LLMError, UnknownAdapterError, check_rows
+from leaguezero.diplomacy.llm.client import (
+    AdapterCapacityError,
+    Completion,
+    LLMError,
+    UnknownAdapterError,
+    check_rows,
+)
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -87,6 +93,10 @@ class OpenAIClient:
             raise LLMError(f"cannot reach the LLM server at {self.endpoint} ({err})") from None
         if response.status_code == 404 and path == "/v1/completions":
             raise UnknownAdapterError(f"{self.endpoint}: {_error_message(response)}")
+        if response.status_code == 507 or (
+            response.status_code >= 400 and "out of memory" in response.text.lower()
+        ):
+            raise AdapterCapacityError(f"{self.endpoint}: {_error_message(response)}")
         if response.status_code >= 400:
             raise LLMError(
                 f"{method} {path} failed ({response.status_code}): {_error_message(response)}"

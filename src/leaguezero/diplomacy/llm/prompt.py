@@ -16,6 +16,8 @@ engine waives missing builds), exactly as the rollout's own validation does.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,13 +36,48 @@ _BULLET = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,3}[.):]|\(?[a-zA-Z][.)])\s+")
 _ARROW = re.compile(r"\s*(?:->|=>|→|–|—|-)\s*")
 _SPACES = re.compile(r"\s+")
 _WORDS = {"HOLD": "H", "HOLDS": "H", "SUPPORT": "S", "SUPPORTS": "S", "CONVOY": "C",
-          "CONVOYS": "C", "RETREAT": "R", "DISBAND": "D", "BUILD": "B"}  # fmt: skip
+          "CONVOYS": "C", "RETREAT": "R", "RETREATS": "R", "DISBAND": "D", "DISBANDS": "D",
+          "BUILD": "B", "BUILDS": "B", "ARMY": "A", "FLEET": "F"}  # fmt: skip
+# "moves to", "move to", "to" between two places are the move dash.
+_MOVE_WORDS = re.compile(r"\s+(?:MOVES?\s+TO|MOVES?|TO|INTO)\s+")
+_COAST_WORDS = {"NORTH": "NC", "SOUTH": "SC", "EAST": "EC", "WEST": "WC"}
+_COAST = re.compile(r"\s*\(\s*(NORTH|SOUTH|EAST|WEST)\s+COAST\s*\)|\s*/\s*(NC|SC|EC|WC)\b")
+
+
+@functools.cache
+def _full_names() -> tuple[re.Pattern[str], dict[str, str]]:
+    """Full province names of the standard map (``ST PETERSBURG`` -> ``STP``), longest first."""
+    from leaguezero.diplomacy.mapinfo import load_map
+
+    names = {}
+    for name, abbrev in load_map().loc_name.items():
+        base = _COAST.sub("", name).strip()
+        if "(" in base or not base or base == abbrev.split("/")[0]:
+            continue
+        names[base] = abbrev.split("/")[0]
+        names.setdefault(base.replace("ST ", "ST. "), abbrev.split("/")[0])
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![A-Z]){'(?:' + alternatives + ')'}(?![A-Z])"), names
+
+
+def _abbreviate(text: str) -> str:
+    """Full province names and coasts as the engine writes them (``Spain (south coast)`` ->
+    ``SPA/SC``); text that has none is returned unchanged."""
+    if not re.search(r"[A-Z]{4}|\(", text):  # abbreviations only: the common, fast case
+        return text
+    pattern, names = _full_names()
+    text = pattern.sub(lambda m: names[m.group(0)], text)
+    return _COAST.sub(lambda m: "/" + (_COAST_WORDS.get(m.group(1) or "", m.group(2) or "")), text)
 
 
 def canonical_order(text: str) -> str:
     """A spelling-insensitive key of one order: upper case, single spaces, ``X - Y`` dashes,
-    long words for the order letters (``HOLDS`` -> ``H``) and a trailing full stop dropped."""
+    long words for the order letters (``HOLDS`` -> ``H``, ``ARMY`` -> ``A``), full province
+    names abbreviated (``Army Paris moves to Burgundy`` -> ``A PAR - BUR``) and a trailing full
+    stop dropped."""
     text = text.strip().rstrip(".").upper()
+    text = _abbreviate(text)
+    text = _MOVE_WORDS.sub(" - ", text)
     text = _ARROW.sub(" - ", text)
     words = [_WORDS.get(w, w) for w in _SPACES.split(text.strip()) if w]
     return " ".join(words)
@@ -96,6 +133,16 @@ def build_prompt(env: DiplomacyEnv, power: str, legal: Mapping[str, Sequence[str
     return "\n".join(lines) + "\n"
 
 
+def render_prompt(tokenizer, prompt: str) -> str:
+    """``prompt`` as the model is asked it: wrapped in the tokenizer's chat template (one user
+    turn, generation prompt added) when it has one, else as written (a base model)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+    return prompt
+
+
 @dataclass
 class ExtractedOrders:
     """Orders parsed from a completion.
@@ -112,8 +159,55 @@ class ExtractedOrders:
     missing: int = 0
 
 
+_UNIT_HEAD = re.compile(r"^\(?([AF])\)?\s+[A-Z]{3}(?:/[A-Z]{2})?$", re.IGNORECASE)
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```\s*$")
+
+
+def _with_unit(unit: str, rest: str) -> list[str]:
+    """``A PAR`` + ``- BUR | H`` (the prompt's own listing) -> ``A PAR - BUR``, ``A PAR H``."""
+    return [f"{unit} {option.strip()}" for option in rest.split("|") if option.strip()]
+
+
+def _json_pieces(text: str) -> list[str] | None:
+    """Orders of a JSON answer (a list, ``{"orders": [...]}`` or ``{unit: order}``), or None."""
+    body = _FENCE.sub("", text.strip())
+    starts = [i for i in (body.find("["), body.find("{")) if i >= 0]
+    if not starts or body[: min(starts)].strip():
+        return None
+    start = min(starts)
+    end = body.rfind("]" if body[start] == "[" else "}")
+    try:
+        data = json.loads(body[start : end + 1])
+    except ValueError:
+        return None
+
+    def walk(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, list):
+            return [piece for item in node for piece in walk(item)]
+        if isinstance(node, dict):
+            if "orders" in node:
+                return walk(node["orders"])
+            if "order" in node:
+                return walk(node["order"])
+            out = []
+            for key, value in node.items():
+                if isinstance(value, str) and _UNIT_HEAD.match(str(key).strip()):
+                    out.extend(_with_unit(str(key).strip(), value))
+                else:
+                    out.extend(walk(value))
+            return out
+        return []
+
+    return walk(data)
+
+
 def _pieces(text: str) -> list[str]:
-    """Order-like pieces of a completion, stopping at the ``END`` mark."""
+    """Order-like pieces of a completion, stopping at the ``END`` mark (or of a JSON answer)."""
+    from_json = _json_pieces(text)
+    if from_json is not None:
+        return [p.strip() for p in from_json if p.strip() and p.strip().upper() != END_MARK]
     pieces: list[str] = []
     for raw_line in text.splitlines():
         line = raw_line.strip()
@@ -122,10 +216,15 @@ def _pieces(text: str) -> list[str]:
         if not line:
             continue
         line = _BULLET.sub("", line)
-        # "FRANCE: A PAR - BUR" or "Orders: ..." — orders never contain a colon.
         if ":" in line:
+            head, rest = line.split(":", 1)
+            if _UNIT_HEAD.match(head.strip()) and ":" not in rest:
+                # The prompt's listing echoed: "A PAR: - BUR" (one option, or several by "|").
+                pieces.extend(_with_unit(head.strip(), rest))
+                continue
+            # "FRANCE: A PAR - BUR" or "Orders: ..." — orders never contain a colon.
             line = line.rsplit(":", 1)[1]
-        pieces.extend(p.strip() for p in re.split(r"[;,]", line) if p.strip())
+        pieces.extend(p.strip() for p in re.split(r"[;,|]", line) if p.strip())
     return pieces
 
 

@@ -12,6 +12,9 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``.
 
+Limits, as vLLM's: ``max_loras`` distinct adapters per forward batch (rows of other adapters
+wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it gets 507).
+
 Requests are handled in threads and their rows go through one
 :class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
 The server binds to loopback by default and has no authentication: anyone who can reach it can
@@ -57,9 +60,22 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
 class LLMServer:
     """An HTTP server for one :class:`HFBackend`; :meth:`start` runs it in a thread."""
 
-    def __init__(self, backend: HFBackend, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        backend: HFBackend,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_loras: int | None = None,
+        max_cpu_loras: int | None = None,
+    ) -> None:
         self.backend = backend
-        self.batcher = BatchingGenerator(backend)
+        # vLLM's two limits: adapters in one batch (others wait for a later batch), and
+        # adapters resident at once (a load beyond it is refused: 507, the client's
+        # AdapterCapacityError, which the league answers with cluster seating).
+        self.max_loras = max_loras
+        self.max_cpu_loras = max_cpu_loras
+        self.batcher = BatchingGenerator(backend, max_adapters=max_loras)
         server = self
 
         class Handler(_Handler):
@@ -187,8 +203,15 @@ class LLMServer:
         path = _field(body, "lora_path", str, None)
         if not name or not path:
             raise RequestError("'lora_name' and 'lora_path' are required")
-        if name in self.backend.list_adapters():
+        loaded = self.backend.list_adapters()
+        if name in loaded:
             raise RequestError(f"The lora adapter '{name}' has already been loaded.")
+        if self.max_cpu_loras is not None and len(loaded) >= self.max_cpu_loras:
+            raise RequestError(
+                f"cannot load adapter {name!r}: {len(loaded)} adapters are loaded and "
+                f"--max-cpu-loras is {self.max_cpu_loras}; unload one first",
+                status=HTTPStatus.INSUFFICIENT_STORAGE,
+            )
         try:
             self.backend.load_adapter(name, path)
         except (LLMError, ValueError, OSError) as err:

@@ -1,0 +1,455 @@
+"""A base LM that plays Diplomacy, built here from bot games (``leaguezero llm pretrain``).
+
+No weights are downloaded anywhere in leaguezero, so the LLM league needs a base model it can
+build itself. This module makes one in minutes on a CPU:
+
+1. **Corpus** (:func:`collect_examples`): games of the built-in bots (each seat drawn from
+   ``seat_bots``, 3-year games by default); every phase of every *recorded* seat (``record_bots``)
+   becomes one example: the prompt the league loop shows (:func:`~.prompt.build_prompt`) and the
+   bot's orders as the answer, one per line in the prompt's location order, then ``END``.
+   Recording greedy_bot and chaos_bot gives a base that plays a *mixture* of a strong and a wild
+   style: legal, better than random, and with room for GRPO to sharpen it.
+2. **Tokenizer** (:func:`build_tokenizer`): byte-level BPE trained with ``tokenizers`` on the
+   corpus (province names become single tokens), with a chat template (``<|user|>`` /
+   ``<|assistant|>``) that the loop applies like any chat model's.
+3. **Model** (:func:`build_model`): a Llama-shaped causal LM from a config (no weights to load).
+4. **Training** (:func:`train_model`): supervised next-token loss on the answer tokens only,
+   length-bucketed batches, AdamW with warm-up and cosine decay; bfloat16 autocast where the CPU
+   has native bf16 matmuls.
+5. **Check** (:func:`order_validity`): greedy answers to held-out prompts parsed with
+   :func:`~.prompt.extract_orders`; the share of owed orders that are legal.
+
+The output folder is a normal Hugging Face folder (``save_pretrained`` of model and tokenizer)
+plus ``leaguezero_base.json`` (schema version, prompt version, corpus and training figures), so
+every ``--base-model`` / ``llm.base_model`` option takes it, as it would take Qwen or Llama.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from leaguezero.common.atomic import atomic_write_json
+from leaguezero.diplomacy.llm.prompt import (
+    END_MARK,
+    PROMPT_VERSION,
+    build_prompt,
+    extract_orders,
+    render_prompt,
+)
+
+BASE_META = "leaguezero_base.json"
+BASE_SCHEMA_VERSION = 1
+EOS = "<|eos|>"
+USER, ASSISTANT = "<|user|>", "<|assistant|>"
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+@dataclass
+class PretrainSettings:
+    """Everything that decides the base model (stored in ``leaguezero_base.json``)."""
+
+    games: int = 240
+    max_years: int = 3
+    seat_bots: tuple[str, ...] = ("greedy_bot", "chaos_bot", "random_bot")
+    record_bots: tuple[str, ...] = ("greedy_bot", "chaos_bot")
+    vocab_size: int = 1024
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    steps: int = 1500
+    batch_tokens: int = 6144
+    lr: float = 2e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    held_out: int = 200
+    seed: int = 0
+    threads: int = 0  # 0: torch's default
+
+
+@dataclass
+class Example:
+    """One (prompt -> answer) pair: the phase's prompt and the bot's orders."""
+
+    prompt: str
+    answer: str
+    bot: str
+    phase_type: str
+    legal: dict[str, list[str]] = field(repr=False)
+    owed: int | None = None
+
+
+def answer_text(orders: Sequence[str], legal: dict[str, list[str]]) -> str:
+    """Orders one per line in the prompt's (sorted) location order, then ``END``."""
+    rank = {}
+    for i, loc in enumerate(sorted(legal)):
+        for option in legal[loc]:
+            rank.setdefault(option, i)
+    ordered = sorted(orders, key=lambda o: (rank.get(o, len(rank)), o))
+    return "\n".join([*ordered, END_MARK])
+
+
+def collect_examples(
+    games: int,
+    *,
+    max_years: int = 3,
+    seat_bots: Sequence[str] = ("greedy_bot", "chaos_bot", "random_bot"),
+    record_bots: Sequence[str] = ("greedy_bot", "chaos_bot"),
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Example]:
+    """Play ``games`` bot games and return the recorded seats' (prompt, answer) pairs."""
+    from leaguezero.diplomacy.bots import make_bot
+    from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.rollout import validate_orders
+
+    rng = random.Random(seed)
+    examples: list[Example] = []
+    for g in range(games):
+        seats = {p: rng.choice(list(seat_bots)) for p in POWERS}
+        bots = {p: make_bot(seats[p], seed=rng.getrandbits(32)) for p in POWERS}
+        env = DiplomacyEnv(max_years=max_years)
+        while not env.done:
+            for power in POWERS:
+                legal = env.legal_orders(power)
+                if not legal:
+                    continue
+                raw = bots[power].get_orders(env, power)
+                orders, _, _ = validate_orders(env, power, raw, legal)
+                env.set_orders(power, orders)
+                if seats[power] in record_bots:
+                    owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
+                    examples.append(
+                        Example(
+                            build_prompt(env, power, legal),
+                            answer_text(orders, legal),
+                            seats[power],
+                            env.phase_type,
+                            legal,
+                            owed,
+                        )
+                    )
+            env.process()
+        if progress is not None:
+            progress(g + 1, games)
+    return examples
+
+
+def build_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
+    """Byte-level BPE (any text encodes) trained on ``texts``, with EOS/pad and a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, USER, ASSISTANT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_model(tokenizer, *, hidden: int, layers: int, heads: int, max_positions: int = 4096):
+    """A randomly initialised Llama-shaped causal LM for ``tokenizer``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+    )
+    return LlamaForCausalLM(config)
+
+
+def encode_example(tokenizer, example: Example) -> tuple[list[int], list[int]]:
+    """(prompt ids, answer ids + EOS), tokenised as generation sees them."""
+    prompt_ids = tokenizer(render_prompt(tokenizer, example.prompt), add_special_tokens=True)[
+        "input_ids"
+    ]
+    answer_ids = tokenizer(example.answer, add_special_tokens=False)["input_ids"]
+    return list(prompt_ids), [*answer_ids, tokenizer.eos_token_id]
+
+
+def _batches(lengths: Sequence[int], batch_tokens: int, rng: np.random.Generator):
+    """Index batches of similar lengths, about ``batch_tokens`` padded tokens each, shuffled."""
+    order = np.argsort(np.asarray(lengths) + rng.uniform(0, 8, len(lengths)))
+    batches, current, width = [], [], 0
+    for i in order:
+        width_if = max(width, lengths[i])
+        if current and width_if * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, width_if = [], lengths[i]
+        current.append(int(i))
+        width = width_if
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def bf16_fast() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX / AVX512-BF16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def train_model(
+    model,
+    encoded: Sequence[tuple[list[int], list[int]]],
+    settings: PretrainSettings,
+    *,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> list[dict[str, float]]:
+    """Supervised training on the answer tokens; returns the loss curve (every 50 steps)."""
+    rng = np.random.default_rng(settings.seed)
+    lengths = [len(p) + len(a) for p, a in encoded]
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=(0.9, 0.95)
+    )
+
+    def lr_at(step: int) -> float:
+        if step < settings.warmup:
+            return settings.lr * (step + 1) / settings.warmup
+        frac = (step - settings.warmup) / max(1, settings.steps - settings.warmup)
+        return settings.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    autocast = bf16_fast()
+    pad = model.config.pad_token_id
+    model.train()
+    curve: list[dict[str, float]] = []
+    step, window, window_tokens = 0, 0.0, 0
+    started = time.perf_counter()
+    while step < settings.steps:
+        for batch in _batches(lengths, settings.batch_tokens, rng):
+            if step >= settings.steps:
+                break
+            width = max(lengths[i] for i in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            labels = torch.full((len(batch), width), -100, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for b, i in enumerate(batch):
+                p, a = encoded[i]
+                ids[b, : len(p) + len(a)] = torch.tensor(p + a)
+                labels[b, len(p) : len(p) + len(a)] = torch.tensor(a)
+                mask[b, : len(p) + len(a)] = 1
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            window += float(loss.detach())
+            window_tokens += 1
+            if step % 50 == 0 or step == settings.steps:
+                curve.append(
+                    {
+                        "step": step,
+                        "loss": round(window / window_tokens, 5),
+                        "seconds": round(time.perf_counter() - started, 1),
+                    }
+                )
+                window, window_tokens = 0.0, 0
+            if progress is not None:
+                progress(step, settings.steps, float(loss))
+    model.eval()
+    return curve
+
+
+@dataclass
+class Validity:
+    """Greedy answers to held-out prompts, parsed as the league loop parses them."""
+
+    prompts: int
+    owed: int  # orders the prompts asked for (orderable locations; builds/disbands owed)
+    valid: int  # legal orders given
+    invalid: int  # order-like lines that were not legal (or a location twice)
+    missing: int  # owed orders not given
+    exact: int  # answers equal to the bot's
+
+    @property
+    def valid_rate(self) -> float:
+        """Legal orders given / orders owed (invalid and missing both count against it)."""
+        return self.valid / max(1, self.owed)
+
+
+def order_validity(
+    backend, examples: Sequence[Example], *, max_new_tokens: int = 160, batch: int = 16
+) -> Validity:
+    """Greedy-decode every example's prompt on ``backend`` (an HFBackend) and parse it."""
+    tokenizer = backend.tokenizer
+    result = Validity(len(examples), 0, 0, 0, 0, 0)
+    for start in range(0, len(examples), batch):
+        chunk = examples[start : start + batch]
+        prompts = [render_prompt(tokenizer, e.prompt) for e in chunk]
+        completions = backend.generate(prompts, [None] * len(chunk), max_new_tokens, 0.0, 0)
+        for example, completion in zip(chunk, completions, strict=True):
+            parsed = extract_orders(
+                completion.text, example.legal, example.phase_type, example.owed
+            )
+            owed = len(parsed.parsed) + parsed.missing
+            result.owed += owed
+            result.valid += len(parsed.parsed)
+            result.invalid += parsed.invalid
+            result.missing += parsed.missing
+            result.exact += completion.text.strip() == example.answer.strip()
+    return result
+
+
+def pretrain(
+    out: str | os.PathLike,
+    settings: PretrainSettings,
+    *,
+    log: Callable[[str], None] = print,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Build the base model into ``out`` (see module doc) and return its report."""
+    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+
+    folder = Path(out)
+    if folder.exists() and any(folder.iterdir()) and not overwrite:
+        raise FileExistsError(f"{folder} exists and is not empty; choose another --out")
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    torch.manual_seed(settings.seed)
+    started = time.perf_counter()
+    log(f"playing {settings.games} bot games ({settings.max_years} years each) ...")
+    last = [0.0]
+
+    def game_progress(done: int, total: int) -> None:
+        if time.perf_counter() - last[0] > 10 or done == total:
+            last[0] = time.perf_counter()
+            log(f"  games {done}/{total}")
+
+    examples = collect_examples(
+        settings.games,
+        max_years=settings.max_years,
+        seat_bots=settings.seat_bots,
+        record_bots=settings.record_bots,
+        seed=settings.seed,
+        progress=game_progress,
+    )
+    corpus_seconds = time.perf_counter() - started
+    rng = random.Random(settings.seed)
+    rng.shuffle(examples)
+    held = examples[: settings.held_out]
+    train = examples[settings.held_out :]
+    if not train:
+        raise ValueError("no training examples: play more games or hold out fewer")
+    log(f"{len(examples)} examples ({len(train)} train, {len(held)} held out)")
+    tokenizer = build_tokenizer(
+        [e.prompt + "\n" + e.answer for e in train[:4000]], settings.vocab_size
+    )
+    encoded = [encode_example(tokenizer, e) for e in train]
+    mean_prompt = float(np.mean([len(p) for p, _ in encoded]))
+    mean_answer = float(np.mean([len(a) for _, a in encoded]))
+    model = build_model(
+        tokenizer, hidden=settings.hidden, layers=settings.layers, heads=settings.heads
+    )
+    params = sum(p.numel() for p in model.parameters())
+    log(
+        f"model: {params / 1e6:.2f}M parameters; tokens per example: prompt {mean_prompt:.0f}, "
+        f"answer {mean_answer:.0f}; training {settings.steps} steps"
+    )
+    train_started = time.perf_counter()
+
+    def train_progress(step: int, total: int, loss: float) -> None:
+        if time.perf_counter() - last[0] > 15 or step == total:
+            last[0] = time.perf_counter()
+            rate = step / max(1e-9, time.perf_counter() - train_started)
+            log(f"  step {step}/{total} loss {loss:.4f} ({rate:.2f} steps/s)")
+
+    curve = train_model(model, encoded, settings, progress=train_progress)
+    train_seconds = time.perf_counter() - train_started
+    backend = HFBackend(model, tokenizer, model_name="base")
+    validity = order_validity(backend, held)
+    log(
+        f"held-out order validity {validity.valid_rate:.3f} ({validity.valid}/{validity.owed}; "
+        f"{validity.invalid} invalid, {validity.missing} missing; {validity.exact} answers "
+        "equal to the bot's)"
+    )
+    report = {
+        "schema_version": BASE_SCHEMA_VERSION,
+        "kind": "leaguezero_diplomacy_base",
+        "prompt_version": PROMPT_VERSION,
+        "settings": asdict(settings),
+        "parameters": params,
+        "examples": {"train": len(train), "held_out": len(held)},
+        "tokens_per_example": {"prompt": round(mean_prompt, 1), "answer": round(mean_answer, 1)},
+        "loss_curve": curve,
+        "validity": {**asdict(validity), "valid_rate": round(validity.valid_rate, 4)},
+        "seconds": {
+            "corpus": round(corpus_seconds, 1),
+            "train": round(train_seconds, 1),
+            "total": round(time.perf_counter() - started, 1),
+        },
+    }
+    _save(folder, backend.model.get_base_model(), tokenizer, report)
+    log(f"saved {folder} in {report['seconds']['total']:.0f} s")
+    return report
+
+
+def _save(folder: Path, model, tokenizer, report: dict[str, Any]) -> None:
+    """Model + tokenizer + report into ``folder``, written beside it and renamed into place."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_json(tmp / BASE_META, report)
+        os.chmod(tmp, 0o755)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_base_meta(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``leaguezero_base.json`` of a base folder built here (None for other models)."""
+    path = Path(folder) / BASE_META
+    if not path.exists():
+        return None
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("schema_version") != BASE_SCHEMA_VERSION:
+        raise ValueError(
+            f"{path} has schema_version {meta.get('schema_version')!r}; this leaguezero reads "
+            f"{BASE_SCHEMA_VERSION}"
+        )
+    return meta
