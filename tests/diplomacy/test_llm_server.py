@@ -7,11 +7,6 @@ immutable versions and retires the old one; errors are one clear line.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import threading
-
 import pytest
 
 pytest.importorskip("diplomacy")
@@ -30,7 +25,7 @@ from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import build_prompt
 from leaguezero.diplomacy.rollout import run_rollout
 from tests.diplomacy.test_llm_hf import perturb
-from tests.diplomacy.tiny_lm import build_tiny_lm
+from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
 
 torch.set_num_threads(1)
 NEW_TOKENS = 24
@@ -56,32 +51,8 @@ def adapter_dirs(tiny_lm, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(tiny_lm):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "leaguezero.cli",
-        "llm",
-        "serve",
-        "--base-model",
-        str(tiny_lm),
-        "--port",
-        "0",
-        "--served-model-name",
-        "tiny",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = ""
-    timer = threading.Timer(120, proc.kill)
-    timer.start()
-    try:
-        line = proc.stdout.readline()
-    finally:
-        timer.cancel()
-    if "serving" not in line:
-        proc.kill()
-        pytest.fail(f"server did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    yield line.split(" on ")[1].strip()
+    proc, url = start_llm_server(tiny_lm)
+    yield url
     proc.terminate()
     proc.wait(timeout=30)
 

@@ -80,3 +80,28 @@ def build_tiny_lm(folder: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def start_llm_server(base_model: str | Path, *extra: str, name: str = "tiny"):
+    """Start ``leaguezero llm serve`` on a free loopback port; returns ``(process, url)``.
+
+    Waits for its ``serving NAME on URL`` line (120 s at most, then kills it).
+    """
+    import subprocess
+    import sys
+    import threading
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "leaguezero.cli", "llm", "serve", "--base-model",
+           str(base_model), "--port", "0", "--served-model-name", name, *extra]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        line = proc.stdout.readline()
+    finally:
+        timer.cancel()
+    if "serving" not in line:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r} {proc.stderr.read()[-2000:]}")
+    return proc, line.split(" on ")[1].strip()

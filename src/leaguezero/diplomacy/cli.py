@@ -49,33 +49,44 @@ def _check_agents(names: list[str]) -> None:
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
-    unknown = [name for name in names if name not in BOTS and not Path(name).is_file()]
+    from leaguezero.diplomacy.llm.league import is_llm_folder
+
+    unknown = [
+        name
+        for name in names
+        if name not in BOTS and not Path(name).is_file() and not is_llm_folder(name)
+    ]
     if unknown:
         raise fail(
             f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
-            f"{', '.join(BOTS)} or policy checkpoint files "
-            "(e.g. runs/ID/checkpoints/ckpt_000050.pt)"
+            f"{', '.join(BOTS)}, policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) "
+            "or LLM folders (a base model, or an adapter on llm.base_model)"
         )
     from leaguezero.diplomacy.policy import CheckpointError, load_policy
 
     for name in names:
-        if name not in BOTS:
+        if name not in BOTS and not is_llm_folder(name):
             try:
                 load_policy(name)  # a damaged file fails here, in one line, before any game
             except CheckpointError as err:
                 raise fail(f"{err}; pass another checkpoint or a bot") from None
 
 
-def _checkpoint_resolver(names: list[str], seed: int, sample: bool):
-    """A resolver for the names that are checkpoint files (None when all are bots)."""
+def _checkpoint_resolver(names: list[str], cfg, sample: bool, mode: str = "generate"):
+    """A resolver for checkpoint files and LLM folders (None when all are bots)."""
     from leaguezero.diplomacy.bots import BOTS
+    from leaguezero.diplomacy.llm.league import folder_resolver, is_llm_folder
 
-    paths = {name: name for name in names if name not in BOTS}
+    paths = {name: name for name in names if name not in BOTS and not is_llm_folder(name)}
+    llm = folder_resolver(names, cfg.llm, seed=cfg.seed, greedy=not sample, mode=mode)
     if not paths:
-        return None
+        return llm
     from leaguezero.diplomacy.league_eval import checkpoint_resolver
 
-    return checkpoint_resolver(paths, seed=seed, greedy=not sample)
+    policies = checkpoint_resolver(paths, seed=cfg.seed, greedy=not sample)
+    if llm is None:
+        return policies
+    return lambda name: llm(name) if is_llm_folder(str(name)) else policies(name)
 
 
 @config_app.command("show")
@@ -135,8 +146,15 @@ def eval_cmd(
         typer.Option("--sample", help="Checkpoints sample their orders (default: most probable)."),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    rank: Annotated[
+        bool,
+        typer.Option("--rank", help="LLM agents score each unit's legal orders (ranking mode)."),
+    ] = False,
 ) -> None:
     """Hero against six opponent seats, powers rotated; win rates, scores and Elo changes.
+
+    Agents: bots, policy checkpoints (*.pt), LLM folders (a base model built by `leaguezero
+    llm pretrain`, or an adapter folder on `--set llm.base_model=PATH`).
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """
@@ -153,6 +171,12 @@ def eval_cmd(
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
     _check_agents([hero, *opponent_names])
     save_dir = None if no_save else out_dir
+    try:
+        resolver = _checkpoint_resolver(
+            [hero, *opponent_names], cfg, sample, "rank" if rank else "generate"
+        )
+    except Exception as err:  # LLMError, a bad folder: one line
+        raise fail(f"cannot load the LLM agents: {err}") from None
 
     from rich.progress import Progress
 
@@ -166,7 +190,7 @@ def eval_cmd(
             matchlog=matchlog,
             save_dir=save_dir,
             on_game=lambda _: progress.advance(task),
-            resolver=_checkpoint_resolver([hero, *opponent_names], cfg.seed, sample),
+            resolver=resolver,
         )
     report = result.report()
     if not per_game:

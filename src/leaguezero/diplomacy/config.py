@@ -115,8 +115,8 @@ class LLMSection(Section):
     format_penalty: float = Field(
         0.0,
         ge=0,
-        description="GRPO reward term: the hero's score minus this times the share of its owed "
-        "orders that were invalid or missing (0: off).",
+        description="GRPO reward term: the hero's score minus this times its invalid and "
+        "missing orders per completion (0: off).",
     )
 
     @model_validator(mode="after")

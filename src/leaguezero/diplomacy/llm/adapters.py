@@ -105,10 +105,25 @@ class AdapterSlots:
                 self.owned.discard(name)
                 evicted.append(name)
         for name in missing:
-            try:
-                self.client.load_adapter(name, needed[name])
-            except AdapterCapacityError as err:
-                raise SlotsExceededError(f"the server refused adapter {name!r}: {err}") from None
+            while True:
+                try:
+                    self.client.load_adapter(name, needed[name])
+                    break
+                except AdapterCapacityError as err:
+                    # The server is fuller than our count says (memory, other clients): free
+                    # one of ours that this request does not need, else give up.
+                    spare = sorted(
+                        (n for n in self.owned if n not in needed and n not in self.pinned),
+                        key=lambda n: self._last_used.get(n, -1),
+                    )
+                    if not spare:
+                        raise SlotsExceededError(
+                            f"the server refused adapter {name!r}: {err}"
+                        ) from None
+                    self.client.unload_adapter(spare[0])
+                    self._last_used.pop(spare[0], None)
+                    self.owned.discard(spare[0])
+                    evicted.append(spare[0])
             self.owned.add(name)
         for name in needed:
             self._clock += 1

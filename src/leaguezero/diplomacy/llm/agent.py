@@ -89,7 +89,8 @@ class LLMTable:
     ``record_adapter``: completions of seats with this adapter are recorded (None: none).
     ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
     prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
-    default: as written).
+    default: as written). ``mode``: ``generate`` (free text, parsed) or ``rank`` (the model
+    scores each unit's legal orders, :mod:`.ranking`; nothing is recorded for training).
     """
 
     def __init__(
@@ -103,9 +104,15 @@ class LLMTable:
         temperature: float = 1.0,
         seed: int = 0,
         render: Callable[[str], str] | None = None,
+        mode: str = "generate",
     ) -> None:
+        if mode not in ("generate", "rank"):
+            raise ValueError(f"mode must be 'generate' or 'rank', got {mode!r}")
+        if mode == "rank" and not hasattr(client, "logprobs"):
+            raise ValueError("ranking mode scores orders in process: it needs the hf backend")
         self.client = client
         self.render = render
+        self.mode = mode
         # The seating to give run_rollout (its resolver answers every LLM seat from here).
         self.seating: dict[str, str | None] = dict(power_adapters)
         self.seats = {p: _adapter_of(a) for p, a in power_adapters.items() if _is_llm_seat(a)}
@@ -164,6 +171,8 @@ class LLMTable:
             return {}
         adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
         self.calls += 1
+        if self.mode == "rank":
+            return self._rank_phase(env, seats, legals, prompts, adapters, phase_seed)
         completions = self.client.generate(
             prompts, adapters, self.max_new_tokens, self.temperature, phase_seed
         )
@@ -185,6 +194,32 @@ class LLMTable:
             if self._records_seat(adapter):
                 payload = LLMPayload(prompt, list(completion.token_ids), adapter)
                 self.records.append(ActionRecord(power, env.phase, completion.logprob_sum, payload))
+        return orders
+
+    def _rank_phase(self, env, seats, legals, prompts, adapters, phase_seed):
+        from leaguezero.diplomacy.llm.ranking import rank_orders
+
+        orders: dict[str, list[str]] = {}
+        for i, (power, legal, prompt, adapter) in enumerate(
+            zip(seats, legals, prompts, adapters, strict=True)
+        ):
+            owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
+            generator = torch.Generator().manual_seed((phase_seed + i) & 0x7FFF_FFFF_FFFF_FFFF)
+            picked, _ = rank_orders(
+                self.client,
+                prompt,
+                legal,
+                adapter=adapter,
+                phase_type=env.phase_type,
+                owed=owed,
+                temperature=self.temperature,
+                generator=generator,
+            )
+            orders[power] = picked
+            stats = self.stats.setdefault(power, SeatStats())
+            stats.completions += 1
+            stats.parsed += len(picked)
+            stats.finished += 1
         return orders
 
 

@@ -56,6 +56,8 @@ class BatchingGenerator:
         self._closed = False
         self.batches = 0  # batches run, for tests and logs
         self.rows = 0
+        self.max_rows_seen = 0
+        self.max_adapters_seen = 0  # distinct adapters (not the base) in one batch, at most
         self._worker.start()
 
     def submit(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
@@ -152,6 +154,9 @@ class BatchingGenerator:
             return
         self.batches += 1
         self.rows += len(rows)
+        self.max_rows_seen = max(self.max_rows_seen, len(rows))
+        distinct = {r.adapter for r in rows if r.adapter is not None}
+        self.max_adapters_seen = max(self.max_adapters_seen, len(distinct))
         start = 0
         for job in jobs:
             self._finish(job, results[start : start + len(job.rows)], None)

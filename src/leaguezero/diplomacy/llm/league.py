@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +28,12 @@ from leaguezero.diplomacy.agents import BASE_MODEL, AgentResolver, UnknownAgentE
 from leaguezero.diplomacy.bots import BOTS
 from leaguezero.diplomacy.config import DiplomacyConfig, LLMSection
 from leaguezero.diplomacy.grpo import ActionRecord
-from leaguezero.diplomacy.llm.adapters import AdapterSlots, SlotsExceededError, fit_seating
+from leaguezero.diplomacy.llm.adapters import (
+    AdapterSlots,
+    SlotsExceededError,
+    fit_seating,
+    parse_versioned_name,
+)
 from leaguezero.diplomacy.llm.agent import LLMHero, LLMPolicy, LLMTable, SeatStats
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
@@ -118,15 +125,28 @@ class LLMLeagueHero:
             self.slots = AdapterSlots(
                 self.backend, llm.max_loras, pinned={LLMHero.TRAIN_ADAPTER}, owned_only=True
             )
+        adapters_dir = Path(run_dir) / llm.adapters_dir
+        # Served names are unique per run (several runs may share one server; vLLM caches an
+        # adapter by its name forever) and go on counting after a resume.
+        prefix = re.sub(r"[^A-Za-z0-9_]+", "_", Path(run_dir).resolve().name).strip("_")
+        prefix = f"{prefix or 'run'}-hero"
         self.hero = LLMHero(
             self.backend,
             sampler=sampler,
-            adapters_dir=Path(run_dir) / llm.adapters_dir,
+            adapters_dir=adapters_dir,
+            prefix=prefix,
             slots=self.slots,
             max_new_tokens=llm.max_new_tokens,
             temperature=cfg.train.temperature,
             in_process=not self.remote,
         )
+        if self.remote and self.client is not None:
+            versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
+            self.hero.version = max((v[1] for v in versions if v), default=0)
+            for name in self.client.list_adapters():  # left loaded by an earlier process
+                parsed = parse_versioned_name(name)
+                if parsed is not None and parsed[0] == prefix:
+                    self.client.unload_adapter(name)
         self.hero_name = hero_name
         self.format_penalty = llm.format_penalty
 
@@ -188,6 +208,7 @@ class LLMLeagueHero:
         """
         seating = dict(seating)
         adapter_paths = dict(adapter_paths)
+        self.hero.publish()  # the live hero's slot first: opponents take what is left
         while True:
             try:
                 self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
@@ -237,14 +258,14 @@ class LLMLeagueHero:
         return new, {n: p for n, p in paths.items() if n in new.values()}
 
     def hero_score(self, game: HeroGame) -> float:
-        """The GRPO reward of a game: the hero's final score, less the format penalty times the
-        share of owed orders that were invalid or missing (``llm.format_penalty``; 0: off)."""
+        """The GRPO reward of a game: the hero's final score, less ``llm.format_penalty`` times
+        its invalid and missing orders per completion (0: off). Per completion, not a share of
+        the orders owed, so a model that writes only junk still learns to write less of it."""
         score = game.result.scores[game.result.hero_power]
         if self.format_penalty <= 0:
             return score
-        owed = game.stats.parsed + game.stats.missing
         bad = game.stats.invalid + game.stats.missing
-        return score - self.format_penalty * bad / max(1, owed + game.stats.invalid)
+        return score - self.format_penalty * bad / max(1, game.stats.completions)
 
 
 class _InProcess:
@@ -284,7 +305,8 @@ def adapter_resolver(
     ``client``: an :class:`~.hf_backend.HFBackend` in process or an
     :class:`~.openai_client.OpenAIClient` (the evaluator of an ``openai`` run plays through the
     server too). Each adapter is loaded once as ``prefix + name`` (an evaluator sharing a
-    server with the trainer uses its own names, so neither unloads the other's adapters),
+    server with the trainer uses its own names, ``{prefix}{name}-{hash of the folder}``, so
+    neither unloads the other's adapters and runs sharing a server do not collide),
     through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
     standalone actor with the next seed. ``render``: the chat template (see
     :func:`~.prompt.render_prompt`). Raises ``UnknownAgentError`` for an adapter name not in
@@ -293,10 +315,14 @@ def adapter_resolver(
     counter = itertools.count()
 
     def resolve(name: str | None) -> LLMPolicy:
-        adapter = f"{prefix}{name}" if uses_adapter(name) else None
-        if adapter is not None:
+        adapter = None
+        if uses_adapter(name):
             if name not in paths:
                 raise UnknownAgentError(f"no adapter folder for agent {name!r}")
+            adapter = name
+            if prefix:  # unique per folder: league names repeat across runs on one server
+                digest = hashlib.sha1(str(Path(paths[name]).resolve()).encode()).hexdigest()
+                adapter = f"{prefix}{name}-{digest[:8]}"
             if slots is not None:
                 slots.ensure({adapter: str(paths[name])})
             elif adapter not in client.list_adapters():
@@ -319,7 +345,7 @@ def evaluation_resolver_factory(llm: LLMSection):
     """For the evaluator's process: ``(make_resolver(paths, seed, greedy, temperature), close)``.
 
     ``hf``: the base model loaded here; ``openai``: the run's server, adapters loaded as
-    ``eval-NAME`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
+    ``eval-NAME-HASH`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
     through the base model's chat template either way.
     """
     from leaguezero.diplomacy.llm.prompt import render_prompt
@@ -350,3 +376,68 @@ def evaluation_resolver_factory(llm: LLMSection):
         )
 
     return make, close
+
+
+def is_llm_folder(path: str | Path) -> bool:
+    """A base model folder (``config.json``) or a LoRA adapter folder (``adapter_config.json``)."""
+    folder = Path(path)
+    return folder.is_dir() and (
+        (folder / "config.json").exists() or (folder / "adapter_config.json").exists()
+    )
+
+
+def folder_resolver(
+    names: Sequence[str],
+    llm: LLMSection,
+    *,
+    seed: int,
+    greedy: bool,
+    mode: str = "generate",
+) -> AgentResolver | None:
+    """Play agents given as folders (a base model, or adapters on it); None if there are none.
+
+    The base model is ``llm.base_model``, else the one folder with a ``config.json`` among
+    ``names``, else the base an adapter was saved from (its ``leaguezero_adapter.json``).
+    Adapters are loaded once each; every seat is a standalone LLM actor with its own seed.
+    ``mode``: ``generate`` or ``rank`` (:mod:`.ranking`).
+    """
+    import json
+
+    from leaguezero.diplomacy.llm.prompt import render_prompt
+
+    folders = [n for n in dict.fromkeys(names) if is_llm_folder(n)]
+    if not folders:
+        return None
+    bases = [n for n in folders if (Path(n) / "config.json").exists()]
+    adapters = [n for n in folders if n not in bases]
+    base = llm.base_model or (bases[0] if bases else None)
+    if base is None:
+        meta = Path(adapters[0]) / "leaguezero_adapter.json"
+        base = json.loads(meta.read_text())["base_model"] if meta.exists() else None
+    if base is None:
+        raise LLMError(f"which base model does {adapters[0]} go on? set llm.base_model=PATH")
+    if len(bases) > 1 or (bases and Path(bases[0]).resolve() != Path(base).resolve()):
+        raise LLMError("one base model per evaluation: the folders name different bases")
+    backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
+    names_on_backend = {}
+    for i, folder in enumerate(adapters):
+        names_on_backend[folder] = f"agent{i}"
+        backend.load_adapter(f"agent{i}", folder)
+    counter = itertools.count()
+
+    def resolve(name: str | None) -> LLMPolicy:
+        if name not in folders:
+            raise UnknownAgentError(f"{name!r} is not a model or adapter folder")
+        table = LLMTable(
+            backend,
+            {},
+            max_new_tokens=llm.max_new_tokens,
+            temperature=0.0 if greedy else llm.temperature,
+            seed=seed * 1_000_003 + next(counter),
+            render=lambda prompt: render_prompt(backend.tokenizer, prompt),
+            mode=mode,
+        )
+        table.solo, table.solo_adapter = True, names_on_backend.get(name)
+        return LLMPolicy(table)
+
+    return resolve

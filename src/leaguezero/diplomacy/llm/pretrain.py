@@ -396,13 +396,6 @@ def pretrain(
 
     curve = train_model(model, encoded, settings, progress=train_progress)
     train_seconds = time.perf_counter() - train_started
-    backend = HFBackend(model, tokenizer, model_name="base")
-    validity = order_validity(backend, held)
-    log(
-        f"held-out order validity {validity.valid_rate:.3f} ({validity.valid}/{validity.owed}; "
-        f"{validity.invalid} invalid, {validity.missing} missing; {validity.exact} answers "
-        "equal to the bot's)"
-    )
     report = {
         "schema_version": BASE_SCHEMA_VERSION,
         "kind": "leaguezero_diplomacy_base",
@@ -412,14 +405,22 @@ def pretrain(
         "examples": {"train": len(train), "held_out": len(held)},
         "tokens_per_example": {"prompt": round(mean_prompt, 1), "answer": round(mean_answer, 1)},
         "loss_curve": curve,
-        "validity": {**asdict(validity), "valid_rate": round(validity.valid_rate, 4)},
-        "seconds": {
-            "corpus": round(corpus_seconds, 1),
-            "train": round(train_seconds, 1),
-            "total": round(time.perf_counter() - started, 1),
-        },
+        "validity": None,
+        "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
     }
-    _save(folder, backend.model.get_base_model(), tokenizer, report)
+    # Saved before the check: the check loads the folder back, as every user of it will
+    # (and the LoRA wrapping of the check's backend must not reach the saved weights).
+    _save(folder, model, tokenizer, report)
+    backend = HFBackend.from_pretrained(folder, model_name="base")
+    validity = order_validity(backend, held)
+    log(
+        f"held-out order validity {validity.valid_rate:.3f} ({validity.valid}/{validity.owed}; "
+        f"{validity.invalid} invalid, {validity.missing} missing; {validity.exact} answers "
+        "equal to the bot's)"
+    )
+    report["validity"] = {**asdict(validity), "valid_rate": round(validity.valid_rate, 4)}
+    report["seconds"]["total"] = round(time.perf_counter() - started, 1)
+    atomic_write_json(folder / BASE_META, report)
     log(f"saved {folder} in {report['seconds']['total']:.0f} s")
     return report
 

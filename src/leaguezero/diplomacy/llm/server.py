@@ -10,7 +10,8 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
-- ``GET /health``.
+- ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
+  one batch held).
 
 Limits, as vLLM's: ``max_loras`` distinct adapters per forward batch (rows of other adapters
 wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it gets 507).
@@ -258,6 +259,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.OK, self.owner.models())
         elif self.path == "/health":
             self._send(HTTPStatus.OK, {"status": "ok"})
+        elif self.path == "/stats":  # ours, not vLLM's: what the batcher has done
+            batcher = self.owner.batcher
+            stats = {
+                "batches": batcher.batches,
+                "rows": batcher.rows,
+                "max_rows_in_batch": batcher.max_rows_seen,
+                "max_adapters_in_batch": batcher.max_adapters_seen,
+                "max_loras": self.owner.max_loras,
+                "max_cpu_loras": self.owner.max_cpu_loras,
+                "adapters_loaded": len(self.owner.backend.list_adapters()),
+            }
+            self._send(HTTPStatus.OK, stats)
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
 

@@ -1,0 +1,148 @@
+"""The league loop sampling through the vLLM interface (``llm.backend: openai``), end to end.
+
+A real ``leaguezero llm serve`` process (``--max-loras 3 --max-cpu-loras 6``) on loopback;
+the trainer holds the same base model in process for gradients. Shows: each update is
+published as a new immutable hero version and hot-loaded, the superseded one unloaded; a
+group's games meet in the server's batches with distinct adapters per power; the hero adapter
+changes with non-zero advantages (the format term makes a tiny model's tied games differ); the
+evaluator plays through the server under its own adapter names; a refused load falls back to
+cluster seating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+
+import httpx
+import pytest
+
+pytest.importorskip("diplomacy")
+pytest.importorskip("peft")
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import torch
+
+from leaguezero.common.config import load_config
+from leaguezero.common.events import read_events
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.train import HERO, LeagueTrainer
+from leaguezero.league.registry import LeagueRegistry
+from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
+
+
+@pytest.fixture(scope="module")
+def server(tiny_lm):
+    proc, url = start_llm_server(tiny_lm, "--max-loras", "3", "--max-cpu-loras", "6")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _cfg(tiny_lm, url: str, *extra: str) -> DiplomacyConfig:
+    return load_config(
+        DiplomacyConfig,
+        None,
+        [
+            "train.agent=llm",
+            "llm.backend=openai",
+            f"llm.base_model={tiny_lm}",
+            f"llm.endpoint={url}",
+            "llm.served_model_name=tiny",
+            "llm.max_new_tokens=12",
+            "llm.lora_rank=4",
+            "llm.max_loras=3",
+            "llm.format_penalty=2.0",
+            "max_years=1",
+            "train.group_size=3",
+            "train.lr=0.02",
+            "train.kl_coef=0.05",
+            "league.eval_every=2",
+            "league.eval_games=1",
+            "league.bootstrap=0",
+            *extra,
+        ],
+    )
+
+
+def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server, tmp_path):
+    run = tmp_path / "run"
+    trainer = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=2"), run)
+    before = trainer.llm.weights()
+    trainer.run()
+
+    events = read_events(run / "events.ndjson")
+    steps = [e for e in events if e["event"] == "diplomacy.train_step"]
+    assert [e["step"] for e in steps] == [1, 2]
+    assert all(e["llm_completions"] > 0 and "llm_truncated" in e for e in steps)
+    assert all(e["records"] > 0 and e["adv_abs_mean"] > 0 for e in steps)
+    # The sampled log-probs came from the server; the trainer recomputed them.
+    assert all(e["old_log_prob_gap"] < 1e-2 for e in steps)
+    after = trainer.llm.weights()
+    assert any(not torch.equal(before[n], after[n]) for n in before)
+    assert any(float(w.abs().max()) > 0 for n, w in after.items() if "lora_B" in n)
+
+    # Published versions: one per set of weights that played; only the newest is loaded.
+    published = sorted(p.name for p in (run / "adapters").iterdir())
+    assert published == ["run-hero-v0001", "run-hero-v0002"]
+    with OpenAIClient(server) as client:
+        loaded = client.list_adapters()
+        assert "run-hero-v0002" in loaded and "run-hero-v0001" not in loaded
+        # The evaluator played the checkpoint through the server under its own name.
+        assert any(name.startswith("eval-hero_v0001-") for name in loaded)
+    rated = [e for e in events if e["event"] == "league.elo_updated"]
+    assert rated and rated[-1]["challenger"] == "hero_v0001"
+
+    # One group with the hero, a league adapter and the base model: the server batched rows
+    # of distinct adapters together, and the adapter opponent was hot-loaded by name.
+    again = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=3"), run, resume=True)
+    seats = (HERO, "hero_v0001", "base_model", "hero_v0001", "random_bot", "chaos_bot", HERO)
+    samples, _ = again._play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+    assert all(s.records for s in samples)
+    stats = httpx.get(f"{server}/stats").json()
+    assert stats["max_adapters_in_batch"] >= 2 and stats["max_loras"] == 3
+    assert stats["max_adapters_in_batch"] <= 3
+    with OpenAIClient(server) as client:
+        assert "hero_v0001" in client.list_adapters()
+    again.evaluator.close()
+    again.llm.close()
+
+
+def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
+    # A server that holds at most two adapters: the live hero and one opponent.
+    proc, url = start_llm_server(tiny_lm, "--max-cpu-loras", "2")
+    try:
+        run = tmp_path / "run"
+        trainer = LeagueTrainer(_cfg(tiny_lm, url, "train.steps=1", "llm.max_loras=8"), run)
+        trainer.run()  # hero_v0001 exists now
+        # Two more adapter checkpoints to seat (copies of the first under league names).
+        registry = LeagueRegistry(run / "league.json")
+
+        for name in ("hero_v0002", "hero_v0003"):
+            shutil.copytree(run / "checkpoints" / "hero_v0001", run / "checkpoints" / name)
+            with registry.update() as state:
+                state.agents[name] = dataclasses.replace(
+                    state.agents["hero_v0001"], name=name, path=f"checkpoints/{name}"
+                )
+        again = LeagueTrainer(
+            _cfg(tiny_lm, url, "train.steps=2", "llm.max_loras=8"), run, resume=True
+        )
+        seats = (HERO, "hero_v0001", "hero_v0002", "hero_v0003", "random_bot", "base_model", HERO)
+        samples, results = again._play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+        played = {p.agent for p in results[0].participants}
+        adapters = {n for n in played if n.startswith("hero_v")}
+        assert len(adapters) == 1  # the server had room for one opponent adapter
+        assert all(s.records for s in samples)
+        again.evaluator.close()
+        again.llm.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
