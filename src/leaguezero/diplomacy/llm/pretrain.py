@@ -286,7 +286,7 @@ def train_model(
                 )
                 window, window_tokens = 0.0, 0
             if progress is not None:
-                progress(step, settings.steps, float(loss))
+                progress(step, settings.steps, float(loss.detach()))
     model.eval()
     return curve
 
