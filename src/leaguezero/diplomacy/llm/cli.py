@@ -95,7 +95,7 @@ def serve(
     backend = _load_backend(base_model, served_model_name, device, dtype, settings)
     for bound, label in ((max_loras, "--max-loras"), (max_cpu_loras, "--max-cpu-loras")):
         if bound is not None and bound < 1:
-            raise _fail(f"{label} must be at least 1")
+            raise fail(f"{label} must be at least 1")
     for spec in lora or []:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
@@ -199,9 +199,9 @@ def pretrain(
     record_bots = tuple(b.strip() for b in record.split(",") if b.strip())
     unknown = sorted(set(seat_bots + record_bots) - set(BOTS))
     if unknown:
-        raise _fail(f"unknown bot(s) {', '.join(unknown)}; choose from {', '.join(sorted(BOTS))}")
+        raise fail(f"unknown bot(s) {', '.join(unknown)}; choose from {', '.join(sorted(BOTS))}")
     if not set(record_bots) & set(seat_bots):
-        raise _fail("--record names no bot of --seats: the corpus would be empty")
+        raise fail("--record names no bot of --seats: the corpus would be empty")
     settings = PretrainSettings(
         games=games,
         max_years=max_years,
@@ -218,11 +218,11 @@ def pretrain(
         threads=threads,
     )
     if hidden % heads:
-        raise _fail(f"--hidden {hidden} is not a multiple of --heads {heads}")
+        raise fail(f"--hidden {hidden} is not a multiple of --heads {heads}")
     try:
         report = build(out, settings, log=lambda line: typer.echo(line, err=True), overwrite=force)
     except (FileExistsError, ValueError) as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     summary = {
         "out": str(out),
         "parameters": report["parameters"],
