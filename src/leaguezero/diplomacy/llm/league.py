@@ -119,7 +119,7 @@ class LLMLeagueHero:
             self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
         else:
             # Games of a group run in threads; their rows meet in one batch per forward pass.
-            self.batcher = BatchingGenerator(self.backend, max_batch=64)
+            self.batcher = BatchingGenerator(self.backend, max_batch=64, wait_s=0.05)
             sampler = _InProcess(self.batcher, self.backend)
             # The training adapter takes one of the max_loras slots for good.
             self.slots = AdapterSlots(
