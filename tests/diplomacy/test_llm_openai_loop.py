@@ -29,8 +29,9 @@ from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.train import HERO, LeagueTrainer
+from leaguezero.diplomacy.train import LeagueTrainer
 from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.session import HERO
 from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
 
 
@@ -76,7 +77,7 @@ def _cfg(tiny_lm, url: str, *extra: str) -> DiplomacyConfig:
 def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server, tmp_path):
     run = tmp_path / "run"
     trainer = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=2"), run)
-    before = trainer.llm.weights()
+    before = trainer.hero.llm.weights()
     trainer.run()
 
     events = read_events(run / "events.ndjson")
@@ -86,7 +87,7 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     assert all(e["records"] > 0 and e["adv_abs_mean"] > 0 for e in steps)
     # The sampled log-probs came from the server; the trainer recomputed them.
     assert all(e["old_log_prob_gap"] < 1e-2 for e in steps)
-    after = trainer.llm.weights()
+    after = trainer.hero.llm.weights()
     assert any(not torch.equal(before[n], after[n]) for n in before)
     assert any(float(w.abs().max()) > 0 for n, w in after.items() if "lora_B" in n)
 
@@ -97,23 +98,23 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
         loaded = client.list_adapters()
         assert "run-hero-v0002" in loaded and "run-hero-v0001" not in loaded
         # The evaluator played the checkpoint through the server under its own name.
-        assert any(name.startswith("eval-hero_v0001-") for name in loaded)
+        assert any(name.startswith("eval-ckpt_000001-") for name in loaded)
     rated = [e for e in events if e["event"] == "league.elo_updated"]
-    assert rated and rated[-1]["challenger"] == "hero_v0001"
+    assert rated and rated[-1]["challenger"] == "ckpt_000001"
 
     # One group with the hero, a league adapter and the base model: the server batched rows
     # of distinct adapters together, and the adapter opponent was hot-loaded by name.
     again = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=3"), run, resume=True)
-    seats = (HERO, "hero_v0001", "base_model", "hero_v0001", "random_bot", "chaos_bot", HERO)
-    samples, _ = again._play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+    seats = (HERO, "ckpt_000001", "base_model", "ckpt_000001", "random_bot", "chaos_bot", HERO)
+    samples, _ = again.play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
     assert all(s.records for s in samples)
     stats = httpx.get(f"{server}/stats").json()
     assert stats["max_adapters_in_batch"] >= 2 and stats["max_loras"] == 3
     assert stats["max_adapters_in_batch"] <= 3
     with OpenAIClient(server) as client:
-        assert "hero_v0001" in client.list_adapters()
-    again.evaluator.close()
-    again.llm.close()
+        assert "ckpt_000001" in client.list_adapters()
+    again.session.close()
+    again.hero.close()
 
 
 def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
@@ -122,27 +123,35 @@ def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
     try:
         run = tmp_path / "run"
         trainer = LeagueTrainer(_cfg(tiny_lm, url, "train.steps=1", "llm.max_loras=8"), run)
-        trainer.run()  # hero_v0001 exists now
+        trainer.run()  # ckpt_000001 exists now
         # Two more adapter checkpoints to seat (copies of the first under league names).
         registry = LeagueRegistry(run / "league.json")
 
-        for name in ("hero_v0002", "hero_v0003"):
-            shutil.copytree(run / "checkpoints" / "hero_v0001", run / "checkpoints" / name)
+        for name in ("ckpt_000002", "ckpt_000003"):
+            shutil.copytree(run / "checkpoints" / "ckpt_000001", run / "checkpoints" / name)
             with registry.update() as state:
                 state.agents[name] = dataclasses.replace(
-                    state.agents["hero_v0001"], name=name, path=f"checkpoints/{name}"
+                    state.agents["ckpt_000001"], name=name, path=f"checkpoints/{name}"
                 )
         again = LeagueTrainer(
             _cfg(tiny_lm, url, "train.steps=2", "llm.max_loras=8"), run, resume=True
         )
-        seats = (HERO, "hero_v0001", "hero_v0002", "hero_v0003", "random_bot", "base_model", HERO)
-        samples, results = again._play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+        seats = (
+            HERO,
+            "ckpt_000001",
+            "ckpt_000002",
+            "ckpt_000003",
+            "random_bot",
+            "base_model",
+            HERO,
+        )
+        samples, results = again.play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
         played = {p.agent for p in results[0].participants}
-        adapters = {n for n in played if n.startswith("hero_v")}
+        adapters = {n for n in played if n.startswith("ckpt_")}
         assert len(adapters) == 1  # the server had room for one opponent adapter
         assert all(s.records for s in samples)
-        again.evaluator.close()
-        again.llm.close()
+        again.session.close()
+        again.hero.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)

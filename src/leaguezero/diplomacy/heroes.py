@@ -11,8 +11,9 @@ group's games are played, its weights in ``state.pt`` and its checkpoint files.
   chosen by the command line) — the same seeds give the same games either way.
 - :class:`LanguageModelHero` (``train.agent: llm``): a LoRA adapter on ``llm.base_model``;
   everything LLM-specific is delegated to
-  :class:`~leaguezero.diplomacy.llm.league.LLMLeagueHero` (construction, one batched table per
-  game, adapter weights, adapter folders as checkpoints). Its games run in this process.
+  :class:`~leaguezero.diplomacy.llm.league.LLMLeagueHero` (sampling in process or through an
+  OpenAI-compatible server, a group's games played at once, adapter weights, adapter folders as
+  checkpoints). Its games run in this process (their requests batch on the sampler).
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ class PlayedGame:
     scores: dict[str, float]
     seed: int
     records: list[Any]
+    # The LLM hero may reseat a table (cluster seating when the server is full), shape its
+    # reward (llm.format_penalty) and count its order hygiene; None: as given / the score.
+    seating: dict[str, str] | None = None
+    reward: float | None = None
+    stats: Any = None
 
 
 class Hero(Protocol):
@@ -94,6 +100,10 @@ class Hero(Protocol):
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None: ...
 
     def save(self, path: Path) -> Path: ...
+
+    def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
 # ----- the policy network --------------------------------------------------------------------
@@ -217,6 +227,12 @@ class NetworkHero:
     def save(self, path: Path) -> Path:
         return self.policy.save(path)
 
+    def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
+        return {}  # every order the network gives is legal
+
+    def close(self) -> None:
+        pass
+
 
 # ----- the LLM -------------------------------------------------------------------------------
 
@@ -230,21 +246,20 @@ class LanguageModelHero:
     checkpoint_suffix = ""
     base_model_path = None
 
-    def __init__(self, cfg: DiplomacyConfig) -> None:
+    def __init__(self, cfg: DiplomacyConfig, run_dir: Path) -> None:
         from leaguezero.diplomacy.llm.client import LLMError
         from leaguezero.diplomacy.llm.league import LLMLeagueHero
 
-        if cfg.train.kl_coef > 0:
-            raise TrainError("train.kl_coef > 0 is not supported with train.agent=llm; set it to 0")
         self.cfg = cfg
         try:
-            self.llm: LLMLeagueHero = LLMLeagueHero(cfg, hero_name=HERO)
+            self.llm: LLMLeagueHero = LLMLeagueHero(cfg, hero_name=HERO, run_dir=run_dir)
         except LLMError as err:
             raise TrainError(str(err)) from None
         self.policy = self.llm.hero
 
-    def reference(self) -> None:
-        return None
+    def reference(self) -> GRPOPolicy | None:
+        # The KL anchor is the base model itself (the adapter switched off).
+        return self.llm.hero.reference() if self.cfg.train.kl_coef > 0 else None
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
         # Distinct adapters at the table must fit llm.max_loras.
@@ -281,21 +296,27 @@ class LanguageModelHero:
                 raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
             adapter_paths[name] = registry.resolve(agent.path)
         tcfg = self.cfg.train
-        games = []
-        for game_idx in range(tcfg.group_size):
-            # One table per game: every LLM seat of a phase is sampled in one batch.
-            table = self.llm.table(
-                seating,
-                adapter_paths,
-                seed=game_seed(tcfg.seed, group_idx, game_idx),
-                temperature=tcfg.temperature,
+        # The group's games run at once; every LLM seat of every game meets in batches.
+        played = self.llm.play_group(
+            cfg,
+            group_idx,
+            seating,
+            hero_power,
+            adapter_paths,
+            seeds=[game_seed(tcfg.seed, group_idx, i) for i in range(tcfg.group_size)],
+            temperature=tcfg.temperature,
+        )
+        return [
+            PlayedGame(
+                dict(g.result.scores),
+                g.result.seed,
+                g.records,
+                seating=g.seating,
+                reward=self.llm.hero_score(g),
+                stats=g.stats,
             )
-            game = run_rollout(
-                cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
-            )
-            records = [r for r in table.records if r.power == hero_power]
-            games.append(PlayedGame(dict(game.scores), game.seed, records))
-        return games
+            for g in played
+        ]
 
     def weights(self) -> dict[str, torch.Tensor]:
         return self.llm.weights()
@@ -306,6 +327,23 @@ class LanguageModelHero:
     def save(self, path: Path) -> Path:
         return self.policy.save(path)
 
+    def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
+        """The hero's order hygiene over the step's games: completions, invalid, missing and
+        truncated (cut at ``llm.max_new_tokens``) counts, mean completion length in tokens."""
+        stats = [g.stats for g in games if g.stats is not None]
+        completions = sum(s.completions for s in stats)
+        return {
+            "llm_completions": completions,
+            "llm_parsed": sum(s.parsed for s in stats),
+            "llm_invalid": sum(s.invalid for s in stats),
+            "llm_missing": sum(s.missing for s in stats),
+            "llm_truncated": sum(s.truncated for s in stats),
+            "llm_mean_tokens": round(sum(s.tokens for s in stats) / max(1, completions), 2),
+        }
+
+    def close(self) -> None:
+        self.llm.close()
+
 
 def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
     """The hero ``cfg.train.agent`` names. An LLM hero plays in this process, so it takes no
@@ -313,5 +351,5 @@ def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_ma
     if cfg.train.agent == "llm":
         if task_map is not local_map:
             raise TrainError("train.agent=llm plays its games in this process: use --backend local")
-        return LanguageModelHero(cfg)
+        return LanguageModelHero(cfg, ckpt_dir.parent)
     return NetworkHero(cfg, ckpt_dir, task_map)

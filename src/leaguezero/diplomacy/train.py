@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from leaguezero.az.checkpoint import torch_load_reason
@@ -55,7 +56,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS
 from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer
-from leaguezero.diplomacy.heroes import Hero, TaskMap, local_map, make_hero
+from leaguezero.diplomacy.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
 from leaguezero.diplomacy.heroes import TrainError as TrainError
 from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
 from leaguezero.league.evaluator import JobRunner
@@ -101,6 +102,7 @@ class LeagueTrainer:
         tcfg, lcfg = cfg.train, cfg.league
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.hero: Hero = make_hero(cfg, self.ckpt_dir, task_map)
+        self._step_games: list[PlayedGame] = []  # this step's games (the hero's step stats)
         self.policy = self.hero.policy
         write_resolved_config(cfg, self.run_dir)
         base_path = self.hero.base_model_path
@@ -195,10 +197,18 @@ class LeagueTrainer:
     ) -> tuple[list[GameSample], list[MatchResult]]:
         """One GRPO group: the hero's samples and the games as training match results."""
         games = self.hero.play_group(self.game_cfg, self.registry, group_idx, seating, hero_power)
-        samples = [GameSample(game.scores[hero_power], game.records) for game in games]
+        self._step_games.extend(games)
+        samples = [
+            GameSample(
+                game.scores[hero_power] if game.reward is None else game.reward, game.records
+            )
+            for game in games
+        ]
         results = [
             MatchResult(
-                participants=tuple(Participant(seating[p], p, game.scores[p]) for p in POWERS),
+                participants=tuple(
+                    Participant((game.seating or seating)[p], p, game.scores[p]) for p in POWERS
+                ),
                 step=self.step,
                 timestamp=time.time(),
                 game=GAME,
@@ -215,7 +225,8 @@ class LeagueTrainer:
         self.step += 1
         step, tcfg, session = self.step, self.cfg.train, self.session
         n_draws = min(self.cfg.max_unique_opponents, len(POWERS) - 1)
-        groups, results, opponents = [], [], []
+        groups, results, opponents, powers = [], [], [], []
+        self._step_games = []
         for g in range(tcfg.groups_per_step):
             group_idx = (step - 1) * tcfg.groups_per_step + g
             draws = session.sample(step, n_draws)
@@ -226,6 +237,7 @@ class LeagueTrainer:
             groups.append(samples)
             results.extend(played)
             opponents.append(names)
+            powers.append(hero_power)
         session.record(step, results)
         play_seconds = time.perf_counter() - started
         metrics = self.trainer.step(groups)
@@ -239,6 +251,12 @@ class LeagueTrainer:
             "step": step,
             **{k: round(v, 6) for k, v in metrics.items()},
             "hero_elo": round(session.hero_elo, 2),
+            "hero_powers": powers,
+            # The rewards' spread within each group: what the advantages were normalised by.
+            "reward_spread": round(
+                float(np.mean([np.std([s.hero_score for s in group]) for group in groups])), 4
+            ),
+            **self.hero.step_stats(self._step_games),
             "opponents": opponents,
             "checkpoint_added": None if added is None else added.name,
             "retired": retired,
@@ -263,6 +281,7 @@ class LeagueTrainer:
                     on_step(record)
         finally:
             self.session.close()
+            self.hero.close()
         from leaguezero.diplomacy.train_report import write_report
 
         write_report(self.run_dir)

@@ -1,14 +1,19 @@
 """LLM agents in the league loop (``train.agent: llm``) and in its evaluations.
 
 - :func:`backend_from_config` loads the ``llm`` section's base model into an
-  :class:`~.hf_backend.HFBackend` (in-process transformers + peft; nothing is downloaded).
-- :class:`LLMLeagueHero` is what :class:`~leaguezero.diplomacy.train.LeagueTrainer` holds for
-  an LLM hero: the :class:`~.agent.LLMHero` (its training adapter is the GRPO policy), the
-  opponents' adapters loaded by their league names from the registry's checkpoint folders
-  (at most ``llm.max_loras`` resident, least recently used unloaded), and one
-  :class:`~.agent.LLMTable` per game so every LLM seat of a phase is sampled in one batch.
-- :func:`adapter_resolver` is the evaluator's resolver for adapter checkpoints: each seat is a
-  standalone LLM actor of its agent's adapter (``base_model`` = no adapter).
+  :class:`~.hf_backend.HFBackend` (in-process transformers + peft; nothing is downloaded); the
+  trainer always holds one for the gradients.
+- :class:`LLMLeagueHero` is what :class:`~leaguezero.diplomacy.heroes.LanguageModelHero`
+  holds: the :class:`~.agent.LLMHero` (its training adapter is the GRPO policy), sampling in
+  process (through a batcher) or on an OpenAI-compatible server (``llm.backend: openai``: vLLM
+  or ``leaguezero llm serve``; each update published and hot-loaded as a new version), the
+  opponents' adapters loaded by their league names within ``llm.max_loras``, and
+  :meth:`~LLMLeagueHero.play_group`: a group's games at once, one thread each, so every LLM
+  seat of every game meets in the sampler's batches.
+- :func:`adapter_resolver` / :func:`evaluation_resolver_factory`: the evaluator's agents
+  (adapters on the in-process base, or on the run's server under their own names).
+- :func:`folder_resolver`: LLM folders (a base model, adapters on it) as agents of
+  ``leaguezero diplomacy eval``.
 """
 
 from __future__ import annotations
