@@ -223,6 +223,49 @@ class LLMTable:
         return orders
 
 
+class SharedTables:
+    """Standalone seats that still batch: one :class:`LLMTable` per game (keyed by its env).
+
+    A resolver hands each seat a :meth:`policy` that knows only its adapter; a seat joins its
+    game's table the first time it is asked for orders, so from the second phase on every LLM
+    seat of a game is sampled in one call (the first phase samples seats as they join). The
+    last few games' tables are kept (games played in turn or a few at once).
+    """
+
+    def __init__(self, make_table: Callable[[int], LLMTable], keep: int = 8) -> None:
+        self.make_table = make_table
+        self.keep = keep
+        self._tables: dict[int, tuple[DiplomacyEnv, LLMTable]] = {}
+        self._games = 0
+
+    def policy(self, adapter: str | None) -> _SharedSeat:
+        """A seat playing ``adapter`` (None: the base model) at whatever game asks it."""
+        return _SharedSeat(self, adapter)
+
+    def orders(self, env: DiplomacyEnv, power: str, adapter: str | None) -> list[str]:
+        entry = self._tables.get(id(env))
+        if entry is None or entry[0] is not env:
+            self._games += 1
+            entry = (env, self.make_table(self._games))
+            self._tables[id(env)] = entry
+            while len(self._tables) > self.keep:
+                self._tables.pop(next(iter(self._tables)))
+        table = entry[1]
+        table.seats.setdefault(power, adapter)
+        table.stats.setdefault(power, SeatStats())
+        return table.orders(env, power)
+
+
+class _SharedSeat:
+    def __init__(self, tables: SharedTables, adapter: str | None) -> None:
+        self.tables = tables
+        self.adapter = adapter
+        self.records: list[ActionRecord] = []
+
+    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
+        return self.tables.orders(env, power, self.adapter)
+
+
 class LLMHero:
     """The hero's LoRA adapter as a GRPO policy (see module doc).
 

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from leaguezero.diplomacy.llm.adapters import (
     fit_seating,
     parse_versioned_name,
 )
-from leaguezero.diplomacy.llm.agent import LLMHero, LLMPolicy, LLMTable, SeatStats
+from leaguezero.diplomacy.llm.agent import LLMHero, LLMTable, SeatStats, SharedTables
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
@@ -313,13 +312,23 @@ def adapter_resolver(
     server with the trainer uses its own names, ``{prefix}{name}-{hash of the folder}``, so
     neither unloads the other's adapters and runs sharing a server do not collide),
     through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
-    standalone actor with the next seed. ``render``: the chat template (see
+    seat of :class:`~.agent.SharedTables`, so a game's LLM seats are sampled together each
+    phase (seeds from ``seed`` and the game's number). ``render``: the chat template (see
     :func:`~.prompt.render_prompt`). Raises ``UnknownAgentError`` for an adapter name not in
     ``paths``.
     """
-    counter = itertools.count()
+    tables = SharedTables(
+        lambda game: LLMTable(
+            client,
+            {},
+            max_new_tokens=max_new_tokens,
+            temperature=0.0 if greedy else temperature,
+            seed=seed * 1_000_003 + game,
+            render=render,
+        )
+    )
 
-    def resolve(name: str | None) -> LLMPolicy:
+    def resolve(name: str | None):
         adapter = None
         if uses_adapter(name):
             if name not in paths:
@@ -332,16 +341,7 @@ def adapter_resolver(
                 slots.ensure({adapter: str(paths[name])})
             elif adapter not in client.list_adapters():
                 client.load_adapter(adapter, str(paths[name]))
-        table = LLMTable(
-            client,
-            {},
-            max_new_tokens=max_new_tokens,
-            temperature=0.0 if greedy else temperature,
-            seed=seed * 1_000_003 + next(counter),
-            render=render,
-        )
-        table.solo, table.solo_adapter = True, adapter
-        return LLMPolicy(table)
+        return tables.policy(adapter)
 
     return resolve
 
@@ -428,21 +428,21 @@ def folder_resolver(
     for i, folder in enumerate(adapters):
         names_on_backend[folder] = f"agent{i}"
         backend.load_adapter(f"agent{i}", folder)
-    counter = itertools.count()
-
-    def resolve(name: str | None) -> LLMPolicy:
-        if name not in folders:
-            raise UnknownAgentError(f"{name!r} is not a model or adapter folder")
-        table = LLMTable(
+    tables = SharedTables(
+        lambda game: LLMTable(
             backend,
             {},
             max_new_tokens=llm.max_new_tokens,
             temperature=0.0 if greedy else llm.temperature,
-            seed=seed * 1_000_003 + next(counter),
+            seed=seed * 1_000_003 + game,
             render=lambda prompt: render_prompt(backend.tokenizer, prompt),
             mode=mode,
         )
-        table.solo, table.solo_adapter = True, names_on_backend.get(name)
-        return LLMPolicy(table)
+    )
+
+    def resolve(name: str | None):
+        if name not in folders:
+            raise UnknownAgentError(f"{name!r} is not a model or adapter folder")
+        return tables.policy(names_on_backend.get(name))
 
     return resolve
