@@ -80,6 +80,7 @@ class PretrainSettings:
     held_out: int = 200
     seed: int = 0
     threads: int = 0  # 0: torch's default
+    init: str | None = None  # continue from this base folder (its tokenizer and weights)
 
 
 @dataclass
@@ -372,15 +373,21 @@ def pretrain(
     if not train:
         raise ValueError("no training examples: play more games or hold out fewer")
     log(f"{len(examples)} examples ({len(train)} train, {len(held)} held out)")
-    tokenizer = build_tokenizer(
-        [e.prompt + "\n" + e.answer for e in train[:4000]], settings.vocab_size
-    )
+    if settings.init is not None:  # more training of an earlier build: its tokenizer too
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(settings.init, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(settings.init, local_files_only=True)
+    else:
+        tokenizer = build_tokenizer(
+            [e.prompt + "\n" + e.answer for e in train[:4000]], settings.vocab_size
+        )
+        model = build_model(
+            tokenizer, hidden=settings.hidden, layers=settings.layers, heads=settings.heads
+        )
     encoded = [encode_example(tokenizer, e) for e in train]
     mean_prompt = float(np.mean([len(p) for p, _ in encoded]))
     mean_answer = float(np.mean([len(a) for _, a in encoded]))
-    model = build_model(
-        tokenizer, hidden=settings.hidden, layers=settings.layers, heads=settings.heads
-    )
     params = sum(p.numel() for p in model.parameters())
     log(
         f"model: {params / 1e6:.2f}M parameters; tokens per example: prompt {mean_prompt:.0f}, "
