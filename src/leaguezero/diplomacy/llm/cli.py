@@ -183,6 +183,10 @@ def pretrain(
     ] = "greedy_bot,chaos_bot,random_bot",
     seed: Annotated[int, typer.Option(help="Seed of games, sampling and initial weights.")] = 0,
     threads: Annotated[int, typer.Option(help="torch threads (0: torch's default).")] = 0,
+    init: Annotated[
+        Path | None,
+        typer.Option(help="Continue training this earlier build (its tokenizer and weights)."),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out folder.")] = False,
 ) -> None:
     """Build a small base LM that plays Diplomacy, from bot games, on this machine.
@@ -216,7 +220,10 @@ def pretrain(
         lr=lr,
         seed=seed,
         threads=threads,
+        init=None if init is None else str(init),
     )
+    if init is not None and not (init / "config.json").exists():
+        raise fail(f"--init {init}: not a model folder (no config.json)")
     if hidden % heads:
         raise fail(f"--hidden {hidden} is not a multiple of --heads {heads}")
     try:

@@ -19,6 +19,7 @@ servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -52,7 +53,8 @@ class OpenAIClient:
 
     ``endpoint``: the server's base URL (``http://127.0.0.1:8000``; a trailing ``/v1`` is
     accepted); ``base_model``: the name the server gives the base model (asked from
-    ``/v1/models`` when None); ``concurrency``: requests in flight at once.
+    ``/v1/models`` when None); ``concurrency``: requests in flight at once; ``retries``: how
+    often a reset or refused connection is retried (growing pauses, 3 s in all).
     """
 
     def __init__(
@@ -63,7 +65,9 @@ class OpenAIClient:
         api_key: str | None = None,
         timeout: float = 300.0,
         concurrency: int = 32,
+        retries: int = 4,
     ) -> None:
+        self.retries = retries
         url = endpoint.rstrip("/")
         self.endpoint = url.removesuffix("/v1")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -87,10 +91,20 @@ class OpenAIClient:
 
     # ----------------------------------------------------------------- plumbing
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        try:
-            response = self._http.request(method, path, json=body)
-        except httpx.HTTPError as err:
-            raise LLMError(f"cannot reach the LLM server at {self.endpoint} ({err})") from None
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, json=body)
+                break
+            except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as err:
+                # A reset or refused connection (a full backlog, a server restarting) is
+                # retried with a growing pause; a timeout is not (the request may be running).
+                if attempt == self.retries:
+                    raise LLMError(
+                        f"cannot reach the LLM server at {self.endpoint} ({err})"
+                    ) from None
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+            except httpx.HTTPError as err:
+                raise LLMError(f"cannot reach the LLM server at {self.endpoint} ({err})") from None
         if response.status_code == 404 and path == "/v1/completions":
             raise UnknownAdapterError(f"{self.endpoint}: {_error_message(response)}")
         if response.status_code == 507 or (

@@ -58,6 +58,12 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
     return value
 
 
+class _Server(ThreadingHTTPServer):
+    # The standard library's listen backlog is 5: a group of games sends dozens of requests
+    # at once, and connections beyond the backlog were reset.
+    request_queue_size = 1024
+
+
 class LLMServer:
     """An HTTP server for one :class:`HFBackend`; :meth:`start` runs it in a thread."""
 
@@ -82,7 +88,7 @@ class LLMServer:
         class Handler(_Handler):
             owner = server
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _Server((host, port), Handler)
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
