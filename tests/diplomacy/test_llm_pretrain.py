@@ -59,7 +59,9 @@ def test_corpus_pairs_are_the_loops_prompts_with_legal_answers_in_order() -> Non
         parsed = extract_orders(e.answer, e.legal, e.phase_type, e.owed)
         assert parsed.invalid == 0 and len(parsed.parsed) == len(lines) - 1
     legal = {"PAR": ["A PAR - BUR", "A PAR H"], "BRE": ["F BRE H"]}
-    assert answer_text(["A PAR H", "F BRE H"], legal) == "F BRE H\nA PAR H\nEND"
+    assert answer_text(["A PAR H", "F BRE H"], legal) == "1) F BRE H\n2) A PAR H\nEND"
+    builds = {"MAR": ["A MAR B", "WAIVE"], "PAR": ["A PAR B", "WAIVE"]}
+    assert answer_text(["A PAR B"], builds) == "1) A PAR B\nEND"
 
 
 def test_pretrained_folder_loads_as_a_plain_model_with_a_chat_template(base) -> None:

@@ -25,7 +25,9 @@ def test_prompt_lists_board_own_units_and_every_legal_order() -> None:
     assert "Your units: A MAR, A PAR, F BRE" in prompt
     assert prompt.endswith("ORDERS:\n")
     # Every legal order can be read back from the compact listing.
-    listing = {line.split(":")[0]: line for line in prompt.splitlines() if line[:2] in ("A ", "F ")}
+    numbered = [line.split(") ", 1) for line in prompt.splitlines() if line[:1].isdigit()]
+    assert [int(n) for n, _ in numbered] == list(range(1, len(legal) + 1))
+    listing = {line.split(":")[0]: line for _, line in numbered}
     for options in legal.values():
         for order in options:
             unit = " ".join(order.split()[:2])

@@ -96,13 +96,20 @@ class Example:
 
 
 def answer_text(orders: Sequence[str], legal: dict[str, list[str]]) -> str:
-    """Orders one per line in the prompt's (sorted) location order, then ``END``."""
+    """Orders one per line in the prompt's (sorted) location order, numbered as the prompt
+    numbers its locations (``2) A PAR - BUR``), then ``END``. Builds and disbands, which are
+    fewer than the sites listed, are numbered 1, 2, ... in site order."""
     rank = {}
     for i, loc in enumerate(sorted(legal)):
         for option in legal[loc]:
             rank.setdefault(option, i)
     ordered = sorted(orders, key=lambda o: (rank.get(o, len(rank)), o))
-    return "\n".join([*ordered, END_MARK])
+    if len(ordered) == len(legal) and all(o in rank for o in ordered):
+        numbers = [rank[o] + 1 for o in ordered]  # one order per listed location
+    else:
+        numbers = list(range(1, len(ordered) + 1))
+    lines = [f"{n}) {order}" for n, order in zip(numbers, ordered, strict=True)]
+    return "\n".join([*lines, END_MARK])
 
 
 def collect_examples(

@@ -1,17 +1,20 @@
 """The phase as a prompt, and a completion parsed back into legal orders.
 
 The prompt lists the board (every power's units and centres), the asking power's own units
-and centres, and the legal orders of each orderable location, compactly: the unit is written
-once per location and each option without it (``A PAR: H | - BUR | S A MAR - BUR``), which
-roughly halves the prompt of a movement phase. The model answers one order per line and
-``END``.
+and centres, and the legal orders of each orderable location, numbered and compact: the unit
+is written once per location and each option without it (``2) A PAR: H | - BUR | S A MAR -
+BUR``), which roughly halves the prompt of a movement phase. The model answers one order per
+line, numbered as the locations are (``2) A PAR - BUR``), and ``END``: answer line *k* copies
+the unit of listing line *k* (``dip_orders_v2``; v1 had no numbers, and small models then
+confused units named in the listing's supports with the ones to order).
 
 :func:`extract_orders` is tolerant: bullets, numbering, case, spacing (``A PAR-BUR`` and
-``a par  -  bur``), arrows (``->``), ``HOLD``/``HOLDS`` and several orders on one line split by
-``;`` or ``,`` all parse. Anything else is counted invalid, a second order for a location is
-counted invalid, and an orderable location left without an order is counted missing and
-filled (a hold in a movement phase, a disband in a retreat phase; in an adjustment phase the
-engine waives missing builds), exactly as the rollout's own validation does.
+``a par  -  bur``), arrows (``->``), ``HOLD``/``HOLDS``, full province names, the listing's
+own ``A PAR: - BUR`` form, JSON, and several orders on one line split by ``;`` or ``,`` all
+parse. Anything else is counted invalid, a second order for a location is counted invalid, and
+an orderable location left without an order is counted missing and filled (a hold in a
+movement phase, a disband in a retreat phase; in an adjustment phase the engine waives missing
+builds), exactly as the rollout's own validation does.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from leaguezero.diplomacy.env import DiplomacyEnv
 
-PROMPT_VERSION = "dip_orders_v1"  # bump when the prompt's layout changes (adapters depend on it)
+PROMPT_VERSION = "dip_orders_v2"  # bump when the prompt's layout changes (adapters depend on it)
 END_MARK = "END"
 PHASE_NAMES = {"M": "movement", "R": "retreats", "A": "adjustments"}
 WAIVE = "WAIVE"
@@ -127,8 +130,12 @@ def build_prompt(env: DiplomacyEnv, power: str, legal: Mapping[str, Sequence[str
         what = f"build {owed}" if owed > 0 else f"disband {-owed}"
         lines.append(f"Adjustments: {what}.")
     lines.append("Legal orders per location:")
-    lines.extend(_compact_options(loc, legal[loc]) for loc in sorted(legal))
-    lines.append(f"Write one full order per line (e.g. A PAR - BUR), then {END_MARK}.")
+    lines.extend(
+        f"{i}) {_compact_options(loc, legal[loc])}" for i, loc in enumerate(sorted(legal), 1)
+    )
+    lines.append(
+        f"Write one full order per line, numbered as above (e.g. 1) A PAR - BUR), then {END_MARK}."
+    )
     lines.append("ORDERS:")
     return "\n".join(lines) + "\n"
 
