@@ -61,20 +61,22 @@ def test_retreats_fill_disbands_and_adjustments_respect_the_quota() -> None:
     assert extract_orders("WAIVE", builds, "A", max_orders=2).missing == 1
 
 
-def test_shipped_vllm_config_is_current_and_documented() -> None:
+@pytest.mark.parametrize("name", ["diplomacy_vllm.yaml", "diplomacy_llm_cpu.yaml"])
+def test_shipped_llm_configs_are_current_and_documented(name: str) -> None:
     from pathlib import Path
 
     from leaguezero.common.config import commented_yaml, load_config
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.llm.cli import VLLM_CONFIG_HEADER, VLLM_OVERRIDES
+    from leaguezero.diplomacy.llm import cli
 
-    shipped = Path(__file__).resolve().parents[2] / "configs" / "diplomacy_vllm.yaml"
+    shipped = Path(__file__).resolve().parents[2] / "configs" / name
     cfg = load_config(DiplomacyConfig, shipped)
     assert cfg.llm.backend == "openai" and cfg.llm.max_loras == 8 and cfg.llm.max_lora_rank == 16
-    # Regenerate with: leaguezero llm config-write configs/diplomacy_vllm.yaml
-    expected = commented_yaml(
-        load_config(DiplomacyConfig, None, VLLM_OVERRIDES), VLLM_CONFIG_HEADER
-    )
+    # Regenerate with: leaguezero llm config-write configs/NAME [--cpu]
+    cpu = name == "diplomacy_llm_cpu.yaml"
+    overrides = cli.CPU_OVERRIDES if cpu else cli.VLLM_OVERRIDES
+    header = cli.CPU_CONFIG_HEADER if cpu else cli.VLLM_CONFIG_HEADER
+    expected = commented_yaml(load_config(DiplomacyConfig, None, overrides), header)
     assert shipped.read_text(encoding="utf-8") == expected
     for line in expected.splitlines():
         if not line.startswith("#"):

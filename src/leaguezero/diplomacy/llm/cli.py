@@ -34,6 +34,32 @@ VLLM_OVERRIDES = [
 ]
 
 
+CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU, sampled through llm serve.
+Build the base model and start the server first (docs/llm.md):
+  leaguezero llm pretrain --out models/dip_base
+  leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
+      --port 8123 --max-loras 8 &
+  leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
+Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
+# What differs from the built-in defaults in configs/diplomacy_llm_cpu.yaml.
+CPU_OVERRIDES = [
+    "train.agent=llm",
+    "llm.backend=openai",
+    "llm.base_model=models/dip_base",
+    "llm.endpoint=http://127.0.0.1:8123",
+    "llm.served_model_name=dip_base",
+    "max_years=3",
+    "games_dir=null",
+    "train.steps=100",
+    "train.lr=0.001",
+    "llm.max_new_tokens=96",
+    "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
+    "llm.format_penalty=0.5",
+    "league.eval_every=10",
+    "league.eval_games=4",
+]
+
+
 def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
     from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 
@@ -152,14 +178,20 @@ def init_adapter(
 @app.command("config-write")
 def config_write(
     path: Annotated[Path, typer.Argument(help="Where to write the commented YAML.")],
+    cpu: Annotated[
+        bool, typer.Option("--cpu", help="The CPU config (pretrained base, llm serve).")
+    ] = False,
 ) -> None:
-    """Write the vLLM Diplomacy config (every key commented) to PATH, atomically."""
+    """Write the vLLM (or --cpu) Diplomacy LLM config, every key commented, atomically."""
     from leaguezero.common.atomic import atomic_write_text
     from leaguezero.common.config import commented_yaml, load_config
     from leaguezero.diplomacy.config import DiplomacyConfig
 
-    cfg = load_config(DiplomacyConfig, None, VLLM_OVERRIDES)
-    atomic_write_text(path, commented_yaml(cfg, VLLM_CONFIG_HEADER))
+    overrides, header = (CPU_OVERRIDES, CPU_CONFIG_HEADER) if cpu else (
+        VLLM_OVERRIDES, VLLM_CONFIG_HEADER
+    )  # fmt: skip
+    cfg = load_config(DiplomacyConfig, None, overrides)
+    atomic_write_text(path, commented_yaml(cfg, header))
     typer.echo(str(path))
 
 
