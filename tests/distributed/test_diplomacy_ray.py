@@ -97,3 +97,33 @@ def test_ray_league_steps_match_local_and_survive_a_killed_worker(ray_cluster, t
     assert rated and rated[0]["challenger"] == "ckpt_000001"
     started = read_events(ray_run / "events.ndjson", "league.evaluation_started")
     assert started[0]["backend"] == "ray"
+
+
+def test_llm_hero_on_ray_samples_on_the_shared_server(ray_cluster, tmp_path):
+    """train.agent=llm with --backend ray: each game a Ray task whose seats sample on one
+    `leaguezero llm serve`; the trainer publishes the hero version the tasks play."""
+    pytest.importorskip("peft")
+    from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+
+    lm = build_tiny_lm(tmp_path / "lm")
+    proc, url = start_llm_server(lm)
+    try:
+        cfg = load_config(
+            DiplomacyConfig,
+            None,
+            ["train.agent=llm", "llm.backend=openai", f"llm.base_model={lm}",
+             f"llm.endpoint={url}", "llm.served_model_name=tiny", "llm.max_new_tokens=12",
+             "llm.lora_rank=4", "llm.format_penalty=2.0", "max_years=1", "train.group_size=3",
+             "train.steps=1", "league.eval_every=50", "games_dir=null"],
+        )  # fmt: skip
+        address = ray_cluster.get_runtime_context().gcs_address
+        trainer = make_trainer(cfg, tmp_path / "run", backend="ray", ray_address=address)
+        trainer.run()
+        (step,) = read_events(tmp_path / "run" / "events.ndjson", TRAIN_STEP_EVENT)
+        # Every hero completion of the three games came back from the workers.
+        assert step["llm_completions"] >= 3 and step["llm_mean_tokens"] > 0
+        assert len(read_matches(tmp_path / "run" / "league_matches.ndjson")) == 3
+        assert (tmp_path / "run" / "adapters" / "run-hero-v0001").is_dir()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

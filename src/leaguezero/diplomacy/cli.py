@@ -339,7 +339,8 @@ def make_trainer(
     network hero's games and the evaluator's jobs as Ray tasks (``ray``, docs/cluster.md).
 
     The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
-    LLM hero on Ray, ``RayUnavailableError`` when Ray cannot be reached.
+    LLM hero on Ray without a server (``llm.backend: hf``), ``RayUnavailableError`` when Ray
+    cannot be reached.
     """
     import torch
 
@@ -350,8 +351,11 @@ def make_trainer(
         return LeagueTrainer(cfg, out, resume=resume)
     if backend != "ray":
         raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
-    if cfg.train.agent == "llm":
-        raise TrainError("train.agent=llm runs with --backend local only (for now)")
+    if cfg.train.agent == "llm" and cfg.llm.backend != "openai":
+        raise TrainError(
+            "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
+            "server (vLLM or leaguezero llm serve) that every node can reach"
+        )
     from leaguezero.distributed.evaluator import RayJobRunner
     from leaguezero.distributed.tasks import RayTaskMap
 

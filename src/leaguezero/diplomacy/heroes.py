@@ -246,11 +246,17 @@ class LanguageModelHero:
     checkpoint_suffix = ""
     base_model_path = None
 
-    def __init__(self, cfg: DiplomacyConfig, run_dir: Path) -> None:
+    def __init__(self, cfg: DiplomacyConfig, run_dir: Path, task_map: TaskMap = local_map) -> None:
         from leaguezero.diplomacy.llm.client import LLMError
         from leaguezero.diplomacy.llm.league import LLMLeagueHero
 
+        if task_map is not local_map and cfg.llm.backend != "openai":
+            raise TrainError(
+                "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
+                "server (vLLM or leaguezero llm serve) that every node can reach"
+            )
         self.cfg = cfg
+        self.task_map = task_map
         try:
             self.llm: LLMLeagueHero = LLMLeagueHero(cfg, hero_name=HERO, run_dir=run_dir)
         except LLMError as err:
@@ -296,16 +302,23 @@ class LanguageModelHero:
                 raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
             adapter_paths[name] = registry.resolve(agent.path)
         tcfg = self.cfg.train
-        # The group's games run at once; every LLM seat of every game meets in batches.
-        played = self.llm.play_group(
-            cfg,
-            group_idx,
-            seating,
-            hero_power,
-            adapter_paths,
-            seeds=[game_seed(tcfg.seed, group_idx, i) for i in range(tcfg.group_size)],
-            temperature=tcfg.temperature,
-        )
+        seeds = [game_seed(tcfg.seed, group_idx, i) for i in range(tcfg.group_size)]
+        if self.task_map is local_map:
+            # The group's games run at once; every LLM seat of every game meets in batches.
+            played = self.llm.play_group(
+                cfg, group_idx, seating, hero_power, adapter_paths,
+                seeds=seeds, temperature=tcfg.temperature,
+            )  # fmt: skip
+        else:  # Ray: each game a task whose seats sample on the shared server
+            from leaguezero.diplomacy.llm.league import play_remote_game
+
+            seating = self.llm.prepare(seating, hero_power, adapter_paths)
+            shared = self.llm.remote_games(self.cfg.llm, tcfg.temperature)
+            jobs = [
+                (cfg.model_dump_json(), group_idx, i, seating, hero_power, seed)
+                for i, seed in enumerate(seeds)
+            ]
+            played = self.task_map(play_remote_game, shared, jobs)
         return [
             PlayedGame(
                 dict(g.result.scores),
@@ -346,10 +359,8 @@ class LanguageModelHero:
 
 
 def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
-    """The hero ``cfg.train.agent`` names. An LLM hero plays in this process, so it takes no
-    task map other than :func:`local_map` (raises :class:`TrainError`)."""
+    """The hero ``cfg.train.agent`` names. An LLM hero takes a task map other than
+    :func:`local_map` only with ``llm.backend: openai`` (raises :class:`TrainError`)."""
     if cfg.train.agent == "llm":
-        if task_map is not local_map:
-            raise TrainError("train.agent=llm plays its games in this process: use --backend local")
-        return LanguageModelHero(cfg, ckpt_dir.parent)
+        return LanguageModelHero(cfg, ckpt_dir.parent, task_map)
     return NetworkHero(cfg, ckpt_dir, task_map)

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -210,17 +211,7 @@ class LLMLeagueHero:
         server refuses an adapter (slots or memory), the table falls back to cluster seating
         with fewer distinct adapters (:func:`~.adapters.fit_seating`).
         """
-        seating = dict(seating)
-        adapter_paths = dict(adapter_paths)
-        self.hero.publish()  # the live hero's slot first: opponents take what is left
-        while True:
-            try:
-                self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
-                break
-            except SlotsExceededError:
-                if len(adapter_paths) == 0:
-                    raise
-                seating, adapter_paths = self._fewer_adapters(seating, hero_power, adapter_paths)
+        seating = self.prepare(seating, hero_power, adapter_paths)
         tables = [
             self.hero.table(seating, seed=seed, hero_name=self.hero_name, temperature=temperature)
             for seed in seeds
@@ -240,6 +231,38 @@ class LLMLeagueHero:
             stats = table.stats.get(hero_power, SeatStats())
             games.append(HeroGame(result, records, stats, seating))
         return games
+
+    def prepare(
+        self, seating: Mapping[str, str], hero_power: str, adapter_paths: Mapping[str, str | Path]
+    ) -> dict[str, str]:
+        """Publish the live hero and load the table's adapter opponents; returns the seating,
+        reseated with fewer distinct adapters when the sampler cannot hold them all."""
+        seating = dict(seating)
+        adapter_paths = dict(adapter_paths)
+        self.hero.publish()  # the live hero's slot first: opponents take what is left
+        while True:
+            try:
+                self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
+                return seating
+            except SlotsExceededError:
+                if len(adapter_paths) == 0:
+                    raise
+                seating, adapter_paths = self._fewer_adapters(seating, hero_power, adapter_paths)
+
+    def remote_games(self, llm: LLMSection, temperature: float) -> RemoteLLMGames:
+        """What a remote worker needs to play the hero's games on the server (after
+        :meth:`prepare`): the endpoint, the tokenizer's folder, the live hero's served name."""
+        if not self.remote:
+            raise LLMError("games on remote workers need llm.backend=openai (a shared server)")
+        return RemoteLLMGames(
+            endpoint=llm.endpoint,
+            served_model_name=self.client.base_model if self.client is not None else None,
+            tokenizer_path=str(llm.base_model),
+            hero_name=self.hero_name,
+            hero_adapter=self.hero.live_adapter,
+            max_new_tokens=llm.max_new_tokens,
+            temperature=temperature,
+        )
 
     def _fewer_adapters(
         self, seating: dict[str, str], hero_power: str, paths: dict[str, str | Path]
@@ -270,6 +293,59 @@ class LLMLeagueHero:
             return score
         bad = game.stats.invalid + game.stats.missing
         return score - self.format_penalty * bad / max(1, game.stats.completions)
+
+
+@dataclass(frozen=True)
+class RemoteLLMGames:
+    """The shared part of a group's games played by remote workers (Ray) on one server."""
+
+    endpoint: str
+    served_model_name: str | None
+    tokenizer_path: str
+    hero_name: str
+    hero_adapter: str
+    max_new_tokens: int
+    temperature: float
+
+
+@functools.cache
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def play_remote_game(
+    shared: RemoteLLMGames,
+    cfg_json: str,
+    group_idx: int,
+    game_idx: int,
+    seating: dict[str, str],
+    hero_power: str,
+    seed: int,
+) -> HeroGame:
+    """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
+    on the server, the live hero as ``shared.hero_adapter``; returns the result, the hero
+    power's records, its seat stats and the seating."""
+    from leaguezero.diplomacy.llm.prompt import render_prompt
+
+    cfg = DiplomacyConfig.model_validate_json(cfg_json)
+    tokenizer = _tokenizer(shared.tokenizer_path)
+    with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
+        table = LLMTable(
+            client,
+            {p: (shared.hero_adapter if a == shared.hero_name else a) for p, a in seating.items()},
+            record_adapter=shared.hero_adapter,
+            max_new_tokens=shared.max_new_tokens,
+            temperature=shared.temperature,
+            seed=seed,
+            render=lambda prompt: render_prompt(tokenizer, prompt),
+        )
+        result = run_rollout(
+            cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
+        )
+    records = [r for r in table.records if r.power == hero_power]
+    return HeroGame(result, records, table.stats.get(hero_power, SeatStats()), dict(seating))
 
 
 class _InProcess:
