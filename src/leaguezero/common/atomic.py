@@ -1,7 +1,8 @@
 """Atomic file writes: write a temp file in the same folder, fsync, then ``os.replace``.
 
 A reader sees either the old file or the new one, never a torn write, and a process killed
-mid-write leaves at most a stray ``.tmp`` file next to the target.
+mid-write leaves at most a stray ``.tmp`` file next to the target. :func:`atomic_folder` does
+the same for a folder (a model or adapter folder written by another library).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,3 +60,21 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, mode: int = 0o755):
+    """Yield a temporary folder beside ``path``; when the block ends without an error it
+    replaces ``path`` (renamed into place), otherwise it is removed and ``path`` is untouched."""
+    folder = Path(path)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

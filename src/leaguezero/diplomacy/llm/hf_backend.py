@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -30,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.atomic import atomic_folder, atomic_write_json
 from leaguezero.diplomacy.llm.client import (
     Completion,
     GenerationRequest,
@@ -209,9 +207,7 @@ class HFBackend:
         folder = Path(path)
         if folder.exists() and not overwrite:
             raise FileExistsError(f"adapter folder {folder} exists; versioned names are immutable")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
+        with atomic_folder(folder) as tmp:
             with self._lock:
                 if name not in self.list_adapters():
                     raise UnknownAdapterError(f"adapter {name!r} is not loaded")
@@ -228,13 +224,6 @@ class HFBackend:
                 "prompt_version": PROMPT_VERSION,
             }
             atomic_write_json(tmp / ADAPTER_META, meta)
-            os.chmod(tmp, 0o755)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return folder
 
     def adapter_parameters(self, name: str) -> dict[str, torch.nn.Parameter]:

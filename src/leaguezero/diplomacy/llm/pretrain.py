@@ -30,8 +30,6 @@ import json
 import math
 import os
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.atomic import atomic_folder, atomic_write_json
 from leaguezero.diplomacy.llm.prompt import (
     END_MARK,
     PROMPT_VERSION,
@@ -441,19 +439,10 @@ def pretrain(
 
 def _save(folder: Path, model, tokenizer, report: dict[str, Any]) -> None:
     """Model + tokenizer + report into ``folder``, written beside it and renamed into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+    with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         atomic_write_json(tmp / BASE_META, report)
-        os.chmod(tmp, 0o755)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def read_base_meta(folder: str | os.PathLike) -> dict[str, Any] | None:
