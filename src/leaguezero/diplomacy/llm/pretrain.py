@@ -79,6 +79,10 @@ class PretrainSettings:
     seed: int = 0
     threads: int = 0  # 0: torch's default
     init: str | None = None  # continue from this base folder (its tokenizer and weights)
+    # Weight of the prompt tokens' next-token loss beside the answer's (weight 1; 0: answers
+    # only). Measured once: 900 more steps at 1.0 lowered held-out validity from 0.46 to 0.36
+    # (the answer's share of the gradient shrinks); kept as an option, off by default.
+    prompt_loss: float = 0.0
 
 
 @dataclass
@@ -264,17 +268,26 @@ def train_model(
                 break
             width = max(lengths[i] for i in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            labels = torch.full((len(batch), width), -100, dtype=torch.long)
+            weights = torch.zeros((len(batch), width), dtype=torch.float32)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for b, i in enumerate(batch):
                 p, a = encoded[i]
                 ids[b, : len(p) + len(a)] = torch.tensor(p + a)
-                labels[b, len(p) : len(p) + len(a)] = torch.tensor(a)
+                weights[b, 1 : len(p)] = settings.prompt_loss  # token 0 has no prediction
+                weights[b, len(p) : len(p) + len(a)] = 1.0
                 mask[b, : len(p) + len(a)] = 1
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                logits = model(input_ids=ids, attention_mask=mask).logits
+            # Token t is predicted at position t - 1; weighted mean over the tokens that count.
+            nll = torch.nn.functional.cross_entropy(
+                logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                ids[:, 1:].reshape(-1),
+                reduction="none",
+            ).view(len(batch), width - 1)
+            w = weights[:, 1:]
+            loss = (nll * w).sum() / w.sum().clamp(min=1e-9)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
