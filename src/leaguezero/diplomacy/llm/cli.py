@@ -198,9 +198,9 @@ def config_write(
 @app.command()
 def pretrain(
     out: Annotated[Path, typer.Option(help="Folder for the model (Hugging Face layout).")],
-    games: Annotated[int, typer.Option(min=1, help="Bot games whose orders are the corpus.")] = 240,
-    max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 3,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 1200,
+    games: Annotated[int, typer.Option(min=1, help="Bot games whose orders are the corpus.")] = 300,
+    max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 4,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 1500,
     batch_tokens: Annotated[int, typer.Option(min=256, help="Padded tokens per batch.")] = 6144,
     lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
     hidden: Annotated[int, typer.Option(min=16, help="Model width.")] = 128,

@@ -62,8 +62,8 @@ CHAT_TEMPLATE = (
 class PretrainSettings:
     """Everything that decides the base model (stored in ``leaguezero_base.json``)."""
 
-    games: int = 240
-    max_years: int = 3
+    games: int = 300
+    max_years: int = 4
     seat_bots: tuple[str, ...] = ("greedy_bot", "chaos_bot", "random_bot")
     record_bots: tuple[str, ...] = ("greedy_bot", "chaos_bot")
     vocab_size: int = 1024
