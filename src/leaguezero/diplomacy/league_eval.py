@@ -90,18 +90,35 @@ def diplomacy_tournament(
         make_llm_resolver, close = evaluation_resolver_factory(base.llm)
     try:
         return _play_gatekeepers(
-            base, challenger, gatekeepers, paths, make_llm_resolver, seed, games_per_gatekeeper,
-            greedy, temperature,
-        )  # fmt: skip
+            base,
+            challenger,
+            gatekeepers,
+            paths,
+            make_llm_resolver=make_llm_resolver,
+            seed=seed,
+            games_per_gatekeeper=games_per_gatekeeper,
+            greedy=greedy,
+            temperature=temperature,
+        )
     finally:
         if close is not None:
             close()
 
 
 def _play_gatekeepers(
-    base, challenger, gatekeepers, paths, make_llm_resolver, seed, games_per_gatekeeper, greedy,
-    temperature,
-) -> list[MatchResult]:  # fmt: skip
+    base: Any,
+    challenger: AgentInfo,
+    gatekeepers: list[AgentInfo],
+    paths: dict[str, str],
+    *,
+    make_llm_resolver: Any,
+    seed: int,
+    games_per_gatekeeper: int,
+    greedy: bool,
+    temperature: float,
+) -> list[MatchResult]:
+    """Every gatekeeper's games (``make_llm_resolver``: LLM agents' resolver factory, or None
+    for policy checkpoints)."""
     from leaguezero.diplomacy.scoring import win_shares
     from leaguezero.diplomacy.tournament import run_tournament
 
