@@ -22,6 +22,7 @@ import functools
 import hashlib
 import random
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -272,7 +273,8 @@ class LLMLeagueHero:
 
         opponents = [seating[p] for p in POWERS if p != hero_power]
         slots = 1 + len(paths) - 1  # the hero's version + one adapter opponent fewer
-        rng = random.Random(hash((tuple(opponents), hero_power)) & 0xFFFF_FFFF)
+        # A stable seed (str hashes differ between processes): the same fallback every run.
+        rng = random.Random(zlib.crc32("|".join([hero_power, *opponents]).encode()))
         seats = fit_seating(
             self.hero_name,
             opponents,
