@@ -177,24 +177,6 @@ class LLMLeagueHero:
             for name, param in params.items():
                 param.copy_(weights[name])
 
-    def table(
-        self,
-        seating: Mapping[str, str],
-        adapter_paths: Mapping[str, str | Path],
-        *,
-        seed: int,
-        temperature: float,
-    ) -> LLMTable:
-        """One game's LLM seats: loads the opponents' adapters, then seats the live hero.
-
-        ``seating``: ``{power: agent}`` with ``hero_name`` for the live weights;
-        ``adapter_paths``: ``{league name: adapter folder}`` of every adapter opponent seated.
-        """
-        self.slots.ensure({name: str(path) for name, path in adapter_paths.items()})
-        return self.hero.table(
-            seating, seed=seed, hero_name=self.hero_name, temperature=temperature
-        )
-
     def play_group(
         self,
         game_cfg: DiplomacyConfig,
