@@ -173,7 +173,7 @@ def eval_cmd(
     save_dir = None if no_save else out_dir
     try:
         resolver = _checkpoint_resolver(
-            [hero, *opponent_names], cfg, sample, "rank" if rank else "generate"
+            [hero, *opponent_names], cfg, sample, "rank" if rank else cfg.llm.mode
         )
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None

@@ -109,6 +109,12 @@ class LLMSection(Section):
         256, ge=1, description="Completion budget per seat and phase (orders + END)."
     )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 is greedy).")
+    mode: Literal["generate", "constrained"] = Field(
+        "generate",
+        description="generate: free text, parsed (an illegal order is counted and the unit "
+        "holds); constrained: the same text decoded so every order is legal, the model "
+        "choosing among legal continuations (GRPO trains that policy; docs/llm.md).",
+    )
     adapters_dir: str = Field(
         "adapters", description="Folder (under the run) for published hero adapter versions."
     )

@@ -31,6 +31,7 @@ from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.grpo import ActionRecord
 from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
+from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
 
@@ -42,6 +43,7 @@ class LLMPayload:
     prompt: str
     token_ids: list[int]
     adapter: str | None  # the adapter that sampled it (for the record; scoring uses the hero's)
+    choices: OrderChoices | None = None  # the constraint it was decoded under (mode constrained)
 
 
 @dataclass
@@ -63,6 +65,23 @@ def _is_llm_seat(name: str | None) -> bool:
 
 def _adapter_of(name: str | None) -> str | None:
     return None if name in (None, BASE_MODEL) else name
+
+
+MODES = ("generate", "constrained", "rank")
+
+
+def payload_log_probs(
+    backend: HFBackend, payloads: Sequence[LLMPayload], adapter: str | None
+) -> list[torch.Tensor]:
+    """Per-token log-probs of recorded completions under ``adapter``, each under the
+    constraint it was sampled with (if any): the policy that played, recomputed."""
+    allowed = [backend.allowed_tokens(p.choices, p.token_ids) for p in payloads]
+    return backend.logprobs(
+        [p.prompt for p in payloads],
+        [p.token_ids for p in payloads],
+        adapter,
+        allowed if any(a is not None for a in allowed) else None,
+    )
 
 
 class LLMPolicy:
@@ -89,8 +108,10 @@ class LLMTable:
     ``record_adapter``: completions of seats with this adapter are recorded (None: none).
     ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
     prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
-    default: as written). ``mode``: ``generate`` (free text, parsed) or ``rank`` (the model
-    scores each unit's legal orders, :mod:`.ranking`; nothing is recorded for training).
+    default: as written). ``mode``: ``generate`` (free text, parsed), ``constrained`` (the
+    same text, decoded so that every order is legal, :mod:`.constrained`; recorded for training
+    with its constraint) or ``rank`` (the model scores each unit's legal orders,
+    :mod:`.ranking`; nothing is recorded for training).
     """
 
     def __init__(
@@ -106,8 +127,8 @@ class LLMTable:
         render: Callable[[str], str] | None = None,
         mode: str = "generate",
     ) -> None:
-        if mode not in ("generate", "rank"):
-            raise ValueError(f"mode must be 'generate' or 'rank', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode == "rank" and not hasattr(client, "logprobs"):
             raise ValueError("ranking mode scores orders in process: it needs the hf backend")
         self.client = client
@@ -159,7 +180,7 @@ class LLMTable:
                 0
             ]
         )
-        seats, prompts, legals = [], [], []
+        seats, prompts, legals, choices = [], [], [], []
         for power in powers:
             legal = env.legal_orders(power)
             if legal:
@@ -167,18 +188,25 @@ class LLMTable:
                 legals.append(legal)
                 prompt = build_prompt(env, power, legal)
                 prompts.append(self.render(prompt) if self.render is not None else prompt)
+                owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
+                choices.append(OrderChoices(legal, env.phase_type, owed))
         if not seats:
             return {}
         adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
         self.calls += 1
         if self.mode == "rank":
             return self._rank_phase(env, seats, legals, prompts, adapters, phase_seed)
-        completions = self.client.generate(
-            prompts, adapters, self.max_new_tokens, self.temperature, phase_seed
-        )
+        if self.mode == "constrained":
+            completions = self.client.generate(
+                prompts, adapters, self.max_new_tokens, self.temperature, phase_seed, choices
+            )
+        else:
+            completions = self.client.generate(
+                prompts, adapters, self.max_new_tokens, self.temperature, phase_seed
+            )
         orders: dict[str, list[str]] = {}
-        for power, legal, prompt, adapter, completion in zip(
-            seats, legals, prompts, adapters, completions, strict=True
+        for power, legal, prompt, adapter, completion, choice in zip(
+            seats, legals, prompts, adapters, completions, choices, strict=True
         ):
             owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
             parsed = extract_orders(completion.text, legal, env.phase_type, owed)
@@ -192,7 +220,8 @@ class LLMTable:
             stats.finished += completion.finish_reason == "stop"
             stats.truncated += completion.finish_reason != "stop"
             if self._records_seat(adapter):
-                payload = LLMPayload(prompt, list(completion.token_ids), adapter)
+                constraint = choice if self.mode == "constrained" else None
+                payload = LLMPayload(prompt, list(completion.token_ids), adapter, constraint)
                 self.records.append(ActionRecord(power, env.phase, completion.logprob_sum, payload))
         return orders
 
@@ -275,7 +304,8 @@ class LLMHero:
     ``adapters_dir`` (a path the sampler's server can read); ``slots``: the sampler's adapter
     slots (the live hero version is pinned). ``in_process``: ``sampler`` runs on ``backend``
     itself (e.g. a :class:`~.batching.BatchingGenerator` front), so the training adapter is
-    sampled directly and nothing is published.
+    sampled directly and nothing is published. ``mode``: ``generate`` or ``constrained``
+    (:mod:`.constrained`: every order legal, log-probs over the allowed tokens).
     """
 
     TRAIN_ADAPTER = "hero_train"
@@ -294,6 +324,7 @@ class LLMHero:
         max_new_tokens: int = 256,
         temperature: float = 1.0,
         in_process: bool = False,
+        mode: str = "generate",
     ) -> None:
         self.backend = backend
         self.sampler = sampler if sampler is not None else backend
@@ -306,6 +337,9 @@ class LLMHero:
         self.slots = slots
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        if mode not in ("generate", "constrained"):
+            raise ValueError(f"the hero trains in mode generate or constrained, not {mode!r}")
+        self.mode = mode
         if self.TRAIN_ADAPTER not in backend.list_adapters():
             backend.add_adapter(self.TRAIN_ADAPTER)
         self._params = backend.trainable_parameters(self.TRAIN_ADAPTER)
@@ -364,6 +398,7 @@ class LLMHero:
             temperature=temp,
             seed=seed,
             render=self.render,
+            mode=self.mode,
         )
         table.solo, table.solo_adapter = True, adapter
         return LLMPolicy(table)
@@ -389,6 +424,7 @@ class LLMHero:
             temperature=temp,
             seed=seed,
             render=self.render,
+            mode=self.mode,
         )
 
     # ----------------------------------------------------------------- training
@@ -399,9 +435,8 @@ class LLMHero:
 
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
         """``[N]`` log-prob of each record's completion under the current hero weights."""
-        payloads = [r.payload for r in records]
-        per_token = self.backend.logprobs(
-            [p.prompt for p in payloads], [p.token_ids for p in payloads], self.TRAIN_ADAPTER
+        per_token = payload_log_probs(
+            self.backend, [r.payload for r in records], self.TRAIN_ADAPTER
         )
         if not per_token:
             return torch.zeros((0,), dtype=torch.float32)
@@ -444,11 +479,8 @@ class BasePolicy:
 
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
         """``[N]`` log-prob of each record's completion under the base model."""
-        payloads = [r.payload for r in records]
         with torch.no_grad():
-            per_token = self.backend.logprobs(
-                [p.prompt for p in payloads], [p.token_ids for p in payloads], None
-            )
+            per_token = payload_log_probs(self.backend, [r.payload for r in records], None)
         if not per_token:
             return torch.zeros((0,), dtype=torch.float32)
         return torch.stack([t.sum() for t in per_token]).float()

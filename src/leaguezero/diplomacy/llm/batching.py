@@ -79,9 +79,10 @@ class BatchingGenerator:
         max_new_tokens: int,
         temperature: float,
         seed: int,
+        choices: Sequence[object | None] | None = None,
     ) -> list[Completion]:
         """The :class:`.client.GenerationClient` call, through the batcher."""
-        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed)
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         return self.submit(rows)
 
     def close(self) -> None:

@@ -83,8 +83,10 @@ class GenerationClient(Protocol):
         max_new_tokens: int,
         temperature: float,
         seed: int,
+        choices: Sequence[object | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt; ``adapters[i]`` None is the base model."""
+        """One completion per prompt; ``adapters[i]`` None is the base model; ``choices[i]``
+        (optional) decodes row ``i`` under a :class:`~.constrained.OrderChoices`."""
         ...
 
     def load_adapter(self, name: str, path: str) -> None:
@@ -115,10 +117,17 @@ def make_requests(
     max_new_tokens: int,
     temperature: float,
     seed: int,
+    choices: Sequence[object | None] | None = None,
 ) -> list[GenerationRequest]:
-    """The rows of a ``generate`` call (checked); row ``i`` samples with ``seed + i``."""
+    """The rows of a ``generate`` call (checked); row ``i`` samples with ``seed + i``;
+    ``choices[i]``: row ``i``'s constraint (:class:`~.constrained.OrderChoices`), if any."""
     check_rows(prompts, adapters)
-    return [
-        GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
-        for i, (p, a) in enumerate(zip(prompts, adapters, strict=True))
-    ]
+    if choices is not None and len(choices) != len(prompts):
+        raise ValueError(f"generate got {len(choices)} constraints for {len(prompts)} prompts")
+    rows = []
+    for i, (p, a) in enumerate(zip(prompts, adapters, strict=True)):
+        row = GenerationRequest(p, a, max_new_tokens, temperature, seed + i)
+        if choices is not None and choices[i] is not None:
+            row.extra["choices"] = choices[i]
+        rows.append(row)
+    return rows

@@ -36,6 +36,7 @@ from leaguezero.diplomacy.llm.client import (
     UnknownAdapterError,
     make_requests,
 )
+from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
 
 ADAPTER_SCHEMA_VERSION = 1
@@ -111,6 +112,8 @@ class HFBackend:
         self.eos_ids = eos_ids
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(eos_ids, default=0)
+        self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.pad_id
+        self._line_cache: dict[str, list[int]] = {}  # constrained lines' token ids
 
     @classmethod
     def from_pretrained(
@@ -269,9 +272,11 @@ class HFBackend:
         max_new_tokens: int,
         temperature: float,
         seed: int,
+        choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt, adapters mixed per row (see :mod:`.client`)."""
-        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed)
+        """One completion per prompt, adapters mixed per row (see :mod:`.client`);
+        ``choices[i]``: row ``i`` is decoded under that constraint (:mod:`.constrained`)."""
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         return self.generate_rows(rows)
 
     def generate_rows(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
@@ -317,6 +322,7 @@ class HFBackend:
             gen = torch.Generator(device=self.device)
             gen.manual_seed(int(r.seed) & 0xFFFF_FFFF_FFFF_FFFF)
             generators.append(gen)
+        machines = [self._machine(r) for r in rows]
         tokens: list[list[int]] = [[] for _ in rows]
         logprobs: list[list[float]] = [[] for _ in rows]
         finish = ["length"] * batch
@@ -337,15 +343,22 @@ class HFBackend:
             for b, r in enumerate(rows):
                 if not active[b]:
                     continue
-                if r.temperature <= 0:
-                    token = int(torch.argmax(logits[b]))
+                machine = machines[b]
+                if machine is not None:
+                    token, logprob = self._constrained_token(
+                        machine, logits[b], r.temperature, generators[b]
+                    )
                 else:
-                    probs = torch.softmax(logits[b] / r.temperature, dim=-1)
-                    token = int(torch.multinomial(probs, 1, generator=generators[b]))
+                    if r.temperature <= 0:
+                        token = int(torch.argmax(logits[b]))
+                    else:
+                        probs = torch.softmax(logits[b] / r.temperature, dim=-1)
+                        token = int(torch.multinomial(probs, 1, generator=generators[b]))
+                    logprob = float(log_p[b, token])
                 chosen[b] = token
                 tokens[b].append(token)
-                logprobs[b].append(float(log_p[b, token]))
-                if token in self.eos_ids:
+                logprobs[b].append(logprob)
+                if token in self.eos_ids or (machine is not None and machine.done):
                     active[b], finish[b] = False, "stop"
                 elif len(tokens[b]) >= r.max_new_tokens:
                     active[b] = False
@@ -372,31 +385,81 @@ class HFBackend:
             )
         return completions
 
+    def _machine(self, row: GenerationRequest) -> AnswerMachine | None:
+        choices = row.extra.get("choices")
+        if choices is None:
+            return None
+        if not isinstance(choices, OrderChoices):
+            choices = OrderChoices.from_json(choices)
+        return AnswerMachine(self.tokenizer, choices, self.eos_id, self._line_cache)
+
+    @staticmethod
+    def _constrained_token(
+        machine: AnswerMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
+    ) -> tuple[int, float]:
+        """The next token among the machine's allowed ones and its masked log-prob."""
+        allowed = machine.allowed()
+        if len(allowed) == 1:  # forced: probability 1 under the constrained policy
+            machine.step(allowed[0])
+            return allowed[0], 0.0
+        sub = logits[allowed]
+        if temperature <= 0:
+            pick = int(torch.argmax(sub))
+        else:
+            probs = torch.softmax(sub / temperature, dim=-1)
+            pick = int(torch.multinomial(probs, 1, generator=gen))
+        token = allowed[pick]
+        machine.step(token)
+        return token, float(torch.log_softmax(sub, dim=-1)[pick])
+
+    def allowed_tokens(
+        self, choices: OrderChoices | None, token_ids: Sequence[int]
+    ) -> list[list[int]] | None:
+        """The allowed set at each position of a completion decoded under ``choices``."""
+        if choices is None:
+            return None
+        return replay_allowed(self.tokenizer, choices, token_ids, self.eos_id, self._line_cache)
+
     # ------------------------------------------------------------------ training
     def logprobs(
         self,
         prompts: Sequence[str],
         completions: Sequence[Sequence[int]],
         adapter: str | None,
+        allowed: Sequence[Sequence[Sequence[int]] | None] | None = None,
     ) -> list[torch.Tensor]:
         """Per-token raw log-probs ``[T_i]`` of each completion's tokens under ``adapter``.
 
-        Differentiable with respect to the adapter's parameters when they require gradients
-        (:meth:`trainable_parameters`). One right-padded forward pass per batch of rows.
+        ``allowed[i]`` (optional): row ``i`` was decoded under a constraint; entry ``t`` is
+        the token set allowed at position ``t`` (:meth:`allowed_tokens`), and the log-prob is
+        taken over that set only (0 where one token was allowed). Differentiable with respect
+        to the adapter's parameters when they require gradients (:meth:`trainable_parameters`).
+        One right-padded forward pass per batch of rows.
         """
         if len(prompts) != len(completions):
             raise ValueError("logprobs needs one completion per prompt")
+        if allowed is not None and len(allowed) != len(prompts):
+            raise ValueError("logprobs needs one allowed-set entry per prompt (or none)")
         results: list[torch.Tensor] = []
         with self._lock:
             name = self._row_name(adapter)
             for start in range(0, len(prompts), self.max_batch_size):
                 chunk_p = prompts[start : start + self.max_batch_size]
                 chunk_c = completions[start : start + self.max_batch_size]
-                results.extend(self._logprobs_batch(chunk_p, chunk_c, name))
+                chunk_a = (
+                    allowed[start : start + self.max_batch_size]
+                    if allowed is not None
+                    else [None] * len(chunk_p)
+                )
+                results.extend(self._logprobs_batch(chunk_p, chunk_c, chunk_a, name))
         return results
 
     def _logprobs_batch(
-        self, prompts: Sequence[str], completions: Sequence[Sequence[int]], name: str
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[Sequence[int]],
+        allowed: Sequence[Sequence[Sequence[int]] | None],
+        name: str,
     ) -> list[torch.Tensor]:
         seqs = [(self.encode(p), list(c)) for p, c in zip(prompts, completions, strict=True)]
         width = max(len(p) + len(c) for p, c in seqs)
@@ -412,14 +475,22 @@ class HFBackend:
             use_cache=False,
             adapter_names=[name] * len(seqs),
         )
-        log_p = torch.log_softmax(out.logits.float(), dim=-1)  # [B, L, V]
+        logits = out.logits.float()  # [B, L, V]
         results = []
         for b, (p, c) in enumerate(seqs):
             if not c:
-                results.append(log_p.new_zeros((0,)))
+                results.append(logits.new_zeros((0,)))
                 continue
             # The logits at position t predict token t + 1.
-            steps = log_p[b, len(p) - 1 : len(p) + len(c) - 1]  # [T, V]
+            steps = logits[b, len(p) - 1 : len(p) + len(c) - 1]  # [T, V]
+            row_allowed = allowed[b]
+            if row_allowed is not None:
+                if len(row_allowed) != len(c):
+                    raise ValueError("an allowed-set list must have one entry per token")
+                keep = torch.zeros_like(steps, dtype=torch.bool)
+                for t, ids in enumerate(row_allowed):
+                    keep[t, list(ids)] = True
+                steps = steps.masked_fill(~keep, float("-inf"))
             target = torch.tensor(c, dtype=torch.long, device=self.device)[:, None]
-            results.append(steps.gather(1, target)[:, 0])
+            results.append(torch.log_softmax(steps, dim=-1).gather(1, target)[:, 0])
         return results

@@ -145,6 +145,7 @@ class LLMLeagueHero:
             max_new_tokens=llm.max_new_tokens,
             temperature=cfg.train.temperature,
             in_process=not self.remote,
+            mode=llm.mode,
         )
         if self.remote and self.client is not None:
             versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
@@ -245,6 +246,7 @@ class LLMLeagueHero:
             hero_adapter=self.hero.live_adapter,
             max_new_tokens=llm.max_new_tokens,
             temperature=temperature,
+            mode=llm.mode,
         )
 
     def _fewer_adapters(
@@ -290,6 +292,7 @@ class RemoteLLMGames:
     hero_adapter: str
     max_new_tokens: int
     temperature: float
+    mode: str = "generate"
 
 
 @functools.cache
@@ -324,6 +327,7 @@ def play_remote_game(
             temperature=shared.temperature,
             seed=seed,
             render=lambda prompt: render_prompt(tokenizer, prompt),
+            mode=shared.mode,
         )
         result = run_rollout(
             cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
@@ -339,8 +343,8 @@ class _InProcess:
         self.batcher = batcher
         self.backend = backend
 
-    def generate(self, prompts, adapters, max_new_tokens, temperature, seed):
-        return self.batcher.generate(prompts, adapters, max_new_tokens, temperature, seed)
+    def generate(self, prompts, adapters, max_new_tokens, temperature, seed, choices=None):
+        return self.batcher.generate(prompts, adapters, max_new_tokens, temperature, seed, choices)
 
     def load_adapter(self, name: str, path: str) -> None:
         self.backend.load_adapter(name, path)
@@ -363,6 +367,7 @@ def adapter_resolver(
     render: Callable[[str], str] | None = None,
     slots: AdapterSlots | None = None,
     prefix: str = "",
+    mode: str = "generate",
 ) -> AgentResolver:
     """A resolver that plays league adapters (and the base model) on ``client``, one per seat.
 
@@ -374,8 +379,8 @@ def adapter_resolver(
     through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
     seat of :class:`~.agent.SharedTables`, so a game's LLM seats are sampled together each
     phase (seeds from ``seed`` and the game's number). ``render``: the chat template (see
-    :func:`~.prompt.render_prompt`). Raises ``UnknownAgentError`` for an adapter name not in
-    ``paths``.
+    :func:`~.prompt.render_prompt`); ``mode``: ``generate`` or ``constrained``. Raises
+    ``UnknownAgentError`` for an adapter name not in ``paths``.
     """
     tables = SharedTables(
         lambda game: LLMTable(
@@ -385,6 +390,7 @@ def adapter_resolver(
             temperature=0.0 if greedy else temperature,
             seed=seed * 1_000_003 + game,
             render=render,
+            mode=mode,
         )
     )
 
@@ -438,6 +444,7 @@ def evaluation_resolver_factory(llm: LLMSection):
             render=lambda prompt: render_prompt(tokenizer, prompt),
             slots=slots,
             prefix=prefix,
+            mode=llm.mode,
         )
 
     return make, close
@@ -457,14 +464,14 @@ def folder_resolver(
     *,
     seed: int,
     greedy: bool,
-    mode: str = "generate",
+    mode: str | None = None,
 ) -> AgentResolver | None:
     """Play agents given as folders (a base model, or adapters on it); None if there are none.
 
     The base model is ``llm.base_model``, else the one folder with a ``config.json`` among
     ``names``, else the base an adapter was saved from (its ``leaguezero_adapter.json``).
     Adapters are loaded once each; every seat is a standalone LLM actor with its own seed.
-    ``mode``: ``generate`` or ``rank`` (:mod:`.ranking`).
+    ``mode``: ``generate``, ``constrained`` or ``rank`` (:mod:`.ranking`); None: ``llm.mode``.
     """
     import json
 
@@ -496,7 +503,7 @@ def folder_resolver(
             temperature=0.0 if greedy else llm.temperature,
             seed=seed * 1_000_003 + game,
             render=lambda prompt: render_prompt(backend.tokenizer, prompt),
-            mode=mode,
+            mode=mode or llm.mode,
         )
     )
 

@@ -31,8 +31,9 @@ from leaguezero.diplomacy.llm.client import (
     Completion,
     LLMError,
     UnknownAdapterError,
-    check_rows,
+    make_requests,
 )
+from leaguezero.diplomacy.llm.constrained import OrderChoices
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -156,15 +157,24 @@ class OpenAIClient:
         max_new_tokens: int,
         temperature: float,
         seed: int,
+        choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt (see :mod:`.client` for the conventions)."""
-        check_rows(prompts, adapters)
+        """One completion per prompt (see :mod:`.client` for the conventions); ``choices[i]``
+        constrains row ``i`` (``leaguezero_choices``: ``leaguezero llm serve`` only)."""
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         base = self.base_model
         futures = [
             self._pool.submit(
-                self._complete, prompt, adapter, base, max_new_tokens, temperature, seed + i
+                self._complete,
+                r.prompt,
+                r.adapter,
+                base,
+                max_new_tokens,
+                temperature,
+                r.seed,
+                r.extra.get("choices"),
             )
-            for i, (prompt, adapter) in enumerate(zip(prompts, adapters, strict=True))
+            for r in rows
         ]
         return [f.result() for f in futures]
 
@@ -176,8 +186,9 @@ class OpenAIClient:
         max_new_tokens: int,
         temperature: float,
         seed: int,
+        choices: OrderChoices | None = None,
     ) -> Completion:
-        body = {
+        body: dict[str, Any] = {
             "model": adapter if adapter is not None else base,
             "prompt": prompt,
             "max_tokens": max_new_tokens,
@@ -187,9 +198,16 @@ class OpenAIClient:
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
+        if choices is not None:
+            body["leaguezero_choices"] = choices.to_json()
         reply = self._request("POST", "/v1/completions", body)
         try:
             choice = reply["choices"][0]
+            if choices is not None and not choice.get("leaguezero_constrained"):
+                raise LLMError(
+                    f"the server at {self.endpoint} ignored leaguezero_choices: llm.mode "
+                    "constrained needs `leaguezero llm serve` (with vLLM use llm.mode generate)"
+                )
             logprobs_block = choice.get("logprobs") or {}
             logprobs = [float(x) for x in logprobs_block.get("token_logprobs") or []]
             token_ids = choice.get("token_ids")

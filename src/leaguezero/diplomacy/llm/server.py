@@ -8,6 +8,9 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   (a string or a list), ``max_tokens``, ``temperature``, ``seed``, ``logprobs`` (the sampled
   tokens' log-probs come back in ``choices[i].logprobs.token_logprobs``), ``return_token_ids``
   (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed.
+  Ours: ``leaguezero_choices`` (one prompt: :meth:`~.constrained.OrderChoices.to_json`)
+  decodes under that constraint (:mod:`.constrained`); the choice then carries
+  ``"leaguezero_constrained": true``, so a client can tell a server that ignored the field.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
@@ -34,6 +37,7 @@ from typing import Any
 
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
+from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 
 MAX_BODY_BYTES = 8 << 20
@@ -170,6 +174,14 @@ class LLMServer:
         if max_tokens < 1 or temperature < 0:
             raise RequestError("'max_tokens' must be >= 1 and 'temperature' >= 0")
         rows = [GenerationRequest(p, adapter, max_tokens, temperature, seed) for p in prompts]
+        constrained = body.get("leaguezero_choices") is not None
+        if constrained:
+            if len(prompts) != 1:
+                raise RequestError("'leaguezero_choices' constrains one prompt per request")
+            try:
+                rows[0].extra["choices"] = OrderChoices.from_json(body["leaguezero_choices"])
+            except ValueError as err:
+                raise RequestError(str(err)) from None
         completions = self.batcher.submit(rows)
         choices = []
         for index, c in enumerate(completions):
@@ -179,6 +191,8 @@ class LLMServer:
                 "finish_reason": c.finish_reason,
                 "logprobs": None,
             }
+            if constrained:
+                choice["leaguezero_constrained"] = True
             if want_logprobs:
                 tokens = [self.backend.tokenizer.decode([t]) for t in c.token_ids]
                 choice["logprobs"] = {
