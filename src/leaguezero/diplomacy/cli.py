@@ -346,7 +346,7 @@ def make_trainer(
 
     from leaguezero.diplomacy.train import LeagueTrainer, TrainError
 
-    torch.set_num_threads(1)  # one core's work per process (DESIGN: shared cores)
+    torch.set_num_threads(cfg.train.threads)  # default one core per process (DESIGN)
     if backend == "local":
         return LeagueTrainer(cfg, out, resume=resume)
     if backend != "ray":

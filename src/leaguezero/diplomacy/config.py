@@ -41,6 +41,12 @@ class TrainSection(Section):
     hidden: int = Field(64, ge=4, description="Policy network width.")
     layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
     seed: int = Field(0, ge=0, description="Seed of the initial weights, sampling and opponents.")
+    threads: int = Field(
+        1,
+        ge=1,
+        description="Torch threads of the trainer process (1: one core, the shared-machine "
+        "default; an LLM hero sampled in process gains from more).",
+    )
 
 
 class LeagueSection(SharedLeagueSection):
