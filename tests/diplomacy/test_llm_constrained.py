@@ -22,7 +22,7 @@ import torch
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.grpo import ActionRecord
-from leaguezero.diplomacy.llm.agent import LLMHero, LLMTable
+from leaguezero.diplomacy.llm.agent import LLMHero
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
@@ -108,7 +108,13 @@ def test_adjustments_use_each_site_once_and_waive_keeps_it_open(backend) -> None
 def test_choices_round_trip_and_bad_values_fail_in_one_line() -> None:
     choices = OrderChoices({"PAR": ["A PAR H"]}, "A", 1)
     assert OrderChoices.from_json(choices.to_json()) == OrderChoices({"PAR": ["A PAR H"]}, "A", 1)
-    for bad in ([], {"legal": {"PAR": [1]}}, {"legal": {}, "phase_type": "X"}, {"legal": {}, "owed": -1}):  # fmt: skip
+    bad_values = [
+        [],
+        {"legal": {"PAR": [1]}},
+        {"legal": {}, "phase_type": "X"},
+        {"legal": {}, "owed": -1},
+    ]
+    for bad in bad_values:
         with pytest.raises(ValueError, match="leaguezero_choices"):
             OrderChoices.from_json(bad)
 
