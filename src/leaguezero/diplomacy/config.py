@@ -92,6 +92,12 @@ class LLMSection(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="hf backend weights dtype (bfloat16 on GPUs)."
     )
+    bf16_autocast: bool = Field(
+        False,
+        description="hf backend: forward passes in bfloat16 autocast, weights and adapters "
+        "kept in float32 (about 2x on CPUs with AMX or avx512_bf16; sampled log-probs are "
+        "recomputed by the trainer anyway).",
+    )
     max_loras: int = Field(
         8,
         ge=1,

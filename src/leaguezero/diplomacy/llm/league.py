@@ -75,7 +75,11 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
     )
     try:
         return HFBackend.from_pretrained(
-            llm.base_model, lora=lora, device=llm.device, dtype=llm.dtype
+            llm.base_model,
+            lora=lora,
+            device=llm.device,
+            dtype=llm.dtype,
+            bf16_autocast=llm.bf16_autocast,
         )
     except (OSError, ValueError) as err:
         raise LLMError(f"cannot load base model {llm.base_model}: {err}") from None
