@@ -71,9 +71,12 @@ def test_shipped_llm_configs_are_current_and_documented(name: str) -> None:
 
     shipped = Path(__file__).resolve().parents[2] / "configs" / name
     cfg = load_config(DiplomacyConfig, shipped)
-    assert cfg.llm.backend == "openai" and cfg.llm.max_loras == 8 and cfg.llm.max_lora_rank == 16
-    # Regenerate with: leaguezero llm config-write configs/NAME [--cpu]
     cpu = name == "diplomacy_llm_cpu.yaml"
+    # The CPU config samples in process (constrained); the vLLM one through the server.
+    assert cfg.llm.backend == ("hf" if cpu else "openai")
+    assert cfg.llm.mode == ("constrained" if cpu else "generate")
+    assert cfg.llm.max_loras == 8 and cfg.llm.max_lora_rank == 16
+    # Regenerate with: leaguezero llm config-write configs/NAME [--cpu]
     overrides = cli.CPU_OVERRIDES if cpu else cli.VLLM_OVERRIDES
     header = cli.CPU_CONFIG_HEADER if cpu else cli.VLLM_CONFIG_HEADER
     expected = commented_yaml(load_config(DiplomacyConfig, None, overrides), header)

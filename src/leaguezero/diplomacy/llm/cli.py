@@ -34,28 +34,34 @@ VLLM_OVERRIDES = [
 ]
 
 
-CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU, sampled through llm serve.
-Build the base model and start the server first (docs/llm.md):
+CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU (the documented run):
+constrained decoding (every order legal), sampled in this process with bf16 autocast.
+Build the base model first (docs/llm.md), then train:
   leaguezero llm pretrain --out models/dip_base
-  leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
-      --port 8123 --max-loras 8 &
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
+The same through the vLLM interface (a server process samples, the trainer trains):
+  leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
+      --port 8123 --max-loras 8 --bf16-autocast &
+  leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm \\
+      --set llm.backend=openai --set train.threads=1
 Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
 # What differs from the built-in defaults in configs/diplomacy_llm_cpu.yaml.
 CPU_OVERRIDES = [
     "train.agent=llm",
-    "llm.backend=openai",
+    "llm.backend=hf",
     "llm.base_model=models/dip_base",
     "llm.endpoint=http://127.0.0.1:8123",
     "llm.served_model_name=dip_base",
+    "llm.mode=constrained",
+    "llm.bf16_autocast=true",
     "max_years=3",
     "games_dir=null",
-    "train.steps=100",
+    "train.steps=300",
     "train.lr=0.001",
-    "llm.max_new_tokens=96",
+    "train.threads=2",
+    "llm.max_new_tokens=192",
     "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
-    "llm.format_penalty=0.5",
-    "league.eval_every=10",
+    "league.eval_every=25",
     "league.eval_games=4",
 ]
 
@@ -99,6 +105,10 @@ def serve(
     ] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    bf16_autocast: Annotated[
+        bool,
+        typer.Option(help="Forward passes in bfloat16 autocast (~2x on CPUs with AMX)."),
+    ] = False,
     lora_rank: Annotated[int, typer.Option(help="Rank of adapters created here.")] = 8,
     lora_alpha: Annotated[float, typer.Option(help="Alpha of adapters created here.")] = 16.0,
     max_lora_rank: Annotated[int, typer.Option(help="Largest adapter rank accepted.")] = 16,
@@ -119,6 +129,7 @@ def serve(
 
     settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
     backend = _load_backend(base_model, served_model_name, device, dtype, settings)
+    backend.bf16_autocast = bf16_autocast
     for bound, label in ((max_loras, "--max-loras"), (max_cpu_loras, "--max-cpu-loras")):
         if bound is not None and bound < 1:
             raise fail(f"{label} must be at least 1")
