@@ -178,3 +178,21 @@ def test_the_constraint_travels_through_llm_serve_and_an_ignoring_server_is_refu
                 client.generate([prompt], [None], 16, 1.0, 7, choices)
     finally:
         server.shutdown()
+
+
+def test_bf16_autocast_samples_and_trains_with_float32_adapters(tiny) -> None:
+    fast = HFBackend.from_pretrained(tiny, bf16_autocast=True)
+    exact = HFBackend.from_pretrained(tiny)
+    env = DiplomacyEnv(max_years=1)
+    legal = env.legal_orders("TURKEY")
+    prompt = render_prompt(fast.tokenizer, build_prompt(env, "TURKEY", legal))
+    choices = OrderChoices(legal, "M")
+    (completion,) = fast.generate([prompt], [None], 160, 1.0, 11, [choices])
+    assert extract_orders(completion.text, legal, "M").invalid == 0
+    allowed = fast.allowed_tokens(choices, completion.token_ids)
+    in_bf16 = fast.logprobs([prompt], [completion.token_ids], None, [allowed])[0]
+    in_fp32 = exact.logprobs([prompt], [completion.token_ids], None, [allowed])[0]
+    assert abs(float(in_bf16.sum()) - completion.logprob_sum) < 0.05
+    assert abs(float(in_bf16.sum()) - float(in_fp32.sum())) < 0.25  # bf16 rounding, not a bug
+    hero = LLMHero(fast, mode="constrained")
+    assert all(p.dtype == torch.float32 for p in hero.trainable_parameters())
