@@ -35,13 +35,13 @@ VLLM_OVERRIDES = [
 
 
 CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU (the documented run):
-constrained decoding (every order legal), sampled in this process with bf16 autocast.
+constrained decoding (every order legal), sampled in this process on two threads.
 Build the base model first (docs/llm.md), then train:
   leaguezero llm pretrain --out models/dip_base
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
 The same through the vLLM interface (a server process samples, the trainer trains):
   leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
-      --port 8123 --max-loras 8 --bf16-autocast &
+      --port 8123 --max-loras 8 &
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm \\
       --set llm.backend=openai --set train.threads=1
 Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
@@ -53,7 +53,6 @@ CPU_OVERRIDES = [
     "llm.endpoint=http://127.0.0.1:8123",
     "llm.served_model_name=dip_base",
     "llm.mode=constrained",
-    "llm.bf16_autocast=true",
     "max_years=3",
     "games_dir=null",
     "train.steps=300",

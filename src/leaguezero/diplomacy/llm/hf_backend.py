@@ -94,7 +94,7 @@ class HFBackend:
         self.model_name = model_name
         self.device = torch.device(device)
         self.max_batch_size = max_batch_size
-        # Forward passes in bfloat16 (weights and LoRA stay float32): ~2x on CPUs with AMX.
+        # Forward passes in bfloat16 (weights and LoRA stay float32), see LLMSection.
         self.bf16_autocast = bf16_autocast
         self._lock = threading.RLock()
         self._trainable: str | None = None
