@@ -95,6 +95,25 @@ def test_trainer_moves_probability_towards_the_better_game() -> None:
     assert flat["records"] == 0 and torch.equal(bandit.logits.detach(), before)
 
 
+def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate() -> None:
+    bandit = _Bandit()
+    trainer = GRPOTrainer(bandit, lr=0.1)  # type: ignore[arg-type]
+    half = math.log(0.5)
+    trainer.step(
+        [
+            [
+                GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+                GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+            ]
+        ]
+    )
+    resumed = GRPOTrainer(bandit, lr=0.5)  # type: ignore[arg-type]  # --resume --set train.lr
+    resumed.load_state_dict(trainer.state_dict())
+    assert resumed.optimizer.param_groups[0]["lr"] == 0.5
+    moments = resumed.optimizer.state[bandit.logits]
+    assert int(moments["step"]) == 1 and float(moments["exp_avg"].abs().sum()) > 0
+
+
 def test_update_from_real_games_changes_only_the_hero() -> None:
     pytest.importorskip("diplomacy")
     from leaguezero.diplomacy.config import DiplomacyConfig

@@ -272,4 +272,9 @@ class GRPOTrainer:
         return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the optimizer's moments; the learning rate stays this trainer's (the run's
+        config), so ``--resume --set train.lr=X`` takes effect."""
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
+        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
