@@ -180,12 +180,11 @@ class LLMTable:
                 0
             ]
         )
-        seats, prompts, legals, choices = [], [], [], []
+        seats, prompts, choices = [], [], []
         for power in powers:
             legal = env.legal_orders(power)
             if legal:
                 seats.append(power)
-                legals.append(legal)
                 prompt = build_prompt(env, power, legal)
                 prompts.append(self.render(prompt) if self.render is not None else prompt)
                 owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
@@ -195,21 +194,17 @@ class LLMTable:
         adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
         self.calls += 1
         if self.mode == "rank":
-            return self._rank_phase(env, seats, legals, prompts, adapters, phase_seed)
-        if self.mode == "constrained":
-            completions = self.client.generate(
-                prompts, adapters, self.max_new_tokens, self.temperature, phase_seed, choices
-            )
-        else:
-            completions = self.client.generate(
-                prompts, adapters, self.max_new_tokens, self.temperature, phase_seed
-            )
+            return self._rank_phase(env, seats, choices, prompts, adapters, phase_seed)
+        constrained = self.mode == "constrained"
+        extra = {"choices": choices} if constrained else {}  # plain clients need not know it
+        completions = self.client.generate(
+            prompts, adapters, self.max_new_tokens, self.temperature, phase_seed, **extra
+        )
         orders: dict[str, list[str]] = {}
-        for power, legal, prompt, adapter, completion, choice in zip(
-            seats, legals, prompts, adapters, completions, choices, strict=True
+        for power, prompt, adapter, completion, choice in zip(
+            seats, prompts, adapters, completions, choices, strict=True
         ):
-            owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
-            parsed = extract_orders(completion.text, legal, env.phase_type, owed)
+            parsed = extract_orders(completion.text, choice.legal, env.phase_type, choice.owed)
             orders[power] = parsed.orders
             stats = self.stats.setdefault(power, SeatStats())
             stats.completions += 1
@@ -220,27 +215,26 @@ class LLMTable:
             stats.finished += completion.finish_reason == "stop"
             stats.truncated += completion.finish_reason != "stop"
             if self._records_seat(adapter):
-                constraint = choice if self.mode == "constrained" else None
+                constraint = choice if constrained else None
                 payload = LLMPayload(prompt, list(completion.token_ids), adapter, constraint)
                 self.records.append(ActionRecord(power, env.phase, completion.logprob_sum, payload))
         return orders
 
-    def _rank_phase(self, env, seats, legals, prompts, adapters, phase_seed):
+    def _rank_phase(self, env, seats, choices, prompts, adapters, phase_seed):
         from leaguezero.diplomacy.llm.ranking import rank_orders
 
         orders: dict[str, list[str]] = {}
-        for i, (power, legal, prompt, adapter) in enumerate(
-            zip(seats, legals, prompts, adapters, strict=True)
+        for i, (power, choice, prompt, adapter) in enumerate(
+            zip(seats, choices, prompts, adapters, strict=True)
         ):
-            owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
             generator = torch.Generator().manual_seed((phase_seed + i) & 0x7FFF_FFFF_FFFF_FFFF)
             picked, _ = rank_orders(
                 self.client,
                 prompt,
-                legal,
+                choice.legal,
                 adapter=adapter,
                 phase_type=env.phase_type,
-                owed=owed,
+                owed=choice.owed,
                 temperature=self.temperature,
                 generator=generator,
             )

@@ -73,7 +73,9 @@ def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
     return LoraSettings(rank=rank, alpha=alpha, target_modules=modules, max_lora_rank=max_lora_rank)
 
 
-def _load_backend(base_model: Path, name: str | None, device: str, dtype: str, lora):
+def _load_backend(
+    base_model: Path, name: str | None, device: str, dtype: str, lora, bf16_autocast: bool = False
+):
     import torch
 
     from leaguezero.diplomacy.llm.client import LLMError
@@ -83,7 +85,12 @@ def _load_backend(base_model: Path, name: str | None, device: str, dtype: str, l
         torch.set_num_threads(1)  # shared 2-core machines: see DESIGN.md
     try:
         return HFBackend.from_pretrained(
-            base_model, lora=lora, model_name=name, device=device, dtype=dtype
+            base_model,
+            lora=lora,
+            model_name=name,
+            device=device,
+            dtype=dtype,
+            bf16_autocast=bf16_autocast,
         )
     except (LLMError, OSError, ValueError) as err:
         raise fail(f"cannot load base model {base_model}: {err}") from None
@@ -128,8 +135,7 @@ def serve(
     from leaguezero.diplomacy.llm.server import LLMServer
 
     settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
-    backend = _load_backend(base_model, served_model_name, device, dtype, settings)
-    backend.bf16_autocast = bf16_autocast
+    backend = _load_backend(base_model, served_model_name, device, dtype, settings, bf16_autocast)
     for bound, label in ((max_loras, "--max-loras"), (max_cpu_loras, "--max-cpu-loras")):
         if bound is not None and bound < 1:
             raise fail(f"{label} must be at least 1")

@@ -45,6 +45,15 @@ BASE = "__base__"  # peft's row name for "no adapter"
 _PLACEHOLDER = "lz_placeholder"  # keeps the model a PeftModel when no real adapter is loaded
 
 
+def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    """An index of ``scores`` (logits): the argmax at temperature 0, else a draw from
+    ``softmax(scores / temperature)`` with ``generator``."""
+    if temperature <= 0:
+        return int(torch.argmax(scores))
+    probs = torch.softmax(scores / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
 @dataclass
 class LoraSettings:
     """LoRA shape of new adapters and the largest rank a loaded one may have."""
@@ -359,11 +368,7 @@ class HFBackend:
                         machine, logits[b], r.temperature, generators[b]
                     )
                 else:
-                    if r.temperature <= 0:
-                        token = int(torch.argmax(logits[b]))
-                    else:
-                        probs = torch.softmax(logits[b] / r.temperature, dim=-1)
-                        token = int(torch.multinomial(probs, 1, generator=generators[b]))
+                    token = sample_index(logits[b], r.temperature, generators[b])
                     logprob = float(log_p[b, token])
                 chosen[b] = token
                 tokens[b].append(token)
@@ -413,11 +418,7 @@ class HFBackend:
             machine.step(allowed[0])
             return allowed[0], 0.0
         sub = logits[allowed]
-        if temperature <= 0:
-            pick = int(torch.argmax(sub))
-        else:
-            probs = torch.softmax(sub / temperature, dim=-1)
-            pick = int(torch.multinomial(probs, 1, generator=gen))
+        pick = sample_index(sub, temperature, gen)
         token = allowed[pick]
         machine.step(token)
         return token, float(torch.log_softmax(sub, dim=-1)[pick])

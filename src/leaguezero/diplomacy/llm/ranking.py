@@ -19,14 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from leaguezero.diplomacy.llm.hf_backend import sample_index
 from leaguezero.diplomacy.llm.prompt import END_MARK, WAIVE
-
-
-def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
-    if temperature <= 0:
-        return int(torch.argmax(scores))
-    probs = torch.softmax(scores / temperature, dim=0)
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def rank_orders(
@@ -62,7 +56,7 @@ def rank_orders(
             options = [(loc, o) for loc, opts in sites.items() for o in opts]
             if not options:
                 break
-            pick = _choose(scores_of([o for _, o in options]), temperature, gen)
+            pick = sample_index(scores_of([o for _, o in options]), temperature, gen)
             loc, order = options[pick]
             chosen.append(order)
             if order == WAIVE:
@@ -72,5 +66,5 @@ def rank_orders(
         for loc in sorted(legal):
             options = list(legal[loc])
             if options:
-                chosen.append(options[_choose(scores_of(options), temperature, gen)])
+                chosen.append(options[sample_index(scores_of(options), temperature, gen)])
     return chosen, "\n".join([*chosen, END_MARK])
