@@ -13,6 +13,7 @@ from leaguezero.diplomacy.grpo import (
     GRPOTrainer,
     group_advantages,
     grpo_loss,
+    phase_advantages,
 )
 
 torch.set_num_threads(1)
@@ -93,6 +94,36 @@ def test_trainer_moves_probability_towards_the_better_game() -> None:
     before = bandit.logits.detach().clone()
     flat = trainer.step([[GameSample(3.0, games[0].records), GameSample(3.0, games[1].records)]])
     assert flat["records"] == 0 and torch.equal(bandit.logits.detach(), before)
+
+
+def test_phase_credit_counts_only_the_score_gained_from_each_phase_on() -> None:
+    def rec(phase: str) -> ActionRecord:
+        return ActionRecord("FRANCE", phase, 0.0, 0)
+
+    # Game A ends on 6 but gained nothing after S1901M; game B ends on 4 after a bad spring
+    # and a good autumn. A retreat phase only game A had carries no comparison.
+    a = GameSample(
+        6.0, [rec("S1901M"), rec("F1901M"), rec("F1901R")],
+        {"S1901M": 4.5, "F1901M": 6.0, "F1901R": 6.0},
+    )  # fmt: skip
+    b = GameSample(4.0, [rec("S1901M"), rec("F1901M")], {"S1901M": 4.5, "F1901M": 3.0})
+    advs = phase_advantages([a, b], eps=0.0)
+    # Returns to go: A 1.5, 0, 0; B -0.5, 1.0. Phase means: S 0.5, F 0.5; residuals +-1, -+0.5.
+    scale = math.sqrt((1 + 0.25 + 1 + 0.25) / 4)  # the lone retreat phase is left out
+    assert advs[0] == pytest.approx([1 / scale, -0.5 / scale, 0.0])
+    assert advs[1] == pytest.approx([-1 / scale, 0.5 / scale])
+    # The first phase starts equal in every game: its credit is the game's, up to the scale.
+    game = group_advantages(torch.tensor([6.0, 4.0]), eps=0.0)
+    assert math.copysign(1, advs[0][0]) == math.copysign(1, float(game[0]))
+
+    bandit = _Bandit()
+    trainer = GRPOTrainer(bandit, lr=0.1, credit="phase")  # type: ignore[arg-type]
+    metrics = trainer.step([[a, b]])
+    assert metrics["records"] == 5 and metrics["adv_abs_mean"] > 0
+    with pytest.raises(ValueError, match="phase_start"):
+        trainer.step([[GameSample(1.0, [rec("S1901M")]), GameSample(2.0, [rec("S1901M")])]])
+    with pytest.raises(ValueError, match="credit must be one of game, phase"):
+        GRPOTrainer(bandit, credit="turn")  # type: ignore[arg-type]
 
 
 def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate() -> None:

@@ -106,8 +106,8 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     # of distinct adapters together, and the adapter opponent was hot-loaded by name.
     again = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=3"), run, resume=True)
     seats = (HERO, "ckpt_000001", "base_model", "ckpt_000001", "random_bot", "chaos_bot", HERO)
-    samples, _ = again.play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
-    assert all(s.records for s in samples)
+    groups, _ = again.play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+    assert len(groups) == 1 and all(s.records for s in groups[0])
     stats = httpx.get(f"{server}/stats").json()
     assert stats["max_adapters_in_batch"] >= 2 and stats["max_loras"] == 3
     assert stats["max_adapters_in_batch"] <= 3
@@ -145,11 +145,11 @@ def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
             "base_model",
             HERO,
         )
-        samples, results = again.play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+        groups, results = again.play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
         played = {p.agent for p in results[0].participants}
         adapters = {n for n in played if n.startswith("ckpt_")}
         assert len(adapters) == 1  # the server had room for one opponent adapter
-        assert all(s.records for s in samples)
+        assert all(s.records for s in groups[0])
         again.session.close()
         again.hero.close()
     finally:

@@ -88,9 +88,15 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
     seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
     seating = dict(zip(POWERS, seats, strict=True))
-    samples, results = again.play_group(5, seating, "AUSTRIA")
+    again.cfg.train.learn_from = "live_seats"  # the mirror seat at TURKEY trains too
+    groups, results = again.play_group(5, seating, "AUSTRIA")
+    samples = groups[0]
     assert "ckpt_000001" in again.hero.llm.backend.list_adapters()
     assert all(s.records and {r.power for r in s.records} == {"AUSTRIA"} for s in samples)
+    assert len(groups) == 2
+    assert all(s.records and {r.power for r in s.records} == {"TURKEY"} for s in groups[1])
+    turkey = [next(x.score for x in r.participants if x.seat == "TURKEY") for r in results]
+    assert [s.hero_score for s in groups[1]] == turkey  # each seat's own score
     assert results[0].scores_by_agent().keys() >= {HERO, "ckpt_000001", "base_model"}
     # A near-random tiny LM mostly holds, so its games often tie (no advantage, no update);
     # give this group distinct scores to see the update reach the hero adapter only.

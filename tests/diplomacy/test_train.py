@@ -161,3 +161,35 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
         make_trainer(llm, tmp_path / "y", backend="ray")
     with pytest.raises(TrainError, match=r"llm\.backend=openai"):
         LeagueTrainer(llm, tmp_path / "z", task_map=counting_map)
+
+
+def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None:
+    from leaguezero.common.config import load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.env import POWERS
+    from leaguezero.diplomacy.train import LeagueTrainer
+
+    overrides = [*TINY, "games_dir=null", "train.learn_from=live_seats", "train.credit=phase"]
+    cfg = load_config(DiplomacyConfig, None, overrides)
+    trainer = LeagueTrainer(cfg, tmp_path / "run")
+    try:
+        # The hero at FRANCE, its mirrors at ENGLAND and ITALY, bots elsewhere.
+        seating = {p: "random_bot" for p in POWERS}
+        seating.update(FRANCE="hero", ENGLAND="hero", ITALY="hero")
+        groups, results = trainer.play_group(0, seating, "FRANCE")
+        assert [{r.power for s in g for r in s.records} for g in groups] == [
+            {"FRANCE"}, {"ENGLAND"}, {"ITALY"}
+        ]  # fmt: skip
+        for group, power in zip(groups, ["FRANCE", "ENGLAND", "ITALY"], strict=True):
+            assert [s.hero_score for s in group] == [
+                next(x.score for x in r.participants if x.seat == power) for r in results
+            ]
+            assert all(s.phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
+        metrics = trainer.trainer.step(groups)
+        assert metrics["records"] > 0
+        # The default trains the hero power's seat only.
+        trainer.cfg.train.learn_from = "hero"
+        groups, _ = trainer.play_group(1, seating, "FRANCE")
+        assert len(groups) == 1 and {r.power for s in groups[0] for r in s.records} == {"FRANCE"}
+    finally:
+        trainer.session.close(timeout=60)

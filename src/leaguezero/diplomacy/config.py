@@ -37,6 +37,16 @@ class TrainSection(Section):
     )
     epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")
+    learn_from: Literal["hero", "live_seats"] = Field(
+        "hero",
+        description="Whose records train: hero (the hero power's seat only) or live_seats "
+        "(also every mirror seat the live weights played, each credited with its own score).",
+    )
+    credit: Literal["game", "phase"] = Field(
+        "game",
+        description="Advantage of a record: game (the seat's final score, group-normalised) "
+        "or phase (only the score gained from that phase on, baselined per phase).",
+    )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature in training games.")
     hidden: int = Field(64, ge=4, description="Policy network width.")
     layers: int = Field(2, ge=0, description="Graph layers of the policy network.")

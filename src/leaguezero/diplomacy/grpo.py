@@ -6,17 +6,22 @@ network (:mod:`leaguezero.diplomacy.policy`) and the LLM agent with one LoRA ada
 (:meth:`GRPOPolicy.actor`): an object with the rollout's ``get_orders(env, power)`` that also
 appends one :class:`ActionRecord` per sampled action piece to ``actor.records`` (one unit's
 order for the network; one completion for the LLM), holding the log-probability under the
-sampling weights and whatever the policy needs to recompute it later. The trainer keeps only
-the hero power's records (``record.power == hero_power``); mirror seats played by the same
-weights never contribute gradients.
+sampling weights and whatever the policy needs to recompute it later. A *learning seat* is a
+power whose records train: the hero power, and with ``train.learn_from: live_seats`` also every
+mirror seat the live weights played (each with its own score; see ``train.py``).
 
 **The update** (:func:`grpo_loss`, :class:`GRPOTrainer`): a step plays a group of G games with
-the same opponents and seating and different seeds. Each game's advantage is the hero's final
-score (league spec §7) normalised within its group, ``A_g = (s_g - mean(s)) / (std(s) + eps)``
-(population std), and every record of game g gets ``A_g``. The loss is PPO's clipped surrogate
-on the per-record ratio ``r = exp(log_prob_new - log_prob_old)``::
+the same opponents and seating and different seeds; the trainer gets one group of G
+:class:`GameSample` per learning seat. With ``credit="game"`` each game's advantage is the
+seat's final score (league spec §7) normalised within its group,
+``A_g = (s_g - mean(s)) / (std(s) + eps)`` (population std), and every record of game g gets
+``A_g``. With ``credit="phase"`` (:func:`phase_advantages`) a record of phase t gets only the
+score gained from t on, ``final_g - start_gt``, less that phase's mean over the group and
+scaled by the residuals' RMS: a late order is no longer credited with the centres the seat
+won before it was given. The loss is PPO's clipped surrogate on the per-record ratio
+``r = exp(log_prob_new - log_prob_old)``::
 
-    L_pg = -mean_g mean_{i in g} min(r_i A_g, clip(r_i, 1 - eps, 1 + eps) A_g)
+    L_pg = -mean_g mean_{i in g} min(r_i A_gi, clip(r_i, 1 - eps, 1 + eps) A_gi)
 
 plus ``kl_coef`` times the k3 estimator of KL(pi || pi_ref) to a frozen reference (the initial
 policy), ``exp(ref - new) - (ref - new) - 1`` per record. Averaging per game first keeps a long
@@ -26,7 +31,7 @@ game (many units) from outweighing a short one in its group.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -35,6 +40,9 @@ import torch
 
 if TYPE_CHECKING:  # keeps this module importable without the engine
     from leaguezero.diplomacy.env import DiplomacyEnv
+
+
+CREDITS = ("game", "phase")
 
 
 @dataclass
@@ -99,6 +107,37 @@ def group_advantages(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return (scores - mean) / (std + eps)
 
 
+def phase_advantages(group: Sequence[GameSample], eps: float = 1e-6) -> list[list[float]]:
+    """Per-record advantages with per-phase credit (``credit="phase"``; see module doc).
+
+    A record of phase t in game g is credited with the seat's score gained from t on,
+    ``R_gt = final_g - start_gt``, less the mean of ``R_g't`` over the group's games that
+    acted in phase t, divided by the root mean square of those residuals over the group (a
+    phase only one game reached gives no residual and is left out of the scale). Returns one
+    list per game, aligned with its ``records``.
+    """
+    togo: list[dict[str, float]] = []
+    for game in group:
+        if game.records and game.phase_start is None:
+            raise ValueError("credit='phase' needs each GameSample's phase_start")
+        start = game.phase_start or {}
+        togo.append({r.phase: game.hero_score - start[r.phase] for r in game.records})
+    by_phase: dict[str, list[float]] = {}
+    for returns in togo:
+        for phase, value in returns.items():
+            by_phase.setdefault(phase, []).append(value)
+    baseline = {phase: sum(v) / len(v) for phase, v in by_phase.items()}
+    residuals = [{ph: v - baseline[ph] for ph, v in returns.items()} for returns in togo]
+    shared = [
+        r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1
+    ]
+    scale = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
+    return [
+        [res[r.phase] / (scale + eps) for r in game.records]
+        for res, game in zip(residuals, group, strict=True)
+    ]
+
+
 @dataclass
 class LossParts:
     """The terms of one GRPO loss evaluation (tensors; ``loss`` carries the graph)."""
@@ -151,10 +190,14 @@ def grpo_loss(
 
 @dataclass
 class GameSample:
-    """One finished game of a group, as the trainer sees it."""
+    """One finished game of a group, as the trainer sees it: one learning seat's final score
+    (its reward) and records. ``phase_start``: that seat's running score (centres + half its
+    units, the final score's formula without the winner's bonus) when each phase began, keyed
+    like ``ActionRecord.phase``; needed by ``credit="phase"`` only."""
 
     hero_score: float
-    records: list[ActionRecord]  # the hero power's records only
+    records: list[ActionRecord]  # one power's records only
+    phase_start: Mapping[str, float] | None = None
 
 
 class GRPOTrainer:
@@ -176,7 +219,11 @@ class GRPOTrainer:
         max_grad_norm: float = 1.0,
         reference: GRPOPolicy | None = None,
         adv_eps: float = 1e-6,
+        credit: str = "game",
     ) -> None:
+        if credit not in CREDITS:
+            raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
+        self.credit = credit
         self.policy = policy
         self.params = list(policy.trainable_parameters())
         if not self.params:
@@ -205,14 +252,19 @@ class GRPOTrainer:
         n_games = 0
         for group in groups:
             scores = torch.tensor([g.hero_score for g in group], dtype=torch.float32)
-            adv = group_advantages(scores, self.adv_eps)
             all_scores.extend(scores.tolist())
-            adv_abs.extend(adv.abs().tolist())
-            for game, a in zip(group, adv.tolist(), strict=True):
-                if not game.records or a == 0.0:
+            if self.credit == "phase":
+                per_record = phase_advantages(group, self.adv_eps)
+                adv_abs.extend(sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record)
+            else:
+                adv = group_advantages(scores, self.adv_eps).tolist()
+                per_record = [[a] * len(g.records) for a, g in zip(adv, group, strict=True)]
+                adv_abs.extend(abs(a) for a in adv)
+            for game, advs in zip(group, per_record, strict=True):
+                if not any(advs):
                     continue  # no gradient signal; skipping keeps the per-game mean honest
                 records.extend(game.records)
-                advantages.extend([a] * len(game.records))
+                advantages.extend(advs)
                 game_index.extend([n_games] * len(game.records))
                 n_games += 1
         metrics = {

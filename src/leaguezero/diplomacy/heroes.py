@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,17 +61,26 @@ def game_seed(*parts: int) -> int:
 
 @dataclass(frozen=True)
 class PlayedGame:
-    """One training game: every power's final score, the game's seed, the hero power's
-    action records (the GRPO samples)."""
+    """One training game: every power's final score, the game's seed, the action records of
+    every seat the live hero played (the GRPO samples; ``record.power`` tells the seats apart)
+    and each power's running score when each phase began (``RolloutResult.phase_start``)."""
 
     scores: dict[str, float]
     seed: int
     records: list[Any]
+    phase_start: dict[str, dict[str, float]] = field(default_factory=dict)
     # The LLM hero may reseat a table (cluster seating when the server is full), shape its
-    # reward (llm.format_penalty) and count its order hygiene; None: as given / the score.
+    # seats' rewards (llm.format_penalty) and count the hero power's order hygiene;
+    # None: as given / the scores.
     seating: dict[str, str] | None = None
-    reward: float | None = None
+    rewards: dict[str, float] | None = None
     stats: Any = None
+
+    def reward(self, power: str) -> float:
+        """``power``'s GRPO reward: its shaped reward if the hero gave one, else its score."""
+        if self.rewards is not None and power in self.rewards:
+            return self.rewards[power]
+        return self.scores[power]
 
 
 class Hero(Protocol):
@@ -132,7 +141,7 @@ def play_policy_game(
 
     Each seat's actor is seeded by (train seed, group, game, seat call); the live hero (and its
     mirror seats) play the shipped weights, league opponents their checkpoint files, bots by
-    name. Returns the scores and the hero power's records.
+    name. Returns the scores and the records of every live seat.
     """
     game_cfg = DiplomacyConfig.model_validate_json(shared.game_cfg_json)
     hero = DiplomacyPolicy(shared.hero_config)
@@ -155,8 +164,8 @@ def play_policy_game(
         return opponents[name].actor(seed=seed, temperature=shared.temperature)
 
     game = run_rollout(game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve)
-    records = [r for a in hero_actors for r in a.records if r.power == hero_power]
-    return PlayedGame(dict(game.scores), game.seed, records)
+    records = [r for a in hero_actors for r in a.records]
+    return PlayedGame(dict(game.scores), game.seed, records, game.phase_start)
 
 
 class NetworkHero:
@@ -290,6 +299,7 @@ class LanguageModelHero:
         seating: dict[str, str],
         hero_power: str,
     ) -> list[PlayedGame]:
+        from leaguezero.diplomacy.llm.agent import SeatStats
         from leaguezero.diplomacy.llm.league import uses_adapter
 
         agents = registry.load().agents
@@ -324,9 +334,10 @@ class LanguageModelHero:
                 dict(g.result.scores),
                 g.result.seed,
                 g.records,
+                g.result.phase_start,
                 seating=g.seating,
-                reward=self.llm.hero_score(g),
-                stats=g.stats,
+                rewards={p: self.llm.seat_reward(g, p) for p in POWERS},
+                stats=g.stats.get(hero_power, SeatStats()),
             )
             for g in played
         ]

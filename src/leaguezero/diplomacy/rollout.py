@@ -30,7 +30,11 @@ from leaguezero.diplomacy.agents import AgentResolver, Policy, agent_label, reso
 from leaguezero.diplomacy.bots import WAIVE
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.scoring import calculate_final_scores, sum_of_squares_scores
+from leaguezero.diplomacy.scoring import (
+    calculate_final_scores,
+    running_scores,
+    sum_of_squares_scores,
+)
 
 
 @dataclass
@@ -73,6 +77,8 @@ class RolloutResult:
     steps: list[HeroStep] = field(default_factory=list)
     # Every phase's submitted orders, all powers: [{"phase": "S1901M", "orders": {power: [...]}}]
     order_history: list[dict[str, Any]] = field(default_factory=list)
+    # Each power's running score (scoring.running_scores) when each phase began (per-phase credit)
+    phase_start: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (trajectory included)."""
@@ -178,9 +184,11 @@ def run_rollout(
     missing = dict.fromkeys(POWERS, 0)
     steps: list[HeroStep] = []
     order_history: list[dict[str, Any]] = []
+    phase_start: dict[str, dict[str, float]] = {}
     final_year = env.year or 0
     while not env.done:
         final_year = env.year or final_year
+        phase_start[env.phase] = running_scores(env.game)
         phase_orders: dict[str, list[str]] = {}
         order_history.append({"phase": env.phase, "orders": phase_orders})
         for power in POWERS:
@@ -227,6 +235,7 @@ def run_rollout(
         seconds=0.0,
         steps=steps,
         order_history=order_history,
+        phase_start=phase_start,
     )
     target_dir = save_dir if save_dir is not None else cfg.games_dir
     if target_dir is not None:

@@ -16,6 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def running_scores(game: Any) -> dict[str, float]:
+    """Per power: ``len(centers) + 0.5 * len(units)``, the final score without the bonus."""
+    return {name: len(power.centers) + 0.5 * len(power.units) for name, power in game.powers.items()}
+
+
 def calculate_final_scores(
     game: Any, win_bonus: float = 5.0, winner_threshold_sc: int = 10
 ) -> dict[str, float]:
@@ -25,9 +30,7 @@ def calculate_final_scores(
     goes to the power with the most centres only if no other power has as many and it has at
     least ``winner_threshold_sc`` of them, exactly as the league spec §7.
     """
-    scores = {
-        name: len(power.centers) + 0.5 * len(power.units) for name, power in game.powers.items()
-    }
+    scores = running_scores(game)
     center_counts = {name: len(power.centers) for name, power in game.powers.items()}
     max_sc = max(center_counts.values())
     leaders = [name for name, count in center_counts.items() if count == max_sc]

@@ -13,11 +13,13 @@ docs/diplomacy_training.md):
    seating;
 2. the group's ``group_size`` games share opponents and seating (the hero's power rotates per
    group) and differ in seeds; the live hero (``hero``, also every mirror seat) samples with its
-   actor, and only the hero power's records are kept;
+   actor; the hero power's records train, and with ``train.learn_from: live_seats`` also every
+   mirror seat's (one GRPO group per seat, each with its own scores);
 3. the session logs the games and rates the live hero from them (online Elo against the
    opponents' ratings);
 4. :class:`~leaguezero.diplomacy.grpo.GRPOTrainer` updates the hero from the group-relative
-   advantages of its final scores;
+   advantages of its final scores (``train.credit: phase``: of the score gained from each
+   phase on);
 5. the session's checkpointer saves ``checkpoints/ckpt_NNNNNN.pt`` and adds it to the league
    when the schedule says so (first, every 10 steps, every 100, or a new best rating); stale
    curriculum snapshots are retired (``league.checkpoints_retired``);
@@ -60,7 +62,7 @@ from leaguezero.diplomacy.heroes import Hero, PlayedGame, TaskMap, local_map, ma
 from leaguezero.diplomacy.heroes import TrainError as TrainError
 from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
 from leaguezero.league.evaluator import JobRunner
-from leaguezero.league.session import BASE_MODEL, LeagueSession
+from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
 
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
@@ -138,6 +140,7 @@ class LeagueTrainer:
             epochs=tcfg.epochs,
             max_grad_norm=tcfg.max_grad_norm,
             reference=self.hero.reference(),
+            credit=tcfg.credit,
         )
         self.step = 0
         if resume and self.state_path.exists():
@@ -192,18 +195,40 @@ class LeagueTrainer:
         self.step = int(data["step"])
 
     # ----- one step -------------------------------------------------------------------------
+    def learning_seats(
+        self, games: list[PlayedGame], seating: dict[str, str], hero_power: str
+    ) -> list[str]:
+        """The powers whose records train this group: the hero power, and with
+        ``learn_from: live_seats`` every other power the live hero sat at in all its games."""
+        if self.cfg.train.learn_from == "hero":
+            return [hero_power]
+        mirrors = [
+            p
+            for p in POWERS
+            if p != hero_power and all((g.seating or seating)[p] == HERO for g in games)
+        ]
+        return [hero_power, *mirrors]
+
     def play_group(
         self, group_idx: int, seating: dict[str, str], hero_power: str
-    ) -> tuple[list[GameSample], list[MatchResult]]:
-        """One GRPO group: the hero's samples and the games as training match results."""
+    ) -> tuple[list[list[GameSample]], list[MatchResult]]:
+        """One GRPO group: per learning seat (the hero power first, then with
+        ``train.learn_from: live_seats`` each mirror seat) the G games' samples of that seat,
+        and the games as training match results."""
         games = self.hero.play_group(self.game_cfg, self.registry, group_idx, seating, hero_power)
         self._step_games.extend(games)
-        samples = [
-            GameSample(
-                game.scores[hero_power] if game.reward is None else game.reward, game.records
+        samples = []
+        for power in self.learning_seats(games, seating, hero_power):
+            samples.append(
+                [
+                    GameSample(
+                        game.reward(power),
+                        [r for r in game.records if r.power == power],
+                        {ph: start[power] for ph, start in game.phase_start.items()},
+                    )
+                    for game in games
+                ]
             )
-            for game in games
-        ]
         results = [
             MatchResult(
                 participants=tuple(
@@ -225,7 +250,7 @@ class LeagueTrainer:
         self.step += 1
         step, tcfg, session = self.step, self.cfg.train, self.session
         n_draws = min(self.cfg.max_unique_opponents, len(POWERS) - 1)
-        groups, results, opponents, powers = [], [], [], []
+        groups, hero_groups, results, opponents, powers = [], [], [], [], []
         self._step_games = []
         for g in range(tcfg.groups_per_step):
             group_idx = (step - 1) * tcfg.groups_per_step + g
@@ -234,13 +259,18 @@ class LeagueTrainer:
             names = [d.opponent for d in draws]
             seating = self.hero.seating(names, hero_power, random.Random(group_idx))
             samples, played = self.play_group(group_idx, seating, hero_power)
-            groups.append(samples)
+            hero_groups.append(samples[0])
+            groups.extend(samples)
             results.extend(played)
             opponents.append(names)
             powers.append(hero_power)
         session.record(step, results)
         play_seconds = time.perf_counter() - started
         metrics = self.trainer.step(groups)
+        # The curve's score is the hero power's (mirror seats' scores only train).
+        hero_scores = [s.hero_score for group in hero_groups for s in group]
+        metrics["score_mean"] = float(np.mean(hero_scores))
+        metrics["score_std"] = float(np.std(hero_scores))
 
         suffix = self.hero.checkpoint_suffix
         added = session.checkpoint(
@@ -254,8 +284,10 @@ class LeagueTrainer:
             "hero_powers": powers,
             # The rewards' spread within each group: what the advantages were normalised by.
             "reward_spread": round(
-                float(np.mean([np.std([s.hero_score for s in group]) for group in groups])), 4
+                float(np.mean([np.std([s.hero_score for s in group]) for group in hero_groups])),
+                4,
             ),
+            "learning_seats": len(groups),
             **self.hero.step_stats(self._step_games),
             "opponents": opponents,
             "checkpoint_added": None if added is None else added.name,

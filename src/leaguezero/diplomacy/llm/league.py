@@ -101,11 +101,12 @@ def server_client(llm: LLMSection) -> OpenAIClient:
 
 @dataclass
 class HeroGame:
-    """One finished game of the hero: the rollout, the hero power's records and its seat."""
+    """One finished game of the hero: the rollout, the records of every seat the live hero
+    played (the hero power and its mirror seats), each LLM seat's stats, the seating."""
 
     result: RolloutResult
     records: list[ActionRecord]
-    stats: SeatStats
+    stats: dict[str, SeatStats]
     seating: dict[str, str]
 
 
@@ -213,12 +214,10 @@ class LLMLeagueHero:
 
         with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
             results = list(pool.map(play, range(len(tables))))
-        games = []
-        for table, result in zip(tables, results, strict=True):
-            records = [r for r in table.records if r.power == hero_power]
-            stats = table.stats.get(hero_power, SeatStats())
-            games.append(HeroGame(result, records, stats, seating))
-        return games
+        return [
+            HeroGame(result, list(table.records), dict(table.stats), seating)
+            for table, result in zip(tables, results, strict=True)
+        ]
 
     def prepare(
         self, seating: Mapping[str, str], hero_power: str, adapter_paths: Mapping[str, str | Path]
@@ -274,15 +273,16 @@ class LLMLeagueHero:
         new = dict(zip(POWERS, seats, strict=True))
         return new, {n: p for n, p in paths.items() if n in new.values()}
 
-    def hero_score(self, game: HeroGame) -> float:
-        """The GRPO reward of a game: the hero's final score, less ``llm.format_penalty`` times
-        its invalid and missing orders per completion (0: off). Per completion, not a share of
-        the orders owed, so a model that writes only junk still learns to write less of it."""
-        score = game.result.scores[game.result.hero_power]
-        if self.format_penalty <= 0:
+    def seat_reward(self, game: HeroGame, power: str) -> float:
+        """The GRPO reward of ``power``'s seat: its final score, less ``llm.format_penalty``
+        times its invalid and missing orders per completion (0: off). Per completion, not a
+        share of the orders owed, so a model that writes only junk still learns to write less."""
+        score = game.result.scores[power]
+        stats = game.stats.get(power)
+        if self.format_penalty <= 0 or stats is None:
             return score
-        bad = game.stats.invalid + game.stats.missing
-        return score - self.format_penalty * bad / max(1, game.stats.completions)
+        bad = stats.invalid + stats.missing
+        return score - self.format_penalty * bad / max(1, stats.completions)
 
 
 @dataclass(frozen=True)
@@ -316,8 +316,8 @@ def play_remote_game(
     seed: int,
 ) -> HeroGame:
     """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
-    on the server, the live hero as ``shared.hero_adapter``; returns the result, the hero
-    power's records, its seat stats and the seating."""
+    on the server, the live hero as ``shared.hero_adapter``; returns the result, the live
+    hero's records (all its seats), the seats' stats and the seating."""
     from leaguezero.diplomacy.llm.prompt import render_prompt
 
     cfg = DiplomacyConfig.model_validate_json(cfg_json)
@@ -336,8 +336,7 @@ def play_remote_game(
         result = run_rollout(
             cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
         )
-    records = [r for r in table.records if r.power == hero_power]
-    return HeroGame(result, records, table.stats.get(hero_power, SeatStats()), dict(seating))
+    return HeroGame(result, list(table.records), dict(table.stats), dict(seating))
 
 
 class _InProcess:
