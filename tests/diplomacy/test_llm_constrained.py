@@ -151,6 +151,37 @@ def test_constrained_games_give_only_legal_orders_and_trainable_masked_log_probs
     assert sum(s.invalid + s.missing for s in table.stats.values()) > 0
 
 
+def test_forced_runs_jump_forward_in_one_pass_beside_free_rows(backend) -> None:
+    # Rows of one batch: three constrained (different lengths, so their forced runs end at
+    # different places) and one free. Forced runs are fed in one forward pass each, so there
+    # are far fewer passes than tokens; every row's log-probs still match a teacher-forced
+    # pass over its whole completion (positions and masks of the jumped runs are right).
+    env = DiplomacyEnv(max_years=1)
+    powers = ["FRANCE", "RUSSIA", "ITALY", "TURKEY"]
+    prompts, choices = [], []
+    for power in powers:
+        legal = env.legal_orders(power)
+        prompts.append(render_prompt(backend.tokenizer, build_prompt(env, power, legal)))
+        choices.append(OrderChoices(legal, env.phase_type, None))
+    calls = []
+    forward = backend._forward
+    backend._forward = lambda **kw: calls.append(kw["input_ids"].shape) or forward(**kw)
+    try:
+        alone = backend.generate(prompts[:3], [None] * 3, 60, 1.0, 17, choices[:3])
+    finally:
+        backend._forward = forward
+    assert all(c.finish_reason == "stop" for c in alone)
+    longest = max(len(c.token_ids) for c in alone)
+    assert len(calls) - 1 < longest / 2  # one pass per choice point, not per token
+    assert any(shape[1] > 1 for shape in calls[1:])  # forced runs went in together
+    choices[-1] = None  # TURKEY writes freely beside them
+    out = backend.generate(prompts, [None] * 4, 40, 1.0, 17, choices)
+    for prompt, completion, choice in zip(prompts, out, choices, strict=True):
+        allowed = backend.allowed_tokens(choice, completion.token_ids)
+        again = backend.logprobs([prompt], [completion.token_ids], None, [allowed])[0]
+        assert torch.allclose(again, torch.tensor(completion.logprobs), atol=1e-3)
+
+
 def test_the_constraint_travels_through_llm_serve_and_an_ignoring_server_is_refused(
     backend, monkeypatch
 ) -> None:

@@ -354,11 +354,12 @@ class HFBackend:
             logits_to_keep=1,
             adapter_names=names,
         )
-        next_pos = positions[:, -1:] + 1  # [B, 1]
-        for _ in range(max(r.max_new_tokens for r in rows)):
-            logits = out.logits[:, -1, :].float()  # [B, V]
+        logits_next = out.logits[:, -1, :]  # [B, V] each row's next-token logits
+        next_pos = positions[:, -1] + 1  # [B]
+        while True:
+            logits = logits_next.float()
             log_p = torch.log_softmax(logits, dim=-1)
-            chosen = [self.pad_id] * batch
+            chunks: list[list[int]] = [[] for _ in rows]
             for b, r in enumerate(rows):
                 if not active[b]:
                     continue
@@ -370,27 +371,49 @@ class HFBackend:
                 else:
                     token = sample_index(logits[b], r.temperature, generators[b])
                     logprob = float(log_p[b, token])
-                chosen[b] = token
-                tokens[b].append(token)
-                logprobs[b].append(logprob)
-                if token in self.eos_ids or (machine is not None and machine.done):
-                    active[b], finish[b] = False, "stop"
-                elif len(tokens[b]) >= r.max_new_tokens:
-                    active[b] = False
+                chunk = chunks[b]
+                while True:
+                    chunk.append(token)
+                    tokens[b].append(token)
+                    logprobs[b].append(logprob)
+                    if token in self.eos_ids or (machine is not None and machine.done):
+                        active[b], finish[b] = False, "stop"
+                        break
+                    if len(tokens[b]) >= r.max_new_tokens:
+                        active[b] = False
+                        break
+                    # Jump forward: a run of forced tokens (probability 1 under the
+                    # constraint) joins this step's input instead of costing a step each.
+                    allowed = machine.allowed() if machine is not None else ()
+                    if len(allowed) != 1:
+                        break
+                    token, logprob = allowed[0], 0.0
+                    machine.step(token)
             if not any(active):
                 break
-            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
-            step_ids = torch.tensor(chosen, dtype=torch.long, device=self.device)[:, None]
+            # Feed each live row its chunk; rows differ in length, the rest is masked padding.
+            lengths = [len(chunks[b]) if active[b] else 0 for b in range(batch)]
+            width = max(lengths)
+            step_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+            step_mask = torch.zeros((batch, width), dtype=torch.long)
+            for b, n in enumerate(lengths):
+                if n:
+                    step_ids[b, :n] = torch.tensor(chunks[b], dtype=torch.long)
+                    step_mask[b, :n] = 1
+            mask = torch.cat([mask, step_mask.to(self.device)], dim=1)
+            step_pos = next_pos[:, None] + torch.arange(width, device=self.device)[None, :]
             out = self._forward(
-                input_ids=step_ids,
+                input_ids=step_ids.to(self.device),
                 attention_mask=mask,
-                position_ids=next_pos,
+                position_ids=step_pos,
                 past_key_values=out.past_key_values,
                 use_cache=True,
-                logits_to_keep=1,
+                logits_to_keep=width,
                 adapter_names=names,
             )
-            next_pos = next_pos + 1
+            last = torch.tensor([max(n - 1, 0) for n in lengths], device=self.device)
+            logits_next = out.logits[torch.arange(batch, device=self.device), last]
+            next_pos = next_pos + torch.tensor(lengths, device=self.device)
         completions = []
         for b, r in enumerate(rows):
             text_ids = [t for t in tokens[b] if t not in self.eos_ids]
