@@ -182,6 +182,27 @@ def test_forced_runs_jump_forward_in_one_pass_beside_free_rows(backend) -> None:
         assert torch.allclose(again, torch.tensor(completion.logprobs), atol=1e-3)
 
 
+def test_rows_of_one_adapter_sample_as_they_do_in_a_mixed_batch(backend) -> None:
+    # A batch whose rows all use one adapter runs peft's plain path (faster); the row must
+    # come out the same as beside a row of another adapter (peft's per-row path).
+    backend.add_adapter("other")
+    with torch.no_grad():
+        for param in backend.adapter_parameters("other").values():
+            param.add_(0.2 * torch.randn(param.shape, generator=torch.Generator().manual_seed(1)))
+    env = DiplomacyEnv(max_years=1)
+    legal = env.legal_orders("GERMANY")
+    prompt = render_prompt(backend.tokenizer, build_prompt(env, "GERMANY", legal))
+    choice = OrderChoices(legal, env.phase_type, None)
+    alone = backend.generate([prompt, prompt], ["other", "other"], 60, 1.0, 5, [choice, choice])
+    mixed = backend.generate([prompt, prompt], ["other", None], 60, 1.0, 5, [choice, choice])
+    base = backend.generate([prompt, prompt], [None, None], 60, 1.0, 5, [choice, choice])
+    assert alone[0].token_ids == mixed[0].token_ids
+    assert mixed[1].token_ids == base[1].token_ids
+    assert alone[0].logprobs == pytest.approx(mixed[0].logprobs, abs=1e-4)
+    assert mixed[1].logprobs == pytest.approx(base[1].logprobs, abs=1e-4)
+    assert alone[0].logprobs != pytest.approx(base[0].logprobs, abs=1e-3)  # "other" is not the base
+
+
 def test_the_constraint_travels_through_llm_serve_and_an_ignoring_server_is_refused(
     backend, monkeypatch
 ) -> None:

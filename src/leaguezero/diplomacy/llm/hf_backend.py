@@ -18,6 +18,8 @@ name, rank, prompt version), written to a temporary folder and renamed into plac
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import threading
@@ -274,6 +276,26 @@ class HFBackend:
             )
         return adapter
 
+    @contextlib.contextmanager
+    def _one_adapter(self, name: str):
+        """Forward passes where every row uses ``name`` (the base for ``BASE``) through peft's
+        plain path: its per-row ``adapter_names`` path costs about a quarter more."""
+        try:
+            if name == BASE:
+                with self.model.disable_adapter():
+                    yield
+            else:
+                self.model.base_model.set_adapter(name, inference_mode=name != self._trainable)
+                try:
+                    yield
+                finally:
+                    self.model.base_model.set_adapter(_PLACEHOLDER, inference_mode=True)
+        finally:
+            # Both flip requires_grad (peft re-activates adapters as trainable); only the
+            # designated adapter may be, and before any backward pass (autograd skips a
+            # parameter that stopped requiring grad after the forward).
+            self._freeze()
+
     def _forward(self, **kwargs):
         """One forward pass of the peft model (under bf16 autocast when configured)."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16_autocast):
@@ -327,6 +349,14 @@ class HFBackend:
         self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str]
     ) -> list[Completion]:
         """The sampling loop over the KV cache for one batch (left-padded)."""
+        if len(set(names)) == 1:  # one adapter for all rows: peft's plain path is faster
+            with self._one_adapter(names[0]):
+                return self._sample_rows(rows, encoded, None)
+        return self._sample_rows(rows, encoded, names)
+
+    def _sample_rows(
+        self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str] | None
+    ) -> list[Completion]:
         batch = len(rows)
         width = max(len(ids) for ids in encoded)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
@@ -503,12 +533,8 @@ class HFBackend:
             input_ids[b, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
             mask[b, : len(p) + len(c)] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        out = self._forward(
-            input_ids=input_ids,
-            attention_mask=mask,
-            use_cache=False,
-            adapter_names=[name] * len(seqs),
-        )
+        with self._one_adapter(name):
+            out = self._forward(input_ids=input_ids, attention_mask=mask, use_cache=False)
         logits = out.logits.float()  # [B, L, V]
         results = []
         for b, (p, c) in enumerate(seqs):
