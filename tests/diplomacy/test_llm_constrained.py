@@ -174,6 +174,12 @@ def test_forced_runs_jump_forward_in_one_pass_beside_free_rows(backend) -> None:
     longest = max(len(c.token_ids) for c in alone)
     assert len(calls) - 1 < longest / 2  # one pass per choice point, not per token
     assert any(shape[1] > 1 for shape in calls[1:])  # forced runs went in together
+    backend.jump_forward = False  # the reference: one pass per token, the same answers
+    stepwise = backend.generate(prompts[:3], [None] * 3, 60, 1.0, 17, choices[:3])
+    backend.jump_forward = True
+    assert [c.token_ids for c in stepwise] == [c.token_ids for c in alone]
+    for a, b in zip(stepwise, alone, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
     choices[-1] = None  # TURKEY writes freely beside them
     out = backend.generate(prompts, [None] * 4, 40, 1.0, 17, choices)
     for prompt, completion, choice in zip(prompts, out, choices, strict=True):

@@ -128,9 +128,7 @@ def phase_advantages(group: Sequence[GameSample], eps: float = 1e-6) -> list[lis
             by_phase.setdefault(phase, []).append(value)
     baseline = {phase: sum(v) / len(v) for phase, v in by_phase.items()}
     residuals = [{ph: v - baseline[ph] for ph, v in returns.items()} for returns in togo]
-    shared = [
-        r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1
-    ]
+    shared = [r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1]
     scale = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
     return [
         [res[r.phase] / (scale + eps) for r in game.records]

@@ -18,7 +18,9 @@ from typing import Any
 
 def running_scores(game: Any) -> dict[str, float]:
     """Per power: ``len(centers) + 0.5 * len(units)``, the final score without the bonus."""
-    return {name: len(power.centers) + 0.5 * len(power.units) for name, power in game.powers.items()}
+    return {
+        name: len(power.centers) + 0.5 * len(power.units) for name, power in game.powers.items()
+    }
 
 
 def calculate_final_scores(
