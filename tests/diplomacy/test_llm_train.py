@@ -88,7 +88,7 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
     seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
     seating = dict(zip(POWERS, seats, strict=True))
-    again.cfg.train.learn_from = "live_seats"  # the mirror seat at TURKEY trains too
+    # learn_from=live_seats (the default): the mirror seat at TURKEY trains too
     groups, results = again.play_group(5, seating, "AUSTRIA")
     samples = groups[0]
     assert "ckpt_000001" in again.hero.llm.backend.list_adapters()

@@ -169,7 +169,7 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
     from leaguezero.diplomacy.env import POWERS
     from leaguezero.diplomacy.train import LeagueTrainer
 
-    overrides = [*TINY, "games_dir=null", "train.learn_from=live_seats", "train.credit=phase"]
+    overrides = [*TINY, "games_dir=null", "train.credit=phase"]  # live_seats: the default
     cfg = load_config(DiplomacyConfig, None, overrides)
     trainer = LeagueTrainer(cfg, tmp_path / "run")
     try:
@@ -187,7 +187,7 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
             assert all(s.phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
         metrics = trainer.trainer.step(groups)
         assert metrics["records"] > 0
-        # The default trains the hero power's seat only.
+        # learn_from=hero trains the hero power's seat only.
         trainer.cfg.train.learn_from = "hero"
         groups, _ = trainer.play_group(1, seating, "FRANCE")
         assert len(groups) == 1 and {r.power for s in groups[0] for r in s.records} == {"FRANCE"}

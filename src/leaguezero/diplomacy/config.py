@@ -38,9 +38,10 @@ class TrainSection(Section):
     epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")
     learn_from: Literal["hero", "live_seats"] = Field(
-        "hero",
-        description="Whose records train: hero (the hero power's seat only) or live_seats "
-        "(also every mirror seat the live weights played, each credited with its own score).",
+        "live_seats",
+        description="Whose records train: live_seats (the hero power's seat and every mirror "
+        "seat the live weights played, each credited with its own score) or hero (the hero "
+        "power's seat only; the runs documented before this option).",
     )
     credit: Literal["game", "phase"] = Field(
         "game",
