@@ -47,12 +47,18 @@ ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 def random_base(folder: str) -> str:
     """A random model of the pretrain command's default shape, with a tokenizer trained on
     prompts of a few bot games (seconds)."""
-    from leaguezero.diplomacy.llm.pretrain import build_model, build_tokenizer, collect_examples
+    from leaguezero.diplomacy.llm.pretrain import (
+        PretrainSettings,
+        build_model,
+        build_tokenizer,
+        collect_examples,
+    )
 
+    shape = PretrainSettings()
     examples = collect_examples(4, max_years=2, seed=0)
-    tokenizer = build_tokenizer([e.prompt + e.answer for e in examples])
+    tokenizer = build_tokenizer([e.prompt + "\n" + e.answer for e in examples], shape.vocab_size)
     torch.manual_seed(0)
-    model = build_model(tokenizer)
+    model = build_model(tokenizer, hidden=shape.hidden, layers=shape.layers, heads=shape.heads)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
