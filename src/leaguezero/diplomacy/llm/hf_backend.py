@@ -512,7 +512,7 @@ class HFBackend:
             raise ValueError("logprobs needs one allowed-set entry per prompt (or none)")
         encoded = [self.encode(p) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]) + len(completions[i]))
-        results: list[torch.Tensor | None] = [None] * len(prompts)
+        results: dict[int, torch.Tensor] = {}
         with self._lock:
             name = self._row_name(adapter)
             for start in range(0, len(order), self.max_batch_size):
@@ -523,9 +523,8 @@ class HFBackend:
                     [allowed[i] if allowed is not None else None for i in chunk],
                     name,
                 )
-                for i, row in zip(chunk, done, strict=True):
-                    results[i] = row
-        return [r for r in results if r is not None]
+                results.update(zip(chunk, done, strict=True))
+        return [results[i] for i in range(len(prompts))]
 
     def _logprobs_batch(
         self,
