@@ -14,6 +14,7 @@ from leaguezero.diplomacy.grpo import (
     group_advantages,
     grpo_loss,
     phase_advantages,
+    scheduled_lr,
 )
 
 torch.set_num_threads(1)
@@ -183,3 +184,36 @@ def test_update_from_real_games_changes_only_the_hero() -> None:
     assert any(changed)
     for before, after in zip(opponent_before, opponent.trainable_parameters(), strict=True):
         assert torch.equal(before, after.detach())
+
+
+def test_cosine_schedule_falls_from_lr_to_its_final_fraction_and_stays() -> None:
+    lrs = [scheduled_lr(2e-3, t, 11, "cosine", 0.1) for t in range(1, 15)]
+    assert lrs[0] == pytest.approx(2e-3) and lrs[10] == pytest.approx(2e-4)
+    assert lrs[5] == pytest.approx(1.1e-3)  # halfway: the mean of the two ends
+    assert all(a > b for a, b in zip(lrs[:10], lrs[1:11], strict=True))  # noqa: RUF007
+    assert lrs[11:] == [pytest.approx(2e-4)] * 3  # resumed past the end: the final rate
+    assert scheduled_lr(2e-3, 7, 11, "constant", 0.1) == 2e-3
+    assert scheduled_lr(2e-3, 1, 1, "cosine", 0.1) == 2e-3  # a one-step run
+    with pytest.raises(ValueError, match="constant, cosine"):
+        scheduled_lr(1e-3, 1, 10, "linear", 0.1)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        scheduled_lr(1e-3, 1, 10, "cosine", 1.5)
+
+
+def test_set_lr_sets_the_rate_of_the_next_update() -> None:
+    bandit = _Bandit()
+    trainer = GRPOTrainer(bandit, lr=0.1)  # type: ignore[arg-type]
+    trainer.set_lr(1e-9)
+    half = math.log(0.5)
+    games = [
+        GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+        GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+    ]
+    trainer.step([games])
+    # Adam's first step moves each parameter by ~lr: at 1e-9 the policy stays put.
+    assert torch.allclose(torch.softmax(bandit.logits.detach(), 0), torch.tensor([0.5, 0.5]))
+    trainer.set_lr(0.1)
+    trainer.step([games])
+    assert torch.softmax(bandit.logits.detach(), 0)[1] > 0.5
+    with pytest.raises(ValueError, match="positive"):
+        trainer.set_lr(0.0)

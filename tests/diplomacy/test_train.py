@@ -163,6 +163,26 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
         LeagueTrainer(llm, tmp_path / "z", task_map=counting_map)
 
 
+def test_cosine_schedule_sets_each_steps_learning_rate(tmp_path) -> None:
+    from leaguezero.common.config import load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.train import LeagueTrainer
+
+    sched = ["train.steps=3", "train.lr=0.004", "train.lr_schedule=cosine", "train.lr_final=0.25"]
+    cfg = load_config(DiplomacyConfig, None, [*TINY, *sched, "games_dir=null"])
+    trainer = LeagueTrainer(cfg, tmp_path / "run")
+    try:
+        lrs = [trainer.train_step()["lr"] for _ in range(3)]
+    finally:
+        trainer.session.close(timeout=60)
+    assert lrs == pytest.approx([0.004, 0.0025, 0.001])
+    assert trainer.trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.001)
+    events = [
+        e for e in read_events(tmp_path / "run" / "events.ndjson") if e["event"] == TRAIN_STEP_EVENT
+    ]
+    assert [e["lr"] for e in events] == pytest.approx(lrs)
+
+
 def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None:
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.config import DiplomacyConfig

@@ -30,7 +30,16 @@ class TrainSection(Section):
     group_size: int = Field(
         8, ge=2, description="Games per group (same opponents and seating, different seeds)."
     )
-    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate (the first step's).")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant",
+        description="constant keeps lr; cosine falls from lr to lr_final * lr at the last step "
+        "(so a run ends by settling rather than drifting; an LLM hero's early gain was lost at "
+        "constant lr, docs/diplomacy_training.md).",
+    )
+    lr_final: float = Field(
+        0.1, ge=0, le=1, description="Cosine schedule: the last step's lr as a fraction of lr."
+    )
     clip_eps: float = Field(0.2, gt=0, description="PPO ratio clip: ratios kept in 1 +- clip_eps.")
     kl_coef: float = Field(
         0.0, ge=0, description="Weight of the KL to the frozen initial policy (0 disables)."

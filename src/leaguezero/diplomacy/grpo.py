@@ -43,6 +43,24 @@ if TYPE_CHECKING:  # keeps this module importable without the engine
 
 
 CREDITS = ("game", "phase")
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def scheduled_lr(lr: float, step: int, steps: int, schedule: str, final: float) -> float:
+    """The learning rate of training step ``step`` (1-based) of ``steps``.
+
+    ``constant`` keeps ``lr``; ``cosine`` falls from ``lr`` at step 1 to ``final * lr`` at the
+    last step along a half cosine (steps past the last keep the final rate, so a run resumed
+    with more steps goes on at the low rate rather than jumping back up).
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr schedule must be one of {', '.join(LR_SCHEDULES)}, not {schedule!r}")
+    if not 0.0 <= final <= 1.0:
+        raise ValueError(f"final lr fraction must be in [0, 1], not {final}")
+    if schedule == "constant" or steps <= 1:
+        return lr
+    progress = min(max(step - 1, 0) / (steps - 1), 1.0)
+    return lr * (final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 @dataclass
@@ -316,6 +334,13 @@ class GRPOTrainer:
             "grad_norm": grad_norm,
             "old_log_prob_gap": float((sampled - old).abs().mean()),
         }
+
+    def set_lr(self, lr: float) -> None:
+        """Set the learning rate of the next updates (a schedule calls this each step)."""
+        if not lr > 0:
+            raise ValueError(f"learning rate must be positive, not {lr}")
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state, for resuming a run."""

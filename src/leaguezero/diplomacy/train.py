@@ -57,7 +57,7 @@ from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer
+from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer, scheduled_lr
 from leaguezero.diplomacy.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
 from leaguezero.diplomacy.heroes import TrainError as TrainError
 from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
@@ -266,7 +266,10 @@ class LeagueTrainer:
             powers.append(hero_power)
         session.record(step, results)
         play_seconds = time.perf_counter() - started
+        lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
+        self.trainer.set_lr(lr)
         metrics = self.trainer.step(groups)
+        metrics["lr"] = lr
         # The curve's score is the hero power's (mirror seats' scores only train).
         hero_scores = [s.hero_score for group in hero_groups for s in group]
         metrics["score_mean"] = float(np.mean(hero_scores))

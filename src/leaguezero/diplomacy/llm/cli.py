@@ -55,14 +55,15 @@ CPU_OVERRIDES = [
     "llm.mode=constrained",
     "max_years=3",
     "games_dir=null",
-    "train.steps=300",
+    "train.steps=100",
     "train.lr=0.002",
+    "train.lr_schedule=cosine",
     "train.kl_coef=0.1",
     "train.threads=2",
     "llm.max_new_tokens=192",
     "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
-    "league.eval_every=25",
-    "league.eval_games=4",
+    "league.eval_every=20",
+    "league.eval_games=10",
 ]
 
 
