@@ -15,6 +15,11 @@ the phases of a game of random orders, rendered as the league renders them.
 2. **Training log-probs + backward** (what GRPO does per epoch): ``HFBackend.logprobs`` over
    the rows in their record order (it batches rows of similar length together) against the
    same rows in record-order chunks (each chunk padded to its longest prompt).
+3. **A whole GRPO step's memory** (``--step-records`` records, two epochs, KL to the base, as
+   ``GRPOTrainer`` runs it): gradient accumulation over passes of 32 records (the LLM hero's
+   default, ``train.records_per_pass: 0``) against one pass holding every record's graph, each
+   in a fresh process; prints wall time and peak resident memory of each (checks that both
+   give the same update).
 
 Wall time of the best of ``--repeats`` interleaved runs, one torch thread. Prints the times
 and the ratios reference / ours (above 1: ours is faster).
@@ -85,6 +90,75 @@ def phase_rows(backend: HFBackend, rows: int, seed: int) -> tuple[list[str], lis
     return prompts[:rows], choices[:rows]
 
 
+class _RowPolicy:
+    """The LLM hero's training interface over benchmark rows: a record's payload is its
+    (prompt, completion, allowed tokens)."""
+
+    recompute_old_log_probs = True
+
+    def __init__(self, backend: HFBackend, adapter: str | None) -> None:
+        self.backend, self.adapter = backend, adapter
+
+    def log_prob(self, records):
+        prompts, completions, allowed = zip(*(r.payload for r in records), strict=True)
+        per_token = self.backend.logprobs(
+            list(prompts), list(completions), self.adapter, list(allowed)
+        )
+        return torch.stack([t.sum() for t in per_token]).float()
+
+    def trainable_parameters(self):
+        return self.backend.trainable_parameters(self.adapter)
+
+    @staticmethod
+    def record_size(record) -> int:
+        return len(record.payload[0]) + len(record.payload[1])
+
+
+def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) -> tuple:
+    """One GRPO step over ``rows`` in this (fresh) process: seconds, peak RSS in MiB, and the
+    adapter's update (to check both variants agree)."""
+    import resource
+
+    from leaguezero.diplomacy.grpo import ActionRecord, GameSample, GRPOTrainer
+
+    torch.set_num_threads(1)
+    backend = HFBackend.from_pretrained(folder, lora=LoraSettings(target_modules=ALL_PROJECTIONS))
+    backend.add_adapter("hero")
+    params = backend.trainable_parameters("hero")
+    with torch.no_grad():  # the same adapter in every process (peft's init order varies)
+        for i, param in enumerate(params):
+            gen = torch.Generator().manual_seed(1000 + i)
+            param.copy_(0.05 * torch.randn(param.shape, generator=gen))
+    before = [p.detach().clone() for p in params]
+    rng = random.Random(seed)
+    groups, games = [], 8
+    per_game = len(rows) // games
+    for group in range(2):
+        samples = []
+        for g in range(games // 2):
+            k = group * games // 2 + g
+            recs = [
+                ActionRecord("FRANCE", f"S{i}", -1.0, row)
+                for i, row in enumerate(rows[k * per_game : (k + 1) * per_game])
+            ]
+            samples.append(GameSample(rng.uniform(0, 10), recs))
+        groups.append(samples)
+    trainer = GRPOTrainer(
+        _RowPolicy(backend, "hero"),
+        lr=1e-3,
+        epochs=2,
+        kl_coef=0.1,
+        reference=_RowPolicy(backend, None),
+        records_per_pass=per_pass,
+    )
+    started = time.perf_counter()
+    trainer.step(groups)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    update = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before, strict=True)])
+    return seconds, peak, update
+
+
 def timed(fn, repeats: int) -> tuple[float, object]:
     best, out = float("inf"), None
     for _ in range(repeats):
@@ -100,6 +174,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=48, help="rows per call (a step's batch)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--step-records", type=int, default=256, help="records of the GRPO step (0: skip)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:
@@ -180,6 +257,34 @@ def main() -> None:
             f"{t_ref / t_ours:>8.2f}"
             "   (reference: record-order batches)"
         )
+
+        if args.step_records:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from leaguezero.diplomacy.train import LLM_RECORDS_PER_PASS
+
+            step_rows = [rows[i % len(rows)] for i in range(args.step_records)]
+            random.Random(args.seed + 1).shuffle(step_rows)
+            spawn = multiprocessing.get_context("spawn")
+            runs = {}
+            for per_pass in (LLM_RECORDS_PER_PASS, None):  # a fresh process each: its own peak
+                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                    job = pool.submit(grpo_step_child, folder, step_rows, per_pass, args.seed)
+                    runs[per_pass] = job.result()
+            (t_acc, m_acc, u_acc), (t_one, m_one, u_one) = runs[LLM_RECORDS_PER_PASS], runs[None]
+            # Adam's first steps are ~lr * sign(grad): coordinates whose gradient is ~0 move by
+            # float rounding either way, so compare directions, not elements.
+            cosine = float(torch.nn.functional.cosine_similarity(u_acc, u_one, dim=0))
+            print(f"update cosine {cosine:.6f}, max diff {float((u_acc - u_one).abs().max()):.2e}")
+            if cosine < 0.999:
+                raise SystemExit("gradient accumulation changed the update")
+            print(
+                f"GRPO step, {args.step_records} records x 2 epochs: passes of "
+                f"{LLM_RECORDS_PER_PASS} {t_acc:.2f} s, peak {m_acc:.0f} MiB; one pass "
+                f"{t_one:.2f} s, peak {m_one:.0f} MiB; time ratio {t_one / t_acc:.2f}, "
+                f"memory ratio {m_one / m_acc:.2f}"
+            )
 
 
 if __name__ == "__main__":

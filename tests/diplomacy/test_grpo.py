@@ -217,3 +217,53 @@ def test_set_lr_sets_the_rate_of_the_next_update() -> None:
     assert torch.softmax(bandit.logits.detach(), 0)[1] > 0.5
     with pytest.raises(ValueError, match="positive"):
         trainer.set_lr(0.0)
+
+
+class _SizedBandit(_Bandit):
+    """A bandit that counts the records of each log_prob call and sizes records by phase."""
+
+    recompute_old_log_probs = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.tensor([0.3, -0.2, 0.1]))
+        self.calls: list[int] = []
+
+    def log_prob(self, records):
+        self.calls.append(len(records))
+        return super().log_prob(records)
+
+    @staticmethod
+    def record_size(record):
+        return len(record.phase)
+
+
+def test_gradient_accumulation_passes_match_one_pass() -> None:
+    def games(seed):
+        gen = torch.Generator().manual_seed(seed)
+        out = []
+        for g in range(4):
+            n = 1 + g  # games of different lengths: per-game weights differ
+            arms = torch.randint(0, 3, (n,), generator=gen).tolist()
+            recs = [ActionRecord("FRANCE", "S" * (1 + i % 3), -1.1, a) for i, a in enumerate(arms)]
+            out.append(GameSample(float(g * g), recs))
+        return out
+
+    groups = [games(1), games(2)]
+    results = {}
+    for per_pass in (None, 3):
+        bandit = _SizedBandit()
+        reference = _SizedBandit()
+        trainer = GRPOTrainer(  # type: ignore[arg-type]
+            bandit, lr=0.05, epochs=2, kl_coef=0.5, reference=reference, records_per_pass=per_pass
+        )
+        metrics = trainer.step(groups)
+        results[per_pass] = (bandit.logits.detach().clone(), metrics, bandit.calls)
+    (one, m_one, calls_one), (acc, m_acc, calls_acc) = results[None], results[3]
+    assert calls_one == [20, 20] and calls_acc == [3] * 6 + [2] + [3] * 6 + [2]
+    assert torch.allclose(one, acc, atol=1e-6)
+    for key in ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean", "grad_norm"):
+        assert m_acc[key] == pytest.approx(m_one[key], abs=1e-6), key
+    assert m_one["old_log_prob_gap"] == pytest.approx(m_acc["old_log_prob_gap"], abs=1e-6)
+    with pytest.raises(ValueError, match="records_per_pass"):
+        GRPOTrainer(_Bandit(), records_per_pass=0)  # type: ignore[arg-type]

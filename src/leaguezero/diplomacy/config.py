@@ -46,6 +46,13 @@ class TrainSection(Section):
     )
     epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")
+    records_per_pass: int = Field(
+        0,
+        ge=0,
+        description="Records whose graph one backward pass holds (gradient accumulation: "
+        "trainer memory is bounded by this, not by a step's records). 0: auto, 32 for an LLM "
+        "hero, all of a step's records for the policy network.",
+    )
     learn_from: Literal["hero", "live_seats"] = Field(
         "live_seats",
         description="Whose records train: live_seats (the hero power's seat and every mirror "

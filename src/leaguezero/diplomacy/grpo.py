@@ -165,6 +165,14 @@ class LossParts:
     ratio_mean: torch.Tensor
 
 
+def record_weights(game_index: torch.Tensor) -> torch.Tensor:
+    """``[N]`` weight of each record: 1 / (its game's records) / (games), so the loss is a
+    per-game mean, then a mean over games (``game_index``: ``[N]`` int64, 0..games-1)."""
+    n_games = int(game_index.max().item()) + 1 if game_index.numel() else 0
+    counts = torch.bincount(game_index, minlength=n_games).clamp(min=1).to(torch.float32)
+    return 1.0 / (counts[game_index] * max(n_games, 1))
+
+
 def grpo_loss(
     new_log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
@@ -174,19 +182,23 @@ def grpo_loss(
     clip_eps: float = 0.2,
     ref_log_prob: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    weight: torch.Tensor | None = None,
 ) -> LossParts:
     """The clipped GRPO objective over N records from some games (see module doc).
 
     ``new_log_prob``: ``[N]`` with graph; ``old_log_prob``, ``ref_log_prob``: ``[N]`` constants;
     ``advantages``: ``[N]`` the advantage of each record's game; ``game_index``: ``[N]`` int64
     game of each record (0..num_games-1), used to average per game and then over games.
+    ``weight``: ``[N]`` the records' weights when these N are a slice of a larger set (from
+    :func:`record_weights` over the whole set; the parts of the slices then add up to the
+    whole set's); ``game_index`` is then unused.
     """
     if new_log_prob.shape != old_log_prob.shape or new_log_prob.shape != advantages.shape:
         raise ValueError("new_log_prob, old_log_prob and advantages must all be [N]")
-    n_games = int(game_index.max().item()) + 1 if game_index.numel() else 0
-    counts = torch.bincount(game_index, minlength=n_games).clamp(min=1).to(new_log_prob.dtype)
-    # Each record weighs 1/(its game's records)/(games): a per-game mean, then a mean over games.
-    weight = 1.0 / (counts[game_index] * max(n_games, 1))
+    if weight is None:
+        weight = record_weights(game_index).to(new_log_prob.dtype)
+    elif weight.shape != new_log_prob.shape:
+        raise ValueError("weight must be [N] like new_log_prob")
 
     ratio = torch.exp(new_log_prob - old_log_prob)
     unclipped = ratio * advantages
@@ -236,6 +248,7 @@ class GRPOTrainer:
         reference: GRPOPolicy | None = None,
         adv_eps: float = 1e-6,
         credit: str = "game",
+        records_per_pass: int | None = None,
     ) -> None:
         if credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
@@ -251,6 +264,9 @@ class GRPOTrainer:
         self.max_grad_norm = max_grad_norm
         self.reference = reference
         self.adv_eps = adv_eps
+        if records_per_pass is not None and records_per_pass < 1:
+            raise ValueError(f"records_per_pass must be >= 1 or None, not {records_per_pass}")
+        self.records_per_pass = records_per_pass
 
     def step(self, groups: Sequence[Sequence[GameSample]]) -> dict[str, float]:
         """One update from ``groups`` (each a list of G games sharing opponents and seating).
@@ -299,41 +315,59 @@ class GRPOTrainer:
         if self.reference is not None and self.kl_coef > 0:
             with torch.no_grad():
                 ref = self.reference.log_prob(records).detach()
-        parts: LossParts | None = None
+        weight = record_weights(index)
+        passes = self._passes(records)
+        totals: dict[str, float] = {}
         grad_norm = 0.0
         recompute = bool(getattr(self.policy, "recompute_old_log_probs", False))
-        sampled = old
+        sampled = old.clone()
         for epoch in range(self.epochs):
-            new = self.policy.log_prob(records)
-            if recompute and epoch == 0:
-                # The sampler's numerics differ from the trainer's (a server's kernels, a
-                # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1).
-                old = new.detach()
-            parts = grpo_loss(
-                new,
-                old,
-                adv_t,
-                index,
-                clip_eps=self.clip_eps,
-                ref_log_prob=ref,
-                kl_coef=self.kl_coef,
-            )
             self.optimizer.zero_grad(set_to_none=True)
-            parts.loss.backward()
+            totals = dict.fromkeys(
+                ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean"), 0.0
+            )
+            # Gradient accumulation: each pass holds the graph of its own records only, so
+            # memory is bounded by records_per_pass, not by the step's records; the loss is a
+            # weighted sum over records, so the passes' gradients add up to the whole step's.
+            for idx in passes:
+                new = self.policy.log_prob([records[i] for i in idx])
+                if recompute and epoch == 0:
+                    # The sampler's numerics differ from the trainer's (a server's kernels, a
+                    # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1).
+                    old[idx] = new.detach()
+                parts = grpo_loss(
+                    new,
+                    old[idx],
+                    adv_t[idx],
+                    index[idx],
+                    clip_eps=self.clip_eps,
+                    ref_log_prob=None if ref is None else ref[idx],
+                    kl_coef=self.kl_coef,
+                    weight=weight[idx],
+                )
+                parts.loss.backward()
+                for key in totals:
+                    totals[key] += float(getattr(parts, key).detach())
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
             grad_norm = float(norm) if math.isfinite(float(norm)) else float("nan")
             self.optimizer.step()
-        assert parts is not None
         return {
             **metrics,
-            "loss": float(parts.loss.detach()),
-            "policy_loss": float(parts.policy_loss.detach()),
-            "kl": float(parts.kl.detach()),
-            "clip_fraction": float(parts.clip_fraction),
-            "ratio_mean": float(parts.ratio_mean),
+            **totals,
             "grad_norm": grad_norm,
             "old_log_prob_gap": float((sampled - old).abs().mean()),
         }
+
+    def _passes(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
+        """Record indices of each backward pass: all at once, or ``records_per_pass`` at a time
+        in the order of the policy's ``record_size`` (similar lengths share a pass)."""
+        n = len(records)
+        if self.records_per_pass is None or n <= self.records_per_pass:
+            return [torch.arange(n)]
+        size = getattr(self.policy, "record_size", None)
+        order = sorted(range(n), key=lambda i: size(records[i])) if size else list(range(n))
+        step = self.records_per_pass
+        return [torch.tensor(order[i : i + step]) for i in range(0, n, step)]
 
     def set_lr(self, lr: float) -> None:
         """Set the learning rate of the next updates (a schedule calls this each step)."""

@@ -68,6 +68,9 @@ from leaguezero.league.types import MatchResult, Participant
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
+# An LLM hero's records per backward pass (train.records_per_pass: 0): a 313-record step held
+# 12-16 GB of activations in one pass with the 1M-parameter base; 32 hold about 1.5 GB.
+LLM_RECORDS_PER_PASS = 32
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot")
 
 
@@ -141,6 +144,8 @@ class LeagueTrainer:
             max_grad_norm=tcfg.max_grad_norm,
             reference=self.hero.reference(),
             credit=tcfg.credit,
+            records_per_pass=tcfg.records_per_pass
+            or (LLM_RECORDS_PER_PASS if tcfg.agent == "llm" else None),
         )
         self.step = 0
         if resume and self.state_path.exists():

@@ -427,6 +427,13 @@ class LLMHero:
         self._params = self.backend.trainable_parameters(self.TRAIN_ADAPTER)
         return list(self._params)
 
+    @staticmethod
+    def record_size(record: ActionRecord) -> int:
+        """A record's rough length (prompt characters + completion tokens): the trainer's
+        gradient-accumulation passes group records of similar length."""
+        payload = record.payload
+        return len(payload.prompt) + len(payload.token_ids)
+
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
         """``[N]`` log-prob of each record's completion under the current hero weights."""
         per_token = payload_log_probs(
