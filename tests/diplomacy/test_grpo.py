@@ -215,8 +215,9 @@ def test_set_lr_sets_the_rate_of_the_next_update() -> None:
     trainer.set_lr(0.1)
     trainer.step([games])
     assert torch.softmax(bandit.logits.detach(), 0)[1] > 0.5
-    with pytest.raises(ValueError, match="positive"):
-        trainer.set_lr(0.0)
+    trainer.set_lr(0.0)  # a cosine schedule's last step with lr_final 0
+    with pytest.raises(ValueError, match=">= 0"):
+        trainer.set_lr(-1e-3)
 
 
 class _SizedBandit(_Bandit):

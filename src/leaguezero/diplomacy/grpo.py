@@ -371,8 +371,8 @@ class GRPOTrainer:
 
     def set_lr(self, lr: float) -> None:
         """Set the learning rate of the next updates (a schedule calls this each step)."""
-        if not lr > 0:
-            raise ValueError(f"learning rate must be positive, not {lr}")
+        if not lr >= 0:  # 0: a cosine schedule's last step with lr_final 0
+            raise ValueError(f"learning rate must be >= 0, not {lr}")
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
