@@ -68,8 +68,9 @@ from leaguezero.league.types import MatchResult, Participant
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
-# An LLM hero's records per backward pass (train.records_per_pass: 0): a 313-record step held
-# 12-16 GB of activations in one pass with the 1M-parameter base; 32 hold about 1.5 GB.
+# An LLM hero's records per backward pass (train.records_per_pass: 0): with the 1.3 M-parameter
+# base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
+# (benchmarks/llm_step.py).
 LLM_RECORDS_PER_PASS = 32
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot")
 
