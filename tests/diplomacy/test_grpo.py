@@ -191,7 +191,7 @@ def test_cosine_schedule_falls_from_lr_to_its_final_fraction_and_stays() -> None
     assert lrs[0] == pytest.approx(2e-3) and lrs[10] == pytest.approx(2e-4)
     assert lrs[5] == pytest.approx(1.1e-3)  # halfway: the mean of the two ends
     assert all(a > b for a, b in zip(lrs[:10], lrs[1:11], strict=True))  # noqa: RUF007
-    assert lrs[11:] == [pytest.approx(2e-4)] * 3  # resumed past the end: the final rate
+    assert lrs[11:] == [pytest.approx(2e-4)] * 3  # past the last step: the final rate
     assert scheduled_lr(2e-3, 7, 11, "constant", 0.1) == 2e-3
     assert scheduled_lr(2e-3, 1, 1, "cosine", 0.1) == 2e-3  # a one-step run
     with pytest.raises(ValueError, match="constant, cosine"):

@@ -50,8 +50,9 @@ def scheduled_lr(lr: float, step: int, steps: int, schedule: str, final: float) 
     """The learning rate of training step ``step`` (1-based) of ``steps``.
 
     ``constant`` keeps ``lr``; ``cosine`` falls from ``lr`` at step 1 to ``final * lr`` at the
-    last step along a half cosine (steps past the last keep the final rate, so a run resumed
-    with more steps goes on at the low rate rather than jumping back up).
+    last step along a half cosine, and stays there past it. The rate is a function of ``step``
+    and ``steps`` only: a run resumed with a larger ``steps`` follows the longer schedule (its
+    rate goes back up to where that schedule is at the resumed step).
     """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"lr schedule must be one of {', '.join(LR_SCHEDULES)}, not {schedule!r}")
