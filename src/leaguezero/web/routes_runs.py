@@ -1,0 +1,7 @@
+"""``/api/runs``: placeholder router, filled in by the run-page stage."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(prefix="/api/runs")
