@@ -105,3 +105,24 @@ def test_the_command_binds_localhost_by_default():
 
     defaults = web.__defaults__ or ()
     assert "127.0.0.1" in defaults and 8080 in defaults
+
+
+def test_runs_are_reached_by_index_only(tmp_path):
+    from tests.web.fake_runs import make_league_run
+
+    run = make_league_run(tmp_path / "league_run", steps=2)
+    client = _client(create_app(WebSettings(runs=[run])))
+    listed = client.get("/api/runs").json()["runs"]
+    assert listed == [{"index": 0, "name": "league_run", "path": str(run), "kinds": ["league"]}]
+    view = client.get("/api/runs/0").json()["league"]
+    assert [a["name"] for a in view["agents"]][:1] == ["ckpt_000020"]
+    assert view["pfsp"]["draws"] == 6 and view["pfsp"]["steps"] == [10, 20]
+    chart = client.get("/runs/0/elo.png")
+    assert chart.status_code == 200 and chart.content[:4] == b"\x89PNG"
+    assert "no run 1" in _one_line_error(client.get("/api/runs/1"), 404)
+    _one_line_error(client.get("/api/runs/-1"), 404)
+    _one_line_error(client.get("/api/runs/..%2F..%2Fetc"), 404)
+    _one_line_error(client.get("/api/runs/abc"), 422)
+    assert "no Yatzy stats" in _one_line_error(client.get("/runs/0/report"), 404)
+    (run / "league.json").write_text("{broken")
+    _one_line_error(client.get("/api/runs/0"), 400)

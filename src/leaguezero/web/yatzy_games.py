@@ -214,3 +214,23 @@ def new_game(
 
         oracle = load_oracle(oracle_table)
     return YatzyWebGame(opponent, getattr(opponent, "name", agent), seed, seat, oracle)
+
+
+_report_lock = threading.Lock()
+
+
+def run_report(run: Path) -> Path:
+    """A yz run's ``report.html`` (``leaguezero report``), rebuilt when its stats are newer.
+
+    Raises FileNotFoundError when ``run`` is not a yz run.
+    """
+    from leaguezero.yatzy.train.report import build_report
+
+    stats = run / "logs" / "iteration_stats.ndjson"
+    report = run / "report.html"
+    with _report_lock:  # one build at a time: matplotlib's pyplot is not thread-safe
+        if not report.exists() or (
+            stats.exists() and report.stat().st_mtime < stats.stat().st_mtime
+        ):
+            return build_report(run)
+    return report
