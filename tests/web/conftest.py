@@ -105,9 +105,14 @@ def browser(tmp_path_factory):
 
 def wait_for(driver, condition, message: str, timeout: float = DEADLINE_S):
     """Wait until ``condition(driver)`` is truthy (returns it); fails with ``message``."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message)
+    # A page that redraws may swap an element between finding and reading it: look again.
+    wait = WebDriverWait(
+        driver, timeout, poll_frequency=0.05, ignored_exceptions=[StaleElementReferenceException]
+    )
+    return wait.until(condition, message)
 
 
 def screenshot(driver, name: str, tmp_path: Path) -> Path:

@@ -10,14 +10,19 @@ from tests.web.fake_runs import advance_league_run
 
 
 def _table_names(d) -> list[str]:
-    return [r.text.split()[0] for r in d.find_elements(By.CSS_SELECTOR, "#league-table tbody tr")]
+    # Read in one script: the page redraws the table every refresh, which would make rows
+    # found one call earlier stale.
+    return d.execute_script(
+        "return [...document.querySelectorAll('#league-table tbody tr')]"
+        ".map((r) => r.cells[0].textContent)"
+    )
 
 
 def test_the_league_page_follows_a_run_while_it_grows(live_server, browser, web_runs, tmp_path):
     d = browser
     d.get(f"{live_server.url}/runs")
     wait_for(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs li a")) == 2, "no run list")
-    d.get(f"{live_server.url}/runs?run=1&refresh=300")
+    d.get(f"{live_server.url}/runs?run=1&refresh=0")  # drawn once: rows stay put while read
     wait_for(d, lambda d: "ckpt_000030" in _table_names(d), "no league table")
     names = _table_names(d)
     assert set(names) == {"ckpt_000010", "ckpt_000020", "ckpt_000030", "random_bot", "chaos_bot",
@@ -34,9 +39,12 @@ def test_the_league_page_follows_a_run_while_it_grows(live_server, browser, web_
     assert len(matches) == 9 and matches[0].text.startswith("30 training ckpt_000030: 0.6")
     screenshot(d, "web_run_league", tmp_path)
 
+    d.get(f"{live_server.url}/runs?run=1&refresh=300")
+    wait_for(d, lambda d: _table_names(d)[:1] == ["ckpt_000030"], "no league table")
     advance_league_run(web_runs[1], 40)  # the run goes on: the page shows it without a reload
     wait_for(d, lambda d: _table_names(d)[:1] == ["ckpt_000040"], "the page did not refresh")
-    assert "over steps 10, 20, 30, 40" in d.find_element(By.ID, "pfsp-steps").text
+    wait_for(d, lambda d: "over steps 10, 20, 30, 40" in d.find_element(By.ID, "pfsp-steps").text,
+             "the PFSP shares did not follow")  # fmt: skip
 
 
 def test_the_yatzy_run_page_shows_the_report(live_server, browser, tmp_path):
