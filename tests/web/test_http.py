@@ -126,3 +126,50 @@ def test_runs_are_reached_by_index_only(tmp_path):
     assert "no Yatzy stats" in _one_line_error(client.get("/runs/0/report"), 404)
     (run / "league.json").write_text("{broken")
     _one_line_error(client.get("/api/runs/0"), 400)
+
+
+BOTS6 = {p: "random_bot" for p in ("AUSTRIA", "ENGLAND", "GERMANY", "ITALY", "RUSSIA", "TURKEY")}
+
+
+def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
+    client = _client(app)
+    start = "/api/diplomacy/games"
+    assert "unknown agent" in _one_line_error(
+        client.post(start, json={"agents": {**BOTS6, "FRANCE": "no_such_bot"}}), 400
+    )
+    assert "no agent for FRANCE" in _one_line_error(client.post(start, json={"agents": BOTS6}), 400)
+    assert "not one of" in _one_line_error(
+        client.post(start, json={"agents": BOTS6, "human": "ATLANTIS"}), 400
+    )
+    _one_line_error(client.post(start, json={"agents": BOTS6, "max_years": 99}), 422)
+    game = client.post(start, json={"agents": BOTS6, "human": "FRANCE", "max_years": 1}).json()
+    url = f"/api/diplomacy/games/{game['id']}"
+    assert "not legal for FRANCE" in _one_line_error(
+        client.post(f"{url}/step", json={"orders": ["A PAR - MOS"]}), 400
+    )
+    assert "not legal" in _one_line_error(  # two orders for one unit
+        client.post(f"{url}/step", json={"orders": ["A PAR H", "A PAR - BUR"]}), 400
+    )
+    assert client.get(url).json()["phase"] == "S1901M"  # a refused step changed nothing
+    assert "out of range" in _one_line_error(client.get(f"{url}?phase=5"), 400)
+    stepped = client.post(f"{url}/step", json={"orders": ["A PAR - BUR"]}).json()
+    assert stepped["phase"] == "F1901M"
+    assert any("2 of your units without orders hold" in n for n in stepped["notes"])
+    yatzy = client.post("/api/yatzy/games", json={"agent": "greedy", "judge": False}).json()
+    assert "not a Diplomacy game" in _one_line_error(
+        client.get(f"/api/diplomacy/games/{yatzy['id']}"), 400
+    )
+    replays = "/api/diplomacy/replays"
+    assert "not JSON" in _one_line_error(client.post(replays, content=b"{nope"), 400)
+    assert "not a saved game" in _one_line_error(client.post(replays, json=[1, 2]), 400)
+    assert "schema_version" in _one_line_error(client.post(replays, json={"id": "x"}), 400)
+
+
+def test_a_diplomacy_game_is_not_visible_from_another_session(app):
+    alice, bob = _client(app), _client(app)
+    game = alice.post("/api/diplomacy/games", json={"agents": {**BOTS6, "FRANCE": "greedy_bot"}})
+    url = f"/api/diplomacy/games/{game.json()['id']}"
+    _one_line_error(bob.get(url), 404)
+    _one_line_error(bob.post(f"{url}/step", json={}), 404)
+    assert alice.get(url).json()["phase"] == "S1901M"
+    assert alice.post(f"{url}/step", json={}).json()["phase"] == "F1901M"

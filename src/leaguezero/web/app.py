@@ -22,7 +22,7 @@ from leaguezero.web.sessions import GameNotFound, GameStore
 
 STATIC = Path(__file__).resolve().parent / "static"
 SESSION_COOKIE = "lz_session"
-PAGES = ("yatzy", "runs")
+PAGES = ("yatzy", "diplomacy", "runs")
 log = logging.getLogger(__name__)
 
 

@@ -1,7 +1,10 @@
 // Shared helpers of the leaguezero pages: JSON calls that surface the server's one-line error.
 async function api(method, url, body) {
   const opts = { method, headers: {} };
-  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  if (body !== undefined) {  // a string is sent as it is (an uploaded JSON file)
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = typeof body === "string" ? body : JSON.stringify(body);
+  }
   const res = await fetch(url, opts);
   let data = null;
   try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
