@@ -93,7 +93,7 @@ def browser(tmp_path_factory):
     for flag in (
         "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--window-size=1280,1000",
+        "--disable-dev-shm-usage", "--window-size=1400,1000",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}",
     ):  # fmt: skip
         options.add_argument(flag)
@@ -120,6 +120,7 @@ def screenshot(driver, name: str, tmp_path: Path) -> Path:
     folder = FIGURES if os.environ.get("LEAGUEZERO_SCREENSHOTS") == "1" else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
+    driver.execute_script("window.scrollTo(0, 0)")
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000, f"{path} looks empty"
     return path

@@ -19,6 +19,7 @@ async function setup() {
 }
 
 function show(data) {
+  if (!game || game.id !== data.id) document.getElementById("setup").open = false;  // the board first
   game = data;
   document.getElementById("board").hidden = false;
   document.getElementById("map").innerHTML = data.svg;  // the engine's own SVG of the board
