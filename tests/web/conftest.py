@@ -1,8 +1,9 @@
 """The web app as a real server on a free port, and a real headless chromium driving it.
 
 Browser tests skip (with the reason) when chromium, its driver or selenium is missing; `.ci/run`
-installs them. Screenshots go to a temporary folder, or to docs/figures/ with
-``LEAGUEZERO_SCREENSHOTS=1`` (how the figures in docs/web.md are regenerated).
+installs them and sets ``LEAGUEZERO_REQUIRE_BROWSER=1``, which turns that skip into a failure.
+Screenshots go to a temporary folder, or to docs/figures/ with ``LEAGUEZERO_SCREENSHOTS=1`` (how
+the figures in docs/web.md are regenerated).
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ def live_server(web_runs) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory):
     """A headless chromium under selenium, with a fresh profile and no network chatter."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        pytest.skip(
-            f"no chromium/chromedriver at {CHROMIUM}, {CHROMEDRIVER} (.ci/run installs them)"
-        )
+    missing = None
+    try:
+        from selenium import webdriver
+    except ImportError:
+        missing = "selenium is not installed (pip install -e '.[dev]')"
+    if missing is None and not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        missing = f"no chromium/chromedriver at {CHROMIUM}, {CHROMEDRIVER} (.ci/run installs them)"
+    if missing is not None:
+        if os.environ.get("LEAGUEZERO_REQUIRE_BROWSER") == "1":  # CI: never skip silently
+            pytest.fail(missing)
+        pytest.skip(missing)
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
