@@ -128,6 +128,7 @@ def test_runs_are_reached_by_index_only(tmp_path):
     _one_line_error(client.get("/api/runs/0"), 400)
 
 
+POWERS_ORDER = ("AUSTRIA", "ENGLAND", "FRANCE", "GERMANY", "ITALY", "RUSSIA", "TURKEY")
 BOTS6 = {p: "random_bot" for p in ("AUSTRIA", "ENGLAND", "GERMANY", "ITALY", "RUSSIA", "TURKEY")}
 
 
@@ -173,3 +174,24 @@ def test_a_diplomacy_game_is_not_visible_from_another_session(app):
     _one_line_error(bob.post(f"{url}/step", json={}), 404)
     assert alice.get(url).json()["phase"] == "S1901M"
     assert alice.post(f"{url}/step", json={}).json()["phase"] == "F1901M"
+
+
+def test_a_policy_checkpoint_plays_a_power_and_a_damaged_one_is_one_line(app, tmp_path):
+    from leaguezero.diplomacy.policy import DiplomacyPolicy, PolicyConfig
+
+    path = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=6).save(tmp_path / "c.pt")
+    client = _client(app)
+    start = "/api/diplomacy/games"
+    game = client.post(start, json={"agents": {**BOTS6, "FRANCE": str(path)}}).json()
+    assert [p["agent"] for p in game["powers"] if p["power"] == "FRANCE"] == [str(path)]
+    stepped = client.post(f"/api/diplomacy/games/{game['id']}/step", json={}).json()
+    france = stepped["powers"][POWERS_ORDER.index("FRANCE")]
+    assert stepped["phase"] == "F1901M" and len(france["units"]) == 3
+    spring = client.get(f"/api/diplomacy/games/{game['id']}?phase=0").json()
+    assert len(spring["powers"][POWERS_ORDER.index("FRANCE")]["orders"]) == 3  # the policy's
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(b"not a checkpoint")
+    error = _one_line_error(
+        client.post(start, json={"agents": {**BOTS6, "FRANCE": str(damaged)}}), 400
+    )
+    assert "damaged.pt" in error
