@@ -17,6 +17,7 @@ from leaguezero.diplomacy.cli import app as diplomacy_app
 from leaguezero.diplomacy.llm.cli import app as llm_app
 from leaguezero.distributed.cli import app as cluster_app
 from leaguezero.league.cli import app as league_app
+from leaguezero.web.cli import app as web_app
 from leaguezero.yatzy.cli.app import app as yatzy_app
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app.add_typer(
 app.add_typer(league_app, name="league", help="Inspect a run's league: agents, ratings, matches.")
 app.add_typer(cluster_app, name="cluster", help="A local Ray cluster for --backend ray.")
 app.add_typer(llm_app, name="llm", help="Serve a base model with LoRA adapters (vLLM-style API).")
+app.add_typer(web_app)  # `leaguezero web`
 
 
 @app.command()

@@ -190,18 +190,19 @@ def play_game(
                 continue
             break
         if values is not None:
-            best = int(np.nanargmax(values))
-            lost = float(np.nanmax(values) - values[action])
-            verdict = (
-                "the oracle agrees"
-                if lost < 1e-9
-                else f"the oracle would {_move_text(best, dice)}; that cost you {lost:.2f} "
-                "expected points"
-            )
-            say(f"oracle: {verdict}")
+            say(f"oracle: {oracle_verdict(values, action, dice)}")
         _mark(state, action, filled)
     say(render(state, human, filled))
     return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
+
+
+def oracle_verdict(values: np.ndarray, action: int, dice: list[int]) -> str:
+    """The oracle's judgment of ``action``: it agrees, or what it would do and what it cost."""
+    best = int(np.nanargmax(values))
+    lost = float(np.nanmax(values) - values[action])
+    if lost < 1e-9:
+        return "the oracle agrees"
+    return f"the oracle would {_move_text(best, dice)}; that cost you {lost:.2f} expected points"
 
 
 def _hint(values: np.ndarray, dice: list[int], score: int) -> str:

@@ -1,0 +1,43 @@
+"""``leaguezero web``: serve the local web app (play Yatzy, Diplomacy on the map, runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.common.cli import fail
+
+app = typer.Typer()  # mounted flat by the leaguezero app
+
+
+@app.command("web")
+def web(
+    host: Annotated[
+        str, typer.Option(help="Address to bind; the default serves this machine only.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8080,
+    run: Annotated[
+        list[Path] | None,
+        typer.Option("--run", help="A run directory to follow (a yz run or a league run); repeat."),
+    ] = None,
+    max_games: Annotated[
+        int, typer.Option(min=1, help="Live games kept at once (all browsers together).")
+    ] = 32,
+) -> None:
+    """Serve the web app: play Yatzy against an agent, watch or play Diplomacy on the map,
+    replay a saved game, and follow runs."""
+    try:
+        from leaguezero.web.app import WebSettings, serve
+    except ImportError as err:
+        raise fail(f"{err}: the web app needs pip install 'leaguezero[web]'") from None
+    runs = list(run or [])
+    missing = [str(r) for r in runs if not r.is_dir()]
+    if missing:
+        raise fail(f"--run: no such directory: {', '.join(missing)}")
+    typer.echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
+    try:
+        serve(host, port, WebSettings(runs=runs, max_games=max_games))
+    except OSError as err:
+        raise fail(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

@@ -1,0 +1,223 @@
+"""The web app's one door into Diplomacy: games watched, played or replayed on the map.
+
+Every import of Diplomacy internals (the env, bots, agent resolution, order validation, saved
+games, the engine's SVG renderer) is in this module, so a reshaped ``diplomacy`` package is
+re-pointed here only. A phase is played as :func:`~leaguezero.diplomacy.rollout.run_rollout`
+plays it: each agent's orders are checked against the phase's legal orders
+(``validate_orders``), missing ones filled (units hold); the person's orders must all be legal.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from diplomacy import Game
+from diplomacy.engine.renderer import Renderer
+
+from leaguezero.diplomacy.agents import UnknownAgentError, resolve_agent
+from leaguezero.diplomacy.bots import BOTS
+from leaguezero.diplomacy.env import POWERS, DiplomacyEnv, SavedGameError
+from leaguezero.diplomacy.rollout import seat_seed, validate_orders
+
+MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
+
+
+class OrderError(ValueError):
+    """Orders the person sent that are not legal now, or a step that cannot be taken."""
+
+
+def agent_choices() -> dict[str, Any]:
+    """What the page offers: the bots by name and the seven powers (checkpoints are typed)."""
+    return {"bots": list(BOTS), "powers": list(POWERS)}
+
+
+def _resolver(names: list[str], seed: int):
+    """A resolver for the checkpoint files and LLM folders among ``names`` (None: all bots).
+
+    Raises ValueError for a name that is neither a bot, a file nor an LLM folder.
+    """
+    from leaguezero.diplomacy.cli import _checkpoint_resolver, load_diplomacy_config
+    from leaguezero.diplomacy.llm.league import is_llm_folder
+
+    unknown = [n for n in names if n not in BOTS and not Path(n).is_file() and not is_llm_folder(n)]
+    if unknown:
+        raise ValueError(
+            f"unknown agent(s) {', '.join(unknown)}: use a bot ({', '.join(BOTS)}), a policy "
+            "checkpoint file or an LLM folder"
+        )
+    cfg = load_diplomacy_config(None, [f"seed={seed}"])
+    return _checkpoint_resolver(names, cfg, sample=False)
+
+
+class DiplomacyWebGame:
+    """A game on the map: agents on every power but ``human`` (None: watch only), or a saved
+    game to replay (``replay=True``: no new phases). ``lock`` serialises calls on one game."""
+
+    def __init__(
+        self,
+        env: DiplomacyEnv,
+        agents: dict[str, str],
+        human: str | None = None,
+        policies: dict[str, Any] | None = None,
+        replay: bool = False,
+    ) -> None:
+        self.env, self.agents, self.human, self.replay = env, agents, human, replay
+        self.policies = policies or {}
+        self.lock = threading.Lock()
+        self.notes: list[str] = []
+        self._renderer: Renderer | None = None
+
+    # ------------------------------------------------------------------ phases
+    def phases(self) -> list[str]:
+        """Every phase of the game so far, oldest first; the last is the current one."""
+        names = [str(p.name) for p in self.env.game.get_phase_history()]
+        return [*names, self.env.phase]  # ends with COMPLETED once the game is over
+
+    def _board(self, index: int) -> tuple[Game, dict[str, list[str]]]:
+        """The game at phase ``index`` with that phase's orders set (past phases)."""
+        history = self.env.game.get_phase_history()
+        if index >= len(history):
+            return self.env.game, {}
+        past = history[index]
+        game = Game(map_name=self.env.game.map_name, rules=list(self.env.game.rules))
+        game.set_state(past.state)
+        orders = {p: list(o) for p, o in (past.orders or {}).items() if o}
+        for power, power_orders in orders.items():
+            game.set_orders(power, power_orders)
+        return game, orders
+
+    def svg(self, game: Game) -> str:
+        """The standard map of ``game`` with its units, centres and orders, as SVG text."""
+        if self._renderer is None:
+            self._renderer = Renderer(game)
+        self._renderer.game = game  # the parsed map is reused; only the game changes
+        return self._renderer.render(incl_orders=True)
+
+    def view(self, index: int | None = None) -> dict[str, Any]:
+        """The board at phase ``index`` (default: the current one), JSON-able, with the SVG map,
+        each power's agent, centres and units, that phase's orders, and the person's legal
+        orders when it is the current phase and they have any. Raises OrderError for a bad
+        index."""
+        phases = self.phases()
+        current = len(phases) - 1
+        index = current if index is None else index
+        if not 0 <= index <= current:
+            raise OrderError(f"phase index {index} is out of range 0..{current}")
+        game, orders = self._board(index)
+        powers = [
+            {
+                "power": p,
+                "agent": "you" if p == self.human else self.agents.get(p, "?"),
+                "centers": len(game.powers[p].centers),
+                "units": list(game.powers[p].units),
+                "orders": orders.get(p, []),
+            }
+            for p in POWERS
+        ]
+        legal: dict[str, list[str]] = {}
+        owed = 0
+        if self.human and index == current and not self.env.done:
+            legal = self.env.legal_orders(self.human)
+            owed = self.env.adjustment_count(self.human)
+        return {
+            "mode": "replay" if self.replay else "play" if self.human else "watch",
+            "human": self.human,
+            "phases": phases,
+            "index": index,
+            "phase": phases[index],
+            "done": bool(self.env.done),
+            "svg": self.svg(game),
+            "powers": powers,
+            "legal": legal,
+            "adjustment": owed,
+            "notes": self.notes[-20:],
+        }
+
+    # ------------------------------------------------------------------- play
+    def step(self, orders: list[str] | None = None) -> None:
+        """Play the current phase: the agents order, the person's ``orders`` (all legal, or
+        :class:`OrderError`) are set, and the engine resolves the phase."""
+        if self.replay:
+            raise OrderError("a replay cannot be played on; start a new game")
+        if self.env.done:
+            raise OrderError("the game is over")
+        env, phase = self.env, self.env.phase
+        for power in POWERS:
+            legal = env.legal_orders(power)
+            if not legal:
+                if power == self.human and orders:
+                    raise OrderError(f"{power} has nothing to order in {phase}")
+                continue
+            if power == self.human:
+                submitted, bad, missing = validate_orders(env, power, list(orders or []), legal)
+                if bad:
+                    raise OrderError(
+                        f"not legal for {power} in {phase} (one order per unit, builds as owed): "
+                        + ", ".join(o for o in orders or [] if o not in submitted)
+                    )
+                if missing:
+                    self.notes.append(f"{phase}: {missing} of your units without orders hold")
+            else:
+                raw = list(self.policies[power].get_orders(env, power) or [])
+                submitted, bad, missing = validate_orders(env, power, raw, legal)
+                if bad:
+                    self.notes.append(f"{phase}: {power} gave {bad} illegal order(s), dropped")
+            env.set_orders(power, submitted)
+        env.process()
+
+
+def new_game(
+    agents: dict[str, str], human: str | None, max_years: int, seed: int
+) -> DiplomacyWebGame:
+    """Seat ``agents`` ({power: name}; the human's power needs none) and start a game.
+
+    Raises ValueError for a bad power, a missing agent or an agent nobody can play.
+    """
+    if human is not None and human not in POWERS:
+        raise ValueError(f"power {human!r} is not one of {', '.join(POWERS)}")
+    if not 1 <= max_years <= MAX_YEARS:
+        raise ValueError(f"max_years must be 1..{MAX_YEARS}, got {max_years}")
+    unknown = sorted(set(agents) - set(POWERS))
+    if unknown:
+        raise ValueError(f"unknown power(s) {', '.join(unknown)}: use {', '.join(POWERS)}")
+    seats = {p: agents.get(p, "").strip() for p in POWERS if p != human}
+    empty = [p for p, name in seats.items() if not name]
+    if empty:
+        raise ValueError(f"no agent for {', '.join(empty)}")
+    resolver = _resolver(sorted(set(seats.values())), seed)
+    try:
+        policies = {
+            p: resolve_agent(name, seat_seed(seed, p), resolver) for p, name in seats.items()
+        }
+    except (UnknownAgentError, OSError) as err:
+        raise ValueError(str(err).splitlines()[0]) from None
+    except Exception as err:  # a damaged checkpoint: the loaders' own errors, in one line
+        raise ValueError(f"cannot load an agent: {str(err).splitlines()[0]}") from None
+    return DiplomacyWebGame(DiplomacyEnv(max_years=max_years), seats, human, policies)
+
+
+def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
+    """A saved game (what ``leaguezero diplomacy play`` writes) opened for replay.
+
+    Raises ValueError (a :class:`SavedGameError`) when it is not one this version reads.
+    """
+    import json
+    import tempfile
+
+    from leaguezero.diplomacy.env import load_saved_game
+
+    # load_saved_game reads a file and checks the schema: hand it the upload as one.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "upload.json"
+        path.write_text(json.dumps(saved), encoding="utf-8")
+        try:
+            game, block = load_saved_game(path)
+        except SavedGameError as err:
+            raise ValueError(str(err).replace(str(path), "the uploaded game")) from None
+        except Exception as err:  # the engine's own complaint about a malformed game
+            raise ValueError(f"the uploaded game cannot be read: {err}") from None
+    agents = {str(k): str(v) for k, v in (block.get("power_agents") or {}).items()}
+    env = DiplomacyEnv(max_years=block.get("max_years"), game=game)
+    return DiplomacyWebGame(env, agents, replay=True)

@@ -1,0 +1,76 @@
+"""``/api/yatzy``: start a game against an agent, move, let the agent move, ask for a hint."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from leaguezero.web.sessions import session_of
+from leaguezero.web.yatzy_games import AGENT_CHOICES, YatzyWebGame, new_game
+
+router = APIRouter(prefix="/api/yatzy")
+
+
+class NewGame(BaseModel):
+    agent: Annotated[str, Field(min_length=1, max_length=500)] = "greedy"
+    seat: Annotated[int, Field(ge=0, le=1)] = 0
+    seed: Annotated[int, Field(ge=0, lt=2**31)] = 0
+    judge: bool = True
+    sims: Annotated[int, Field(ge=1, le=4096)] = 64
+
+
+class Move(BaseModel):
+    keep: Annotated[list[int] | None, Field(max_length=5)] = None
+    mark: int | str | None = None
+
+
+def _game(request: Request, game_id: str) -> YatzyWebGame:
+    game = request.app.state.games.get(session_of(request), game_id)
+    if not isinstance(game, YatzyWebGame):
+        raise ValueError(f"game {game_id!r} is not a Yatzy game")
+    return game
+
+
+@router.get("/agents")
+def agents() -> dict:
+    return {"agents": list(AGENT_CHOICES)}
+
+
+@router.post("/games")
+def start(body: NewGame, request: Request) -> dict:
+    settings = request.app.state.settings
+    game = new_game(body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table)
+    game_id = request.app.state.games.add(session_of(request), game)
+    return {"id": game_id, **game.view()}
+
+
+@router.get("/games/{game_id}")
+def show(game_id: str, request: Request) -> dict:
+    game = _game(request, game_id)
+    with game.lock:
+        return {"id": game_id, **game.view()}
+
+
+@router.post("/games/{game_id}/move")
+def move(game_id: str, body: Move, request: Request) -> dict:
+    game = _game(request, game_id)
+    with game.lock:
+        verdict = game.play(keep=body.keep, mark=body.mark)
+        return {"id": game_id, "verdict": verdict, **game.view()}
+
+
+@router.post("/games/{game_id}/agent-step")
+def agent_step(game_id: str, request: Request) -> dict:
+    game = _game(request, game_id)
+    with game.lock:
+        did = game.agent_step()
+        return {"id": game_id, "did": did, **game.view()}
+
+
+@router.get("/games/{game_id}/hint")
+def hint(game_id: str, request: Request) -> dict:
+    game = _game(request, game_id)
+    with game.lock:
+        return {"hint": game.hint()}

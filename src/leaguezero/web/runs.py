@@ -1,0 +1,109 @@
+"""What the run page shows: a run's kind, its league table, PFSP shares, recent matches and the
+Elo chart, read with the league's own readers (:mod:`leaguezero.league`) on every request, so a
+page that refreshes follows a run while it is going.
+
+A Yatzy run's charts are its report (:func:`leaguezero.web.yatzy_games.run_report`), rebuilt
+when the run's stats are newer than the report.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from leaguezero.common.events import read_events
+from leaguezero.league.evaluator import evaluator_paths
+from leaguezero.league.matchlog import read_matches
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.tracking import OPPONENT_SAMPLED, plot_elo
+
+YATZY_STATS = Path("logs") / "iteration_stats.ndjson"
+SHARE_STEPS = 5  # PFSP shares are counted over the draws of the last few training steps
+_chart_lock = threading.Lock()  # matplotlib's pyplot is not thread-safe
+
+
+def run_kinds(run: Path) -> list[str]:
+    """``yatzy`` (a yz run's stats), ``league`` (a league.json) or both; [] for neither."""
+    kinds = []
+    if (run / YATZY_STATS).exists():
+        kinds.append("yatzy")
+    if evaluator_paths(run)["registry"].exists():
+        kinds.append("league")
+    return kinds
+
+
+def pfsp_shares(events_path: Path, last_steps: int = SHARE_STEPS) -> dict[str, Any]:
+    """Shares of the opponents drawn, by PFSP bucket and by opponent, over the draws of the last
+    ``last_steps`` steps that logged ``league.opponent_sampled`` events."""
+    draws = list(read_events(events_path, OPPONENT_SAMPLED)) if events_path.exists() else []
+    steps = sorted({d.get("step") for d in draws if d.get("step") is not None})[-last_steps:]
+    recent = [d for d in draws if d.get("step") in set(steps)]
+    total = len(recent)
+
+    def shares(key: str) -> list[dict[str, Any]]:
+        counts = Counter(str(d.get(key)) for d in recent)
+        return [{"name": k, "draws": n, "share": n / total} for k, n in counts.most_common()]
+
+    return {
+        "steps": [int(s) for s in steps],
+        "draws": total,
+        "buckets": shares("bucket") if total else [],
+        "opponents": shares("opponent") if total else [],
+    }
+
+
+def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
+    """The league table (ratings with intervals, sorted by rating), the run's metadata, PFSP
+    shares and the ``recent`` last matches. Raises ValueError for a damaged league file."""
+    from leaguezero.league.matchlog import MatchLogError
+    from leaguezero.league.registry import RegistryError
+
+    paths = evaluator_paths(run)
+    try:
+        state = LeagueRegistry(paths["registry"]).load()
+        matches = read_matches(paths["matchlog"])[-recent:] if paths["matchlog"].exists() else []
+    except (RegistryError, MatchLogError) as err:
+        raise ValueError(str(err)) from None
+    agents = sorted(state.agents.values(), key=lambda a: -a.elo)
+    return {
+        "metadata": state.metadata,
+        "agents": [
+            {
+                "name": a.name,
+                "type": a.type.value,
+                "elo": a.elo,
+                "low": a.elo_low,
+                "high": a.elo_high,
+                "matches": a.matches,
+                "step": a.step,
+                "parent": a.parent,
+                "retired": bool(a.extra.get("retired")),
+            }
+            for a in agents
+        ],
+        "pfsp": pfsp_shares(paths["events"]),
+        "recent_matches": [
+            {
+                "step": m.step,
+                "kind": m.kind,
+                "seats": [{"agent": p.agent, "score": p.score} for p in m.participants],
+            }
+            for m in reversed(matches)
+        ],
+        "has_elo_chart": paths["events"].exists(),
+    }
+
+
+def elo_chart(run: Path, cache_dir: Path) -> Path:
+    """The league's Elo chart (``plot_elo``) as a PNG in ``cache_dir``, redrawn when the run's
+    events are newer. Raises FileNotFoundError when the run has no events yet."""
+    events = evaluator_paths(run)["events"]
+    if not events.exists():
+        raise FileNotFoundError(f"{run} has no events.ndjson yet")
+    out = cache_dir / "elo.png"
+    with _chart_lock:
+        if not out.exists() or out.stat().st_mtime < events.stat().st_mtime:
+            plot_elo(events, out)
+    return out

@@ -1,0 +1,133 @@
+"""The web app as a real server on a free port, and a real headless chromium driving it.
+
+Browser tests skip (with the reason) when chromium, its driver or selenium is missing; `.ci/run`
+installs them and sets ``LEAGUEZERO_REQUIRE_BROWSER=1``, which turns that skip into a failure.
+Screenshots go to a temporary folder, or to docs/figures/ with ``LEAGUEZERO_SCREENSHOTS=1`` (how
+the figures in docs/web.md are regenerated).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra (fastapi, uvicorn) is not installed")
+
+from leaguezero.web.app import WebSettings, create_app
+
+CHROMIUM = os.environ.get("LEAGUEZERO_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("LEAGUEZERO_CHROMEDRIVER", "/usr/bin/chromedriver")
+FIGURES = Path(__file__).resolve().parents[2] / "docs" / "figures"
+DEADLINE_S = (
+    120.0  # generous: the machine may be loaded; waits end as soon as their condition holds
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port."""
+
+    def __init__(self, settings: WebSettings) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + DEADLINE_S
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the web server did not start")
+            time.sleep(0.05)  # polling a condition, not waiting a fixed time
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=DEADLINE_S)
+
+
+@pytest.fixture(scope="session")
+def web_runs(tmp_path_factory) -> list[Path]:
+    """Run directories the server follows (filled by the run-page tests' helpers)."""
+    from tests.web.fake_runs import make_league_run, make_yatzy_run
+
+    root = tmp_path_factory.mktemp("web_runs")
+    return [make_yatzy_run(root / "yatzy_run"), make_league_run(root / "league_run")]
+
+
+@pytest.fixture(scope="session")
+def live_server(web_runs) -> Iterator[LiveServer]:
+    with LiveServer(WebSettings(runs=web_runs, max_games=8)) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """A headless chromium under selenium, with a fresh profile and no network chatter."""
+    missing = None
+    try:
+        from selenium import webdriver
+    except ImportError:
+        missing = "selenium is not installed (pip install -e '.[dev]')"
+    if missing is None and not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        missing = f"no chromium/chromedriver at {CHROMIUM}, {CHROMEDRIVER} (.ci/run installs them)"
+    if missing is not None:
+        if os.environ.get("LEAGUEZERO_REQUIRE_BROWSER") == "1":  # CI: never skip silently
+            pytest.fail(missing)
+        pytest.skip(missing)
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(DEADLINE_S)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, condition, message: str, timeout: float = DEADLINE_S):
+    """Wait until ``condition(driver)`` is truthy (returns it); fails with ``message``."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # A page that redraws may swap an element between finding and reading it: look again.
+    wait = WebDriverWait(
+        driver, timeout, poll_frequency=0.05, ignored_exceptions=[StaleElementReferenceException]
+    )
+    return wait.until(condition, message)
+
+
+def screenshot(driver, name: str, tmp_path: Path) -> Path:
+    """Save the page as NAME.png: under docs/figures/ with LEAGUEZERO_SCREENSHOTS=1, else tmp."""
+    folder = FIGURES if os.environ.get("LEAGUEZERO_SCREENSHOTS") == "1" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000, f"{path} looks empty"
+    return path

@@ -1,0 +1,79 @@
+"""Small run directories written with the project's own writers: a yz run's iteration stats and a
+league run (registry, match log, events) that :func:`advance_league_run` can grow while served."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from leaguezero.common.events import EventWriter
+from leaguezero.league.matchlog import append_matches
+from leaguezero.league.matchmaker import Draw
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.tracking import emit_elo_updated, emit_opponents_sampled
+from leaguezero.league.types import Bucket, MatchResult, OpponentType, Participant
+
+BASELINES = {"random_bot": 800.0, "chaos_bot": 900.0, "base_model": 1000.0}
+
+
+def make_yatzy_run(root: Path) -> Path:
+    """A yz run directory with five iterations of stats (what `leaguezero report` reads)."""
+    (root / "logs").mkdir(parents=True)
+    rows = []
+    for it in range(1, 6):
+        rows.append({
+            "event": "iteration", "iteration": it, "promoted": it % 2 == 0,
+            "loss_policy": 3.0 - 0.1 * it, "loss_value": 0.9 - 0.05 * it, "loss_margin": 0.3,
+            "loss_total": 4.0 - 0.2 * it, "gate_win_rate": 0.5 + 0.01 * it, "gate_games": 200,
+            "solitaire_mean": 150 + 10 * it, "best_solitaire_mean": 145 + 10 * it,
+            "mean_regret_per_game": 90 - 10 * it, "oracle_match_rate": 0.3 + 0.05 * it,
+            "win_rate_vs_greedy": 0.2 + 0.1 * it, "win_rate_vs_oracle": 0.02 * it,
+        })  # fmt: skip
+    (root / "logs" / "iteration_stats.ndjson").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    return root
+
+
+def make_league_run(root: Path, steps: int = 3) -> Path:
+    """A Diplomacy-style league run with ``steps`` checkpoints rated against three baselines."""
+    root.mkdir(parents=True)
+    LeagueRegistry.create(root / "league.json", run_name="web_test", baselines=BASELINES)
+    for step in range(1, steps + 1):
+        advance_league_run(root, step * 10)
+    return root
+
+
+def advance_league_run(root: Path, step: int) -> str:
+    """Add checkpoint ``ckpt_{step}``, its matches, draws and a refit, as a training run would."""
+    registry = LeagueRegistry(root / "league.json")
+    name = f"ckpt_{step:06d}"
+    elo = 1000.0 + 4 * step
+    with registry.update() as state:
+        state.add_checkpoint(name, path=None, step=step, elo=elo)
+        ratings = {a.name: a.elo for a in state.agents.values()}
+        intervals = {n: (r - 40.0, r + 40.0) for n, r in ratings.items()}
+        state.set_ratings(ratings, intervals=intervals, step=step)
+    matches = [
+        MatchResult(
+            participants=(Participant(name, 0, 0.6), Participant(opponent, 1, 0.4)),
+            step=step,
+            kind="training",
+            game="diplomacy",
+        )
+        for opponent in BASELINES
+    ]
+    append_matches(root / "league_matches.ndjson", matches)
+    events = EventWriter(root / "events.ndjson")
+    draws = [
+        Draw(name, Bucket.MIRROR, OpponentType.SELF, elo, 0.5),
+        Draw("random_bot", Bucket.BASELINES, OpponentType.BASELINE, 800.0, 0.3),
+        Draw("chaos_bot", Bucket.PEERS, OpponentType.BASELINE, 900.0, 0.2),
+    ]
+    emit_opponents_sampled(events, step, draws)
+    emit_elo_updated(
+        events, step=step, challenger=name, ratings=ratings, intervals=intervals,
+        baselines=list(BASELINES),
+    )  # fmt: skip
+    events.close()
+    return name

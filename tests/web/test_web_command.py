@@ -1,0 +1,76 @@
+"""`leaguezero web` as a user starts it: a real process on 127.0.0.1 serving the pages and the
+runs given with --run; a bad --run is one line, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.web.conftest import DEADLINE_S, free_port
+
+pytest.importorskip("uvicorn", reason="the web extra is not installed")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+def test_the_command_serves_pages_and_runs_on_localhost(tmp_path):
+    from tests.web.fake_runs import make_league_run
+
+    run = make_league_run(tmp_path / "my_league")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "leaguezero", "web", "--port", str(port), "--run", str(run)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        page = None
+        while page is None:  # poll until it answers (or dies, or the deadline passes)
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the server did not answer"
+            page = _get(f"http://127.0.0.1:{port}/yatzy")
+            if page is None:
+                time.sleep(0.1)
+        assert b"<html" in page
+        runs = json.loads(_get(f"http://127.0.0.1:{port}/api/runs") or b"{}")
+        assert [r["name"] for r in runs["runs"]] == ["my_league"]
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    assert f"serving on http://127.0.0.1:{port}/" in out
+    assert "Traceback" not in out
+
+
+def test_a_missing_run_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "leaguezero", "web", "--run", str(tmp_path / "nope")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert result.returncode != 0
+    assert "--run: no such directory" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,70 @@
+"""A whole Yatzy game played through the page in headless chromium: dice kept by clicking them,
+boxes marked on the card, the agent's moves shown one by one, the oracle's verdicts and a hint."""
+
+from __future__ import annotations
+
+from selenium.webdriver.common.by import By
+
+from tests.web.conftest import screenshot, wait_for
+
+
+def _to_move(driver) -> str:
+    return driver.find_element(By.ID, "status").get_attribute("data-to-move") or ""
+
+
+def _log_len(driver) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, "#log li"))
+
+
+def test_a_whole_game_against_greedy_through_the_page(live_server, browser, tmp_path):
+    d = browser
+    d.get(f"{live_server.url}/yatzy?delay=0")
+    agent = d.find_element(By.ID, "agent")
+    agent.clear()
+    agent.send_keys("greedy")
+    d.find_element(By.ID, "seed").clear()
+    d.find_element(By.ID, "seed").send_keys("7")
+    d.find_element(By.ID, "start").click()
+    wait_for(d, lambda d: _to_move(d) in ("you", "over"), "the game did not start")
+
+    marks = 0
+    hinted = shot = False
+    while _to_move(d) != "over":
+        before = _log_len(d)
+        rerolls = int(d.find_element(By.ID, "rerolls").text.split(":")[1])
+        if not hinted:  # hints on request: the oracle's best options with expected scores
+            d.find_element(By.ID, "hint").click()
+            wait_for(d, lambda d: "oracle's best options" in d.find_element(By.ID, "hint-box").text,
+                     "no hint shown")  # fmt: skip
+            hinted = True
+        if rerolls == 2:  # keep the two highest dice by clicking them, reroll the others
+            for pos in (3, 4):  # the page redraws on each click: find the die anew
+                d.find_element(By.CSS_SELECTOR, f'#dice .die[data-pos="{pos}"]').click()
+            wait_for(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".die.kept")) == 2,
+                     "clicked dice are not shown as kept")  # fmt: skip
+            d.find_element(By.ID, "reroll").click()
+        else:  # mark the first open box offered
+            d.find_elements(By.CSS_SELECTOR, "button.mark")[0].click()
+            marks += 1
+        wait_for(d, lambda d, n=before: _log_len(d) > n, "the move did not reach the log")
+        verdict = d.find_element(By.ID, "verdict").text
+        assert verdict.startswith("oracle: "), verdict
+        if marks == 3 and not shot:
+            wait_for(d, lambda d: _to_move(d) in ("you", "over"), "the agent did not finish")
+            screenshot(d, "web_yatzy", tmp_path)
+            shot = True
+        wait_for(d, lambda d: _to_move(d) in ("you", "over"), "the agent did not finish its turn",
+                 )  # fmt: skip
+
+    assert marks == 15  # a whole game: every box of the card filled by a click
+    status = d.find_element(By.ID, "status").text
+    assert status.startswith("Game over: ") and "greedy" in status, status
+    you = int(d.find_element(By.ID, "score-you").text)
+    them = int(d.find_element(By.ID, "score-agent").text)
+    assert you > 0 and them > 0
+    cells = d.find_elements(By.CSS_SELECTOR, "#card tbody td.agent-cell")
+    assert len(cells) == 15 and all(c.text != "" for c in cells)  # the agent filled its card too
+    log = [li.text for li in d.find_elements(By.CSS_SELECTOR, "#log li")]
+    assert any(t.startswith("agent: rolled") for t in log)  # the agent's moves one by one
+    assert sum(t.startswith("oracle: ") for t in log) == 30  # a verdict on each of 30 moves
+    assert d.find_element(By.ID, "error").text == ""
