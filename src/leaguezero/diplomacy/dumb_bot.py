@@ -25,7 +25,7 @@ Two stages every phase:
    unit waiting on an own unit not yet ordered is deferred behind it. Units left holding then
    support a contested move or hold next to them. Retreats take the best free node (no two
    into one province); builds go to the best home-centre nodes (the node's unit type, one per
-   province, ``WAIVE`` for the rest); disbands remove the units on the lowest-valued nodes.
+   province); disbands remove the units on the lowest-valued nodes.
 
 Like the other bots: deterministic for a seed, only orders from ``env.legal_orders``.
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from leaguezero.diplomacy.bots import WAIVE, Bot, disband_order
+from leaguezero.diplomacy.bots import Bot, disband_order
 from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.mapinfo import adjacent_provinces, neighbour_locations
 
@@ -318,10 +318,7 @@ class DumbBot(Bot):
             orders.append(order)
             province = order[2:5]
             candidates = [c for c in candidates if c[1][2:5] != province]
-        waives = count - len(orders)
-        if waives > 0 and any(WAIVE in options for options in legal.values()):
-            orders.extend([WAIVE] * waives)
-        return orders
+        return orders  # builds owed beyond the free home centres are waived by not ordering them
 
     def disbands(
         self, env: DiplomacyEnv, power: str, legal: dict[str, list[str]], count: int
