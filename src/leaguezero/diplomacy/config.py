@@ -82,6 +82,11 @@ class LeagueSection(SharedLeagueSection):
     base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
     random_bot_elo: float = Field(800.0, description="Rating of random_bot, the fixed anchor.")
     chaos_bot_elo: float = Field(900.0, description="Initial rating of chaos_bot.")
+    dumb_bot_elo: float = Field(
+        1300.0,
+        description="Initial rating of dumb_bot (DumbBot, the field's standard baseline; measured "
+        "about 500 above random_bot in a mixed table, docs/dumb_bot.md).",
+    )
     eval_every: int = Field(
         50, ge=1, description="Run the async evaluator every N steps (on the newest checkpoint)."
     )
