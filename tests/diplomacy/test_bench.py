@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("diplomacy")
@@ -44,3 +46,30 @@ def test_bench_rows_pass_and_fail_by_floor() -> None:
 def test_empty_suite_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
         run_bench(DiplomacyConfig(games_dir=None), "dumb_bot", (), games=1)
+
+
+def test_bench_command_json_and_table(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+
+    runner = CliRunner()
+    args = ["diplomacy", "bench", "--hero", "dumb_bot", "--games", "7", "--set", "max_years=1"]
+    result = runner.invoke(app, [*args, "--json", "--checkpoint", "greedy_bot"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    agents = [row["agent"] for row in report["rows"]]
+    assert agents == ["random_bot", "chaos_bot", "greedy_bot", "dumb_bot", "greedy_bot"]
+    assert report["rows"][-1]["tier"] == "checkpoint" and report["games_per_opponent"] == 7
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0 and "dumb_bot" in table.stdout and "floor" in table.stdout
+
+
+def test_bench_command_bad_hero_is_one_line() -> None:
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+
+    result = CliRunner().invoke(app, ["diplomacy", "bench", "--hero", "smart_bot"])
+    assert result.exit_code != 0
+    assert "unknown agent" in result.output and "Traceback" not in result.output

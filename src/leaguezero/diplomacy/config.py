@@ -178,6 +178,22 @@ class LLMSection(Section):
         return self
 
 
+class BenchSection(Section):
+    """The fixed benchmark suite (leaguezero diplomacy bench; docs/diplomacy_bench.md)."""
+
+    games: int = Field(
+        70,
+        ge=1,
+        description="Games per benchmark opponent (a multiple of 7 seats every power "
+        "equally often).",
+    )
+    checkpoints: list[str] = Field(
+        default_factory=list,
+        description="Frozen agents (policy checkpoints, LLM folders) benchmarked after the bots, "
+        "floor: parity (1/7).",
+    )
+
+
 class DiplomacyConfig(Section):
     """No-press Diplomacy rollouts and tournaments (league spec §4, §5, §7)."""
 
@@ -219,6 +235,7 @@ class DiplomacyConfig(Section):
     train: TrainSection = TrainSection()
     league: LeagueSection = LeagueSection()
     llm: LLMSection = LLMSection()
+    bench: BenchSection = BenchSection()
 
     @model_validator(mode="before")
     @classmethod
