@@ -57,7 +57,7 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     assert json.loads(out.strip().splitlines()[-1])["step"] == 3
 
     state = LeagueRegistry(run / "league.json").load()
-    assert {"base_model", "random_bot", "chaos_bot", "ckpt_000001"} <= set(state.agents)
+    assert {"base_model", "random_bot", "chaos_bot", "dumb_bot", "ckpt_000001"} <= set(state.agents)
     assert state.agents["ckpt_000001"].parent == "base_model"
     assert (run / "checkpoints" / "ckpt_000001.pt").exists()
     assert (run / "checkpoints" / "base_model.pt").exists()
@@ -66,7 +66,7 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     draws = read_events(run / "events.ndjson", "league.opponent_sampled")
     assert len(draws) == 3 * 6
     # Cold start (one checkpoint): every draw is a baseline.
-    assert {d["opponent"] for d in draws} <= {"base_model", "random_bot", "chaos_bot"}
+    assert {d["opponent"] for d in draws} <= {"base_model", "random_bot", "chaos_bot", "dumb_bot"}
     # The step-2 evaluation ran in a background process and rated the challenger.
     rated = read_events(run / "events.ndjson", "league.elo_updated")
     assert rated and rated[0]["challenger"] == "ckpt_000001"

@@ -89,10 +89,11 @@ class Bot:
     ) -> list[str]:
         units = [loc for loc, orders in legal.items() if orders]
         chosen = self.rng.sample(units, min(count, len(units)))
-        return [_disband_order(legal[loc]) for loc in chosen]
+        return [disband_order(legal[loc]) for loc in chosen]
 
 
-def _disband_order(orders: list[str]) -> str:
+def disband_order(orders: list[str]) -> str:
+    """The disband order among a unit's options (every retreat and removal list has one)."""
     return next(order for order in orders if order.endswith(" D"))
 
 
@@ -130,7 +131,7 @@ class ChaosBot(Bot):
         orders = []
         for options in legal.values():
             retreats = [o for o in options if " R " in o]
-            orders.append(self.rng.choice(retreats) if retreats else _disband_order(options))
+            orders.append(self.rng.choice(retreats) if retreats else disband_order(options))
         return orders
 
     def builds(
@@ -259,7 +260,7 @@ class GreedyBot(Bot):
             unit_type = options[0][0]
             retreats = [o for o in options if " R " in o]
             if not retreats:
-                orders.append(_disband_order(options))
+                orders.append(disband_order(options))
                 continue
             orders.append(
                 min(
@@ -293,10 +294,13 @@ class GreedyBot(Bot):
             legal.items(),
             key=lambda item: (-nearest(dist, item[1][0][0], item[0], targets), item[0]),
         )
-        return [_disband_order(options) for _, options in ranked[:count]]
+        return [disband_order(options) for _, options in ranked[:count]]
 
 
-BOTS: dict[str, type[Bot]] = {cls.name: cls for cls in (RandomBot, ChaosBot, GreedyBot)}
+# dumb_bot lives in its own module (it builds on Bot above, hence the late import).
+from leaguezero.diplomacy.dumb_bot import DumbBot  # noqa: E402
+
+BOTS: dict[str, type[Bot]] = {cls.name: cls for cls in (RandomBot, ChaosBot, GreedyBot, DumbBot)}
 
 
 def make_bot(name: str, seed: int | None = None) -> Bot:

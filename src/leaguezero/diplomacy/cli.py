@@ -225,6 +225,98 @@ def _print_report(report: dict) -> None:
     console.print(f"win: {report['win_definition']}")
 
 
+@app.command("bench")
+def bench_cmd(
+    hero: Annotated[str, typer.Option("--hero", help="The agent under test, e.g. dumb_bot.")],
+    games: Annotated[
+        int | None,
+        typer.Option("--games", min=1, help="Games per opponent (default: bench.games)."),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Master seed (overrides config).")
+    ] = None,
+    checkpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--checkpoint", help="A frozen agent to add to the suite (repeatable; floor 1/7)."
+        ),
+    ] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    sample: Annotated[
+        bool,
+        typer.Option("--sample", help="Checkpoints sample their orders (default: most probable)."),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The fixed benchmark suite: the hero one-against-six against random_bot, chaos_bot,
+    greedy_bot, dumb_bot and the frozen checkpoints of the config, seats rotated.
+
+    One row per opponent: win rate ± SE, mean score, mean supply centres, survival, the tier's
+    floor and pass/fail (docs/diplomacy_bench.md). Games are not saved.
+    """
+    from leaguezero.diplomacy.bench import bench_report, run_bench, suite_with_checkpoints
+
+    overrides = [*(set_ or []), "games_dir=null"]
+    if seed is not None:
+        overrides.append(f"seed={seed}")
+    cfg = load_diplomacy_config(config, overrides)
+    games = games or cfg.bench.games
+    suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
+    names = [hero, *(entry.agent for entry in suite)]
+    _check_agents(names)
+    try:
+        resolver = _checkpoint_resolver(names, cfg, sample, cfg.llm.mode)
+    except Exception as err:  # LLMError, a bad folder: one line
+        raise fail(f"cannot load the LLM agents: {err}") from None
+
+    from rich.progress import Progress
+
+    with Progress(transient=True, disable=json_out) as progress:
+        task = progress.add_task(f"{hero}: bench", total=games * len(suite))
+
+        def on_game(agent: str, _game) -> None:
+            progress.update(task, advance=1, description=f"{hero} vs six {agent}")
+
+        rows = run_bench(cfg, hero, suite, games, resolver=resolver, on_game=on_game)
+    report = bench_report(hero, cfg.seed, games, rows)
+    if json_out:
+        typer.echo(json.dumps(report))
+        return
+    _print_bench(report, cfg.max_years)
+
+
+def _print_bench(report: dict, max_years: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"{report['hero']}: {report['games_per_opponent']} games per opponent, "
+        f"{max_years}-year games, seed {report['seed']}"
+    )
+    for column in ("opponent", "tier", "win rate", "score", "centres", "alive", "floor", ""):
+        table.add_column(column, justify="left" if column in ("opponent", "tier") else "right")
+    for row in report["rows"]:
+        # A binomial SE of 0 (every game won or lost) says nothing about the spread.
+        win = f"{row['win_rate']:.3f}"
+        wins = round(row["win_rate"] * row["games"])
+        win += f" ± {row['win_se']:.3f}" if row["win_se"] > 0 else f" ({wins}/{row['games']})"
+        table.add_row(
+            row["agent"],
+            row["tier"],
+            win,
+            f"{row['mean_score']:.2f}",
+            f"{row['mean_centers']:.2f}",
+            f"{row['survival']:.2f}",
+            f"{row['floor']:.3f}",
+            "[green]pass" if row["passed"] else "[red]FAIL",
+        )
+    console = Console()
+    console.print(table)
+    verdict = "passes every floor" if report["passed"] else "misses at least one floor"
+    console.print(f"{report['hero']} {verdict} (parity = 1/7 = {report['parity']:.3f})")
+
+
 @app.command("play")
 def play_cmd(
     agents: Annotated[

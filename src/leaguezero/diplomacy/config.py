@@ -82,6 +82,11 @@ class LeagueSection(SharedLeagueSection):
     base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
     random_bot_elo: float = Field(800.0, description="Rating of random_bot, the fixed anchor.")
     chaos_bot_elo: float = Field(900.0, description="Initial rating of chaos_bot.")
+    dumb_bot_elo: float = Field(
+        1300.0,
+        description="Initial rating of dumb_bot (DumbBot, the field's standard baseline; measured "
+        "about 500 above random_bot in a mixed table, docs/dumb_bot.md).",
+    )
     eval_every: int = Field(
         50, ge=1, description="Run the async evaluator every N steps (on the newest checkpoint)."
     )
@@ -173,6 +178,22 @@ class LLMSection(Section):
         return self
 
 
+class BenchSection(Section):
+    """The fixed benchmark suite (leaguezero diplomacy bench; docs/diplomacy_bench.md)."""
+
+    games: int = Field(
+        70,
+        ge=1,
+        description="Games per benchmark opponent (a multiple of 7 seats every power "
+        "equally often).",
+    )
+    checkpoints: list[str] = Field(
+        default_factory=list,
+        description="Frozen agents (policy checkpoints, LLM folders) benchmarked after the bots, "
+        "floor: parity (1/7).",
+    )
+
+
 class DiplomacyConfig(Section):
     """No-press Diplomacy rollouts and tournaments (league spec §4, §5, §7)."""
 
@@ -214,6 +235,7 @@ class DiplomacyConfig(Section):
     train: TrainSection = TrainSection()
     league: LeagueSection = LeagueSection()
     llm: LLMSection = LLMSection()
+    bench: BenchSection = BenchSection()
 
     @model_validator(mode="before")
     @classmethod

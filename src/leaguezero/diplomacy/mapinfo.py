@@ -24,27 +24,39 @@ def load_map(map_name: str = "standard") -> Map:
 
 
 @functools.cache
+def neighbour_locations(map_name: str = "standard") -> dict[str, dict[str, tuple[str, ...]]]:
+    """{unit_type: {location: locations one move away}}, coasts included (``F MAO`` reaches
+    ``SPA/NC`` and ``SPA/SC``), for every location the unit type can stand on; sorted."""
+    game_map = load_map(map_name)
+    locations = sorted({loc.upper() for loc in game_map.locs})
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for unit_type in ("A", "F"):
+        valid = [loc for loc in locations if game_map.is_valid_unit(f"{unit_type} {loc}")]
+        valid_set = set(valid)
+        out[unit_type] = {
+            loc: tuple(
+                sorted(
+                    dest
+                    for dest in game_map.dest_with_coasts[loc]
+                    if dest in valid_set and game_map.abuts(unit_type, loc, "-", dest)
+                )
+            )
+            for loc in valid
+        }
+    return out
+
+
+@functools.cache
 def move_distances(map_name: str = "standard") -> Distances:
     """Fewest moves from every location a unit type can stand on to every province it can reach.
 
     ``move_distances()["F"]["MAO"]["SPA"] == 1``; a province a unit type cannot reach is absent
     (use :func:`distance`, which returns :data:`UNREACHABLE` for it).
     """
-    game_map = load_map(map_name)
-    locations = sorted({loc.upper() for loc in game_map.locs})
     out: Distances = {}
-    for unit_type in ("A", "F"):
-        valid = [loc for loc in locations if game_map.is_valid_unit(f"{unit_type} {loc}")]
-        neighbours = {
-            loc: [
-                dest
-                for dest in game_map.dest_with_coasts[loc]
-                if dest in valid and game_map.abuts(unit_type, loc, "-", dest)
-            ]
-            for loc in valid
-        }
+    for unit_type, neighbours in neighbour_locations(map_name).items():
         per_source: dict[str, dict[str, int]] = {}
-        for source in valid:
+        for source in neighbours:
             seen = {source: 0}
             queue = deque([source])
             while queue:

@@ -72,7 +72,7 @@ TRAIN_STEP_EVENT = "diplomacy.train_step"
 # base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
 # (benchmarks/llm_step.py).
 LLM_RECORDS_PER_PASS = 32
-BASELINES = ("random_bot", BASE_MODEL, "chaos_bot")
+BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "dumb_bot")
 
 
 class LeagueTrainer:
@@ -120,6 +120,7 @@ class LeagueTrainer:
                 "random_bot": lcfg.random_bot_elo,
                 BASE_MODEL: lcfg.base_model_elo,
                 "chaos_bot": lcfg.chaos_bot_elo,
+                "dumb_bot": lcfg.dumb_bot_elo,
             },
             anchor="random_bot",
             baseline_paths=None if base_path is None else {BASE_MODEL: base_path},

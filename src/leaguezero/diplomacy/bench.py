@@ -1,0 +1,142 @@
+"""The fixed benchmark suite: a hero one-against-six against each benchmark opponent in turn.
+
+Win rate against a league that keeps changing says little; a fixed suite says how strong an agent
+is. Each entry of the suite is an opponent, a *tier* and a *floor*: the hero plays ``games``
+games against six copies of the opponent (seats rotated over the seven powers, exactly as
+``leaguezero diplomacy eval``), and passes the entry when its win rate is at least the floor.
+
+Tiers, after the league project this package follows:
+
+- ``trivial`` — ``random_bot``: any agent that has learned anything wins almost every game (≥ 0.95).
+- ``heuristic`` — ``chaos_bot``, ``greedy_bot``, ``dumb_bot``: a floor per bot. Parity (one
+  seat's fair share, 1/7 ≈ 0.143) against ``dumb_bot`` means "as strong as DumbBot", the field's
+  standard baseline; the floors of the weaker bots are set so that ``dumb_bot`` itself passes
+  them (docs/diplomacy_bench.md has the measurements behind each).
+- ``checkpoint`` — frozen checkpoints named in the config: parity by default (not weaker than
+  that checkpoint).
+
+The same suite is the league evaluator's fixed set of gatekeepers (``league.bench``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from leaguezero.diplomacy.agents import AgentResolver
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.rollout import RolloutResult
+from leaguezero.diplomacy.tournament import TournamentResult, run_tournament
+
+BENCH_SCHEMA_VERSION = 1
+PARITY = 1.0 / len(POWERS)
+
+
+@dataclass(frozen=True)
+class BenchEntry:
+    """One opponent of the suite: the agent, its tier and the hero's floor against it."""
+
+    agent: str
+    tier: str  # "trivial" | "heuristic" | "checkpoint"
+    floor: float  # the win rate the hero needs against six copies of ``agent``
+
+
+DEFAULT_SUITE: tuple[BenchEntry, ...] = (
+    BenchEntry("random_bot", "trivial", 0.95),
+    BenchEntry("chaos_bot", "heuristic", 0.50),
+    BenchEntry("greedy_bot", "heuristic", 2 * PARITY),
+    BenchEntry("dumb_bot", "heuristic", PARITY),
+)
+
+
+def suite_with_checkpoints(
+    checkpoints: Sequence[str], base: Sequence[BenchEntry] = DEFAULT_SUITE
+) -> tuple[BenchEntry, ...]:
+    """``base`` plus one ``checkpoint`` entry (floor: parity) per frozen checkpoint."""
+    return (*base, *(BenchEntry(path, "checkpoint", PARITY) for path in checkpoints))
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """The hero's results against one entry of the suite."""
+
+    agent: str
+    tier: str
+    floor: float
+    games: int
+    win_rate: float
+    win_se: float  # binomial standard error of the win rate
+    mean_score: float
+    mean_centers: float
+    survival: float  # share of games the hero ended with at least one supply centre
+    invalid_orders: int  # orders of any seat the rollout had to replace
+    passed: bool
+
+
+def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
+    """Summarise the hero's tournament against ``entry`` as a row of the table."""
+    report = result.report()
+    hero = report["hero"]
+    played = len(result.games)
+    win_rate = float(hero["win_rate"])
+    survived = sum(1 for game in result.games if game.centers[game.hero_power] > 0)
+    return BenchRow(
+        agent=entry.agent,
+        tier=entry.tier,
+        floor=entry.floor,
+        games=played,
+        win_rate=win_rate,
+        win_se=math.sqrt(win_rate * (1.0 - win_rate) / played),
+        mean_score=float(hero["mean_score"]),
+        mean_centers=float(hero["mean_centers"]),
+        survival=survived / played,
+        invalid_orders=int(report["invalid_orders"]),
+        passed=win_rate >= entry.floor,
+    )
+
+
+def run_bench(
+    cfg: DiplomacyConfig,
+    hero: str | None,
+    suite: Sequence[BenchEntry],
+    games: int,
+    *,
+    resolver: AgentResolver | None = None,
+    on_game: Callable[[str, RolloutResult], None] | None = None,
+) -> list[BenchRow]:
+    """Play ``hero`` against each entry of ``suite`` (``games`` games each) and return the rows.
+
+    Every entry replays the same seeds (``cfg.seed``), so two heroes benched with one seed meet
+    the same dice of fate. ``on_game(agent, game)`` is called after each game (progress).
+    Raises ``ValueError`` for an empty suite or ``games < 1``.
+    """
+    if not suite:
+        raise ValueError("the benchmark suite is empty")
+    rows = []
+    for entry in suite:
+        result = run_tournament(
+            cfg,
+            hero,
+            [entry.agent],
+            games,
+            resolver=resolver,
+            on_game=None if on_game is None else (lambda g, a=entry.agent: on_game(a, g)),
+        )
+        rows.append(bench_row(entry, result))
+    return rows
+
+
+def bench_report(hero: str, seed: int, games: int, rows: Sequence[BenchRow]) -> dict[str, Any]:
+    """The ``leaguezero diplomacy bench --json`` object."""
+    return {
+        "schema_version": BENCH_SCHEMA_VERSION,
+        "hero": hero,
+        "seed": seed,
+        "games_per_opponent": games,
+        "parity": PARITY,
+        "passed": all(row.passed for row in rows),
+        "rows": [asdict(row) for row in rows],
+    }
