@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from leaguezero.diplomacy.bots import Bot, disband_order
+from leaguezero.diplomacy.bot_base import Bot, disband_order
 from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.mapinfo import adjacent_provinces, neighbour_locations
 
