@@ -34,6 +34,37 @@ SHARED_COLS = np.array(_SHARED, np.int64)
 
 
 @njit(cache=True, nogil=True)
+def board_runs_pair(features, cols_a, cols_b, runs, starts):
+    """:func:`board_runs` for two column sets in one pass over the rows.
+
+    ``runs`` and ``starts`` int64 [2, >= N]; returns ``(runs of cols_a, runs of cols_b)``.
+    """
+    count_a = 0
+    count_b = 0
+    for i in range(features.shape[0]):
+        new_a = i == 0
+        new_b = i == 0
+        if i > 0:
+            for c in cols_a:
+                if features[i, c] != features[i - 1, c]:
+                    new_a = True
+                    break
+            for c in cols_b:
+                if features[i, c] != features[i - 1, c]:
+                    new_b = True
+                    break
+        if new_a:
+            starts[0, count_a] = i
+            count_a += 1
+        if new_b:
+            starts[1, count_b] = i
+            count_b += 1
+        runs[0, i] = count_a - 1
+        runs[1, i] = count_b - 1
+    return count_a, count_b
+
+
+@njit(cache=True, nogil=True)
 def board_runs(features, cols, runs, starts):
     """Number runs of consecutive rows equal on ``cols``; returns the number of runs.
 
@@ -55,7 +86,7 @@ def board_runs(features, cols, runs, starts):
     return count
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def _first_layer_f32(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out):
     """``out[n] = relu(bias + Σ_k features[n, shared_k] w_shared[k] + a[run_a[n]] + b[run_b[n]])``.
 
@@ -80,7 +111,7 @@ def _first_layer_f32(features, shared_cols, w_shared, bias, a, run_a, b, run_b, 
                 row[h] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def _first_layer_bf16(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out, scratch):
     """As :func:`_first_layer_f32`, but ``out`` is uint16 [N, H]: the bfloat16 bits of each value
     (round to nearest even, as ``torch.Tensor.to(torch.bfloat16)``); ``scratch`` float32 [H]."""
@@ -104,6 +135,32 @@ def _first_layer_bf16(features, shared_cols, w_shared, bias, a, run_a, b, run_b,
             v = bits[h]
             lsb = (v >> np.uint32(16)) & np.uint32(1)
             row[h] = np.uint16((v + np.uint32(0x7FFF) + lsb) >> np.uint32(16))
+
+
+def _fused_linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    # oneDNN's linear with ReLU as a post-op (what torch.compile emits for this pattern on
+    # CPU): the ReLU costs nothing, where a separate relu_ pass over a bfloat16 [N, 256] output
+    # costs ~60% of the matmul (benchmarks/selfplay_cpu.py, docs/turn_search.md).
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "relu", [], "")
+
+
+def _plain_linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.relu_(F.linear(x, weight, bias))
+
+
+def _pick_linear_relu():
+    """The fused op when this torch build has it and it agrees with the plain one, else plain."""
+    try:
+        x = torch.randn(8, 4)
+        w, b = torch.randn(3, 4), torch.randn(3)
+        if torch.allclose(_fused_linear_relu(x, w, b), _plain_linear_relu(x, w, b), atol=1e-5):
+            return _fused_linear_relu
+    except (AttributeError, RuntimeError):
+        pass
+    return _plain_linear_relu
+
+
+linear_relu = _pick_linear_relu()
 
 
 class TowerValues:
@@ -135,6 +192,21 @@ class TowerValues:
             self.w_heads = torch.cat([h.weight.detach() for h in heads]).to(dtype).contiguous()
             self.b_heads = torch.cat([h.bias.detach() for h in heads]).to(dtype).contiguous()
         self.hidden = self.bias1.shape[0]
+        # Work buffers, grown to the largest call and reused (a fresh 14 MB array per call
+        # costs its page faults every time).
+        self._rows = 0
+        self._grow(1)
+
+    def _grow(self, rows: int) -> None:
+        if rows <= self._rows:
+            return
+        self._rows = max(rows, 2 * self._rows)
+        n, hidden = self._rows, self.hidden
+        self._runs = np.empty((2, n), np.int64)  # row -> run: me, opp
+        self._starts = np.empty((2, n), np.int64)  # run -> first row: me, opp
+        self._h1_bits = np.empty((n, hidden), np.uint16)
+        self._h1_f32 = np.empty((n, hidden), np.float32) if self.dtype == torch.float32 else None
+        self._scratch = np.empty(hidden, np.float32)
 
     @staticmethod
     def _tower(net: BoardTowerNet, cols: np.ndarray, w_head: torch.Tensor, dtype: torch.dtype):
@@ -152,34 +224,32 @@ class TowerValues:
     def _tower_share(self, rows: torch.Tensor, tower) -> np.ndarray:
         """The tower's contribution to the head's first layer, float32 [U, H], for full rows."""
         w_in, b_in, w_out, b_out, w_head = tower
-        h = torch.relu_(F.linear(rows, w_in, b_in))
-        h = torch.relu_(F.linear(h, w_out, b_out))
+        h = linear_relu(linear_relu(rows, w_in, b_in), w_out, b_out)
         return np.ascontiguousarray(F.linear(h, w_head).float().numpy())
 
     def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(values float32 [N], margins float32 [N] or None) for ``features`` float32 [N, 169]."""
         features = np.ascontiguousarray(features, dtype=np.float32)
         n = features.shape[0]
-        run_me, run_opp = np.empty(n, np.int64), np.empty(n, np.int64)
-        starts_me, starts_opp = np.empty(n, np.int64), np.empty(n, np.int64)
-        u_me = board_runs(features, ME_COLS, run_me, starts_me)
-        u_opp = board_runs(features, OPP_COLS, run_opp, starts_opp)
+        self._grow(n)
+        u_me, u_opp = board_runs_pair(features, ME_COLS, OPP_COLS, self._runs, self._starts)
+        run_me, run_opp = self._runs[0, :n], self._runs[1, :n]
+        starts_me, starts_opp = self._starts[0, :u_me], self._starts[1, :u_opp]
         with torch.inference_mode():
             x = torch.from_numpy(features)
-            me_rows = x[torch.from_numpy(starts_me[:u_me])].to(self.dtype)
-            opp_rows = x[torch.from_numpy(starts_opp[:u_opp])].to(self.dtype)
+            me_rows = x[torch.from_numpy(starts_me)].to(self.dtype)
+            opp_rows = x[torch.from_numpy(starts_opp)].to(self.dtype)
             a = self._tower_share(me_rows, self.tower_me)
             b = self._tower_share(opp_rows, self.tower_opp)
             args = (features, SHARED_COLS, self.w_shared, self.bias1, a, run_me, b, run_opp)
-            if self.dtype == torch.bfloat16:
-                bits = np.empty((n, self.hidden), np.uint16)
-                _first_layer_bf16(*args, bits, np.empty(self.hidden, np.float32))
+            if self._h1_f32 is None:
+                bits = self._h1_bits[:n]
+                _first_layer_bf16(*args, bits, self._scratch)
                 h1 = torch.from_numpy(bits).view(torch.bfloat16)
             else:
-                h1_np = np.empty((n, self.hidden), np.float32)
-                _first_layer_f32(*args, h1_np)
-                h1 = torch.from_numpy(h1_np)
-            h2 = torch.relu_(F.linear(h1, self.w2, self.b2))
+                _first_layer_f32(*args, self._h1_f32[:n])
+                h1 = torch.from_numpy(self._h1_f32[:n])
+            h2 = linear_relu(h1, self.w2, self.b2)
             out = torch.tanh_(F.linear(h2, self.w_heads, self.b_heads)).float().numpy()
         values = np.ascontiguousarray(out[:, 0])
         margins = np.ascontiguousarray(out[:, 1]) if self.has_margin else None
