@@ -59,8 +59,10 @@ def forward_numpy(
     does this so that a reply is self-contained).
     """
     with torch.inference_mode():
-        x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(device)
-        logits, values, margins = model(x)
+        x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+        # A bfloat16 model (a self-play server) reads bfloat16; a model without parameters, float32.
+        dtype = next(model.parameters(), x).dtype
+        logits, values, margins = model(x.to(device, dtype))
         if legal is not None:
             mask = torch.from_numpy(np.ascontiguousarray(legal)).to(device)
             logits = logits.masked_fill(~mask, float("-inf"))
