@@ -163,6 +163,21 @@ def _pick_linear_relu():
 linear_relu = _pick_linear_relu()
 
 
+def bucket_rows(n: int) -> int:
+    """``n`` rounded up to one of a few fixed row counts: 64, then four steps an octave (5/4,
+    3/2, 7/4 and 2 times a power of two; at most 25% padding). oneDNN builds a kernel for
+    each new shape, which costs more than the matmul at these sizes when every call has
+    another row count (benchmarks/selfplay_cpu.py)."""
+    if n <= 64:
+        return 64
+    half = 1 << ((n - 1).bit_length() - 1)  # the power of two just below n (or n/2)
+    for quarters in (5, 6, 7, 8):
+        size = half * quarters // 4
+        if size >= n:
+            return size
+    return 2 * half
+
+
 class TowerValues:
     """Value-only forward of a :class:`BoardTowerNet` over numpy features (see module doc).
 
@@ -204,8 +219,13 @@ class TowerValues:
         n, hidden = self._rows, self.hidden
         self._runs = np.empty((2, n), np.int64)  # row -> run: me, opp
         self._starts = np.empty((2, n), np.int64)  # run -> first row: me, opp
-        self._h1_bits = np.empty((n, hidden), np.uint16)
-        self._h1_f32 = np.empty((n, hidden), np.float32) if self.dtype == torch.float32 else None
+        # Rows past a call's count are padding that the next layer reads and the caller drops:
+        # zeros at first, an earlier call's finite values later.
+        padded = bucket_rows(n)
+        self._h1_bits = np.zeros((padded, hidden), np.uint16)
+        self._h1_f32 = None
+        if self.dtype == torch.float32:
+            self._h1_f32 = np.zeros((padded, hidden), np.float32)
         self._scratch = np.empty(hidden, np.float32)
 
     @staticmethod
@@ -221,11 +241,17 @@ class TowerValues:
             w_head.to(dtype).contiguous(),  # the head's first layer, this tower's columns
         )
 
-    def _tower_share(self, rows: torch.Tensor, tower) -> np.ndarray:
-        """The tower's contribution to the head's first layer, float32 [U, H], for full rows."""
+    def _tower_share(self, x: torch.Tensor, starts: np.ndarray, tower) -> np.ndarray:
+        """The tower's contribution to the head's first layer, float32 [U, H], for the boards of
+        rows ``starts`` (int64 [U]) of ``x`` (float32 [N, 169]); padded to a fixed row count
+        by repeating the last board."""
         w_in, b_in, w_out, b_out, w_head = tower
+        count = len(starts)
+        index = np.full(bucket_rows(count), starts[-1], np.int64)
+        index[:count] = starts
+        rows = x[torch.from_numpy(index)].to(self.dtype)
         h = linear_relu(linear_relu(rows, w_in, b_in), w_out, b_out)
-        return np.ascontiguousarray(F.linear(h, w_head).float().numpy())
+        return np.ascontiguousarray(F.linear(h, w_head)[:count].float().numpy())
 
     def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(values float32 [N], margins float32 [N] or None) for ``features`` float32 [N, 169]."""
@@ -237,20 +263,18 @@ class TowerValues:
         starts_me, starts_opp = self._starts[0, :u_me], self._starts[1, :u_opp]
         with torch.inference_mode():
             x = torch.from_numpy(features)
-            me_rows = x[torch.from_numpy(starts_me)].to(self.dtype)
-            opp_rows = x[torch.from_numpy(starts_opp)].to(self.dtype)
-            a = self._tower_share(me_rows, self.tower_me)
-            b = self._tower_share(opp_rows, self.tower_opp)
+            a = self._tower_share(x, starts_me, self.tower_me)
+            b = self._tower_share(x, starts_opp, self.tower_opp)
             args = (features, SHARED_COLS, self.w_shared, self.bias1, a, run_me, b, run_opp)
+            padded = bucket_rows(n)  # rows n.. of the buffers are padding (see bucket_rows)
             if self._h1_f32 is None:
-                bits = self._h1_bits[:n]
-                _first_layer_bf16(*args, bits, self._scratch)
-                h1 = torch.from_numpy(bits).view(torch.bfloat16)
+                _first_layer_bf16(*args, self._h1_bits[:n], self._scratch)
+                h1 = torch.from_numpy(self._h1_bits[:padded]).view(torch.bfloat16)
             else:
                 _first_layer_f32(*args, self._h1_f32[:n])
-                h1 = torch.from_numpy(self._h1_f32[:n])
+                h1 = torch.from_numpy(self._h1_f32[:padded])
             h2 = linear_relu(h1, self.w2, self.b2)
-            out = torch.tanh_(F.linear(h2, self.w_heads, self.b_heads)).float().numpy()
+            out = torch.tanh_(F.linear(h2, self.w_heads, self.b_heads)[:n]).float().numpy()
         values = np.ascontiguousarray(out[:, 0])
         margins = np.ascontiguousarray(out[:, 1]) if self.has_margin else None
         return values, margins
