@@ -84,7 +84,13 @@ def rows_per_cpu_second() -> None:
 
     from leaguezero.az.inference.local import TorchEvaluator
     from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
+    from leaguezero.yatzy.game.rules import (
+        DICE_RNG,
+        STATE_LEN,
+        apply_actions_batch,
+        new_matches,
+        terminal_mask,
+    )
     from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
     from leaguezero.yatzy.search.turn import TurnSearch
     from leaguezero.yatzy.train.kinds import build_network
@@ -106,9 +112,16 @@ def rows_per_cpu_second() -> None:
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64), DICE_RNG)
     rows = np.arange(games, dtype=np.int64)
-    for _ in range(75):  # most of a match (about 90 decisions), before any game ends
+    done = np.zeros(games, np.bool_)
+    for round_ in range(90):  # about a match's decisions; finished games restart
         actions, _, _ = search.decide(states, rows)
         apply_actions_batch(states, rows, actions)
+        terminal_mask(states, done)
+        if done.any():
+            fresh = np.flatnonzero(done)
+            sub = states[fresh]
+            new_matches(sub, (round_ + 1) * 1_000_003 + fresh.astype(np.int64), DICE_RNG)
+            states[fresh] = sub
     fixed = torch.from_numpy(batches[0][:4096]).to(torch.bfloat16)
     total = sum(len(b) for b in batches)
     for round_ in range(3):
