@@ -3,9 +3,9 @@
 (a) simulations/s of self-play-like lockstep search over 256 concurrent games with a 2x256 MLP
     in this process, and the share of wall time spent in the network forward (target >= 60%);
 (b) the same search through the inference server (``yz infer-server``, a subprocess on a Unix
-    socket) vs in-process with the same YatzyNet (target >= 0.8x); the socket search keeps two
-    groups of games in flight (one at the server while the other selects), and also runs with
-    one group for comparison;
+    socket) vs in-process with the same YatzyNet, both in self-play's forward dtype, as
+    ``--pairs`` interleaved rounds (target >= 0.8x); the socket search keeps two groups of games
+    in flight (one at the server while the other selects), and also runs with one group;
 (c) our search vs the object-per-node Python PUCT (``az/reference_puct.py``, one game at a
     time, one leaf per evaluator call) on the same roots and evaluator (target >= 20x).
 Every ratio is measured within this run. One torch and one numba thread (shared machines).
@@ -143,38 +143,46 @@ def bench_in_process(games: int, decisions: int, mcts: MctsSection) -> None:
     )
 
 
-def bench_server(games: int, decisions: int, mcts: MctsSection) -> None:
+def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) -> None:
     from leaguezero.az.inference.client import InferenceClient
-    from leaguezero.az.inference.local import TorchEvaluator
+    from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
     from leaguezero.yatzy.train.net import build_net
 
+    # Self-play's forward dtype on both sides (bfloat16 on CPUs with native bf16 units).
+    dtype = resolve_dtype("auto")
     sock = os.path.join(tempfile.mkdtemp(prefix="lz-bench-"), "infer.sock")
     server = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", "dummy",
-         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
+         "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    local_eval = TorchEvaluator(build_net(seed=0), FEATURE_SCHEMA_ID, dtype=dtype)
+    ratios, plain_ratios = [], []
     try:
         client = InferenceClient(
             f"unix://{sock}", feature_schema_id=FEATURE_SCHEMA_ID, num_actions=NUM_ACTIONS
         )
-        remote = selfplay_decisions(client, games, decisions, mcts)
-        plain = selfplay_decisions(client, games, decisions, mcts, pipeline=False)
+        # Interleaved (socket, one-group socket, in process) rounds: each ratio's two sides
+        # share the machine's load.
+        for _ in range(pairs):
+            remote = selfplay_decisions(client, games, decisions, mcts)
+            plain = selfplay_decisions(client, games, decisions, mcts, pipeline=False)
+            local = selfplay_decisions(local_eval, games, decisions, mcts)
+            local_rate = local["sims"] / local["seconds"]
+            ratios.append(remote["sims"] / remote["seconds"] / local_rate)
+            plain_ratios.append(plain["sims"] / plain["seconds"] / local_rate)
         client.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
-    local = selfplay_decisions(
-        TorchEvaluator(build_net(seed=0), FEATURE_SCHEMA_ID), games, decisions, mcts
-    )
-    remote_rate = remote["sims"] / remote["seconds"]
-    plain_rate = plain["sims"] / plain["seconds"]
-    local_rate = local["sims"] / local["seconds"]
+    ratios.sort()
+    plain_ratios.sort()
     print(
-        f"(b) YatzyNet (server default), {games} games: socket server {remote_rate:,.0f} sims/s "
-        f"(two groups in flight; {plain_rate:,.0f} with one), in-process {local_rate:,.0f} "
-        f"sims/s: {remote_rate / local_rate:.2f}x ({plain_rate / local_rate:.2f}x) "
-        "(target >= 0.8x)"
+        f"(b) YatzyNet (server default), {games} games, {str(dtype).removeprefix('torch.')} "
+        f"both sides, {pairs} interleaved rounds: socket / in process "
+        f"{' / '.join(f'{r:.2f}' for r in ratios)}x with two groups in flight "
+        f"({' / '.join(f'{r:.2f}' for r in plain_ratios)}x with one) (target >= 0.8x)"
     )
 
 
@@ -293,6 +301,7 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=6)
     parser.add_argument("--roots", type=int, default=256)
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--pairs", type=int, default=3, help="interleaved (b) rounds")
     parser.add_argument("--quick", action="store_true", help="the CI ratio guard: (c) only")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -302,7 +311,7 @@ def main() -> None:
     print(f"budgets: reroll {mcts.budget_reroll}, mark {mcts.budget_mark}; torch threads 1")
     bench_in_process(args.games, args.decisions, mcts)
     if not args.skip_server:
-        bench_server(args.games, args.decisions, mcts)
+        bench_server(args.games, args.decisions, mcts, args.pairs)
     bench_reference(args.roots, mcts)
 
 

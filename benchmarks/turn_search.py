@@ -2,8 +2,9 @@
 
 Self-play-like lockstep play of ``--games`` games with the turn search (one batched evaluation
 of every new turn's successors per round, then the exact in-turn DP per decision), using the
-default turn-search network (``BoardTowerNet``, 256 wide) on feature schema 2, float32 on both
-sides (the server has no bfloat16 mode):
+default turn-search network (``BoardTowerNet``, 256 wide) on feature schema 2, in self-play's
+forward dtype on both sides (``auto``: bfloat16 on CPUs with native bf16 units), values only
+(the net's value path: each distinct board's tower once, no policy head):
 
 (a) in this process (``TorchEvaluator``): decisions/s, successor evaluations/s, and the share
     of wall time in the network forward vs the DP and the rest;
@@ -31,7 +32,7 @@ import numpy as np
 import torch
 
 from leaguezero.az.checkpoint import save_checkpoint
-from leaguezero.az.inference.local import TorchEvaluator
+from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
 from leaguezero.yatzy.game.rules import terminal_mask as finished_mask
@@ -41,7 +42,8 @@ from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 
 
 class TimedEvaluator:
-    """Wraps an evaluator and counts the seconds spent inside it."""
+    """Wraps an evaluator and counts the seconds spent inside it (values-only calls too, as the
+    turn search makes them: both evaluators here offer ``evaluate_values``)."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -53,6 +55,12 @@ class TimedEvaluator:
     def evaluate(self, features: np.ndarray, legal: np.ndarray):
         t0 = time.perf_counter()
         out = self.inner.evaluate(features, legal)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+    def evaluate_values(self, features: np.ndarray):
+        t0 = time.perf_counter()
+        out = self.inner.evaluate_values(features)
         self.seconds += time.perf_counter() - t0
         return out
 
@@ -102,7 +110,8 @@ def main() -> None:
     ckpt = os.path.join(folder, "turn.pt")
     save_checkpoint(ckpt, net, kind=net.kind, kwargs=net.kwargs(), schema=checkpoint_schema("turn"))
 
-    local_eval = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0)
+    dtype = resolve_dtype("auto")  # self-play's forward dtype, on both sides
+    local_eval = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0, dtype=dtype)
     local = play(local_eval, args.games, args.rounds)
     print(
         f"(a) in process, {args.games} games: {local['decisions_per_s']:,.0f} decisions/s, "
@@ -117,7 +126,8 @@ def main() -> None:
     sock = os.path.join(folder, "infer.sock")
     server = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", ckpt,
-         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
+         "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     ratios = []

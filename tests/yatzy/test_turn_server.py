@@ -18,20 +18,24 @@ from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.search.turn import PIPELINE_CHUNK, TurnSearch
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.train.net import build_net
 
 
-@pytest.fixture
-def served(tmp_path):
-    net = build_net(hidden=32, blocks=1, seed=4, num_features=num_features("turn"))
+@pytest.fixture(params=["resmlp", "board_towers"])
+def served(tmp_path, request):
+    # The residual MLP answers values-only requests with its plain forward; the board-tower
+    # net with its value path (each board's tower once). float32: the answers must match.
+    arch = request.param
+    net = build_net(hidden=32, blocks=1, seed=4, num_features=num_features("turn"), arch=arch)
     ckpt = tmp_path / "turn.pt"
     schema = checkpoint_schema("turn")
-    save_checkpoint(ckpt, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=schema)
+    save_checkpoint(ckpt, net, kind=net.kind, kwargs=net.kwargs(), schema=schema)
     sock = tmp_path / "infer.sock"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", str(ckpt),
-         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
+         "--dtype", "float32"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     lines = []

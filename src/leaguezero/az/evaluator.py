@@ -6,7 +6,7 @@ in-process batched torch model, and the inference-server socket client.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,6 +28,16 @@ class Evaluator(Protocol):
     def evaluate(
         self, features: np.ndarray, legal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@runtime_checkable
+class ValueEvaluator(Protocol):
+    """An evaluator that can skip the policy: ``evaluate_values(features)`` returns only the
+    search utility, float32 [N] in [-1, 1] for the player to move (what
+    :func:`mix_utility` makes of the value and margin heads). A search that uses no priors
+    (Yatzy's turn search) asks for this when the evaluator offers it."""
+
+    def evaluate_values(self, features: np.ndarray) -> np.ndarray: ...
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:

@@ -184,6 +184,21 @@ class InferenceClient:
         """Evaluator protocol: priors float32 [N, A] (masked softmax) and values float32 [N]."""
         return self.evaluate_model(self.model_id, features, legal)
 
+    def evaluate_values(self, features: np.ndarray, chunk_rows: int = 1024) -> np.ndarray:
+        """ValueEvaluator: the search utility float32 [N] of ``features`` [N, F], asked as
+        values-only requests (A = 0: the server skips the policy head and sends no logits), in
+        chunks of ``chunk_rows`` that are all in flight at once so the server's forward of one
+        overlaps the transfer of the next."""
+        pending = [
+            self.submit(chunk, np.zeros((len(chunk), 0), np.bool_))
+            for chunk in (features[i : i + chunk_rows] for i in range(0, len(features), chunk_rows))
+        ]
+        replies = [p.result() for p in pending]
+        values = np.concatenate([r.values for r in replies])
+        with_margins = all(r.margins is not None for r in replies)
+        margins = np.concatenate([r.margins for r in replies]) if with_margins else None
+        return mix_utility(values, margins, self.margin_weight)
+
     def evaluate_model(
         self, model_id: int, features: np.ndarray, legal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:

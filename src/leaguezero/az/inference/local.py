@@ -6,7 +6,9 @@ A policy-value model here is any ``nn.Module`` whose ``forward(x [N, F])`` retur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -20,6 +22,19 @@ class ForwardResult:
     logits: np.ndarray  # [N, A] float32
     values: np.ndarray  # [N] float32
     margins: np.ndarray | None  # [N] float32, or None without a margin head
+
+
+# (values float32 [N], margins float32 [N] or None) from float32 features [N, F].
+ValueFunction = Callable[[np.ndarray], tuple[np.ndarray, "np.ndarray | None"]]
+
+
+@runtime_checkable
+class ValueForwardModel(Protocol):
+    """A model with a value-only CPU path: ``value_forward(dtype)`` returns a function of numpy
+    features that computes the value and margin heads (and skips the policy head) — e.g. the
+    Yatzy board-tower net, which also evaluates each distinct board's tower once."""
+
+    def value_forward(self, dtype: torch.dtype) -> ValueFunction: ...
 
 
 def model_dims(model: nn.Module) -> tuple[int, int]:
@@ -44,8 +59,10 @@ def forward_numpy(
     does this so that a reply is self-contained).
     """
     with torch.inference_mode():
-        x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(device)
-        logits, values, margins = model(x)
+        x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+        # A bfloat16 model (a self-play server) reads bfloat16; a model without parameters, float32.
+        dtype = next(model.parameters(), x).dtype
+        logits, values, margins = model(x.to(device, dtype))
         if legal is not None:
             mask = torch.from_numpy(np.ascontiguousarray(legal)).to(device)
             logits = logits.masked_fill(~mask, float("-inf"))
@@ -109,6 +126,24 @@ class TorchEvaluator:
         self.model = model.to(self.device, dtype).eval()
         self.feature_schema_id = feature_schema_id
         self.num_features, self.num_actions = model_dims(model)
+        # The value-only path reads the weights now (as cast above): build another evaluator
+        # after the model's weights change.
+        self._value_forward: ValueFunction | None = None
+        if isinstance(model, ValueForwardModel) and self.device.type == "cpu":
+            self._value_forward = model.value_forward(dtype)
+
+    def evaluate_values(self, features: np.ndarray) -> np.ndarray:
+        """The search utility float32 [N] for ``features`` [N, F], without the policy head."""
+        if features.shape[1:] != (self.num_features,):
+            raise ValueError(f"expected features [N, {self.num_features}]; got {features.shape}")
+        if self._value_forward is not None:
+            values, margins = self._value_forward(features)
+            return mix_utility(values, margins, self.margin_weight)
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+            _, values, margins = self.model(x.to(self.device, self.dtype))
+            margin_np = None if margins is None else margins.float().cpu().numpy()
+            return mix_utility(values.float().cpu().numpy(), margin_np, self.margin_weight)
 
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Priors float32 [N, A] (masked softmax) and values float32 [N] for ``features`` [N, F]."""

@@ -223,7 +223,7 @@ def decode_request(body: bytes | memoryview) -> EvalRequest | ControlRequest:
         _check_prefix(body, EVAL_HEADER, "request")  # magic/version errors take precedence
         raise ProtocolError(Status.MALFORMED, f"unknown request kind {kind}", peek_request_id(body))
     _, _, _, request_id, model_id, schema_id, n, f, a = _check_prefix(body, EVAL_HEADER, "request")
-    if n == 0 or f == 0 or a == 0:
+    if n == 0 or f == 0:  # A = 0 is a values-only request (no legal bits, no logits back)
         raise ProtocolError(Status.MALFORMED, f"empty request (N={n}, F={f}, A={a})", request_id)
     nbytes = legal_bytes_per_row(a)
     expected = EVAL_HEADER.size + 4 * n * f + n * nbytes

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.inference.local import forward_numpy
+from leaguezero.az.inference.local import ValueFunction, forward_numpy
 from leaguezero.az.inference.protocol import EvalRequest, encode_reply
 
 
@@ -17,25 +17,58 @@ def text_reply(request_id: int, text: str) -> bytes:
 
 
 def forward_and_encode(
-    model: nn.Module, requests: list[EvalRequest], device: torch.device
+    model: nn.Module,
+    requests: list[EvalRequest],
+    device: torch.device,
+    value_function: ValueFunction | None = None,
 ) -> list[bytes | None]:
     """One forward pass over all ``requests`` (rows concatenated); one reply frame per request
-    (None for a request whose outputs are not finite)."""
-    if len(requests) == 1:
-        # Frames are read-only bytes; torch wants writable memory, and the copy is ~10 us.
-        features, legal = requests[0].features.copy(), requests[0].legal
-    else:
-        features = np.concatenate([r.features for r in requests])  # [rows, F]
-        legal = np.concatenate([r.legal for r in requests])  # [rows, A]
-    out = forward_numpy(model, features, device, legal)
-    frames, offset = [], 0
-    for r in requests:
-        end = offset + r.rows
-        margins = None if out.margins is None else out.margins[offset:end]
-        logits, values = out.logits[offset:end], out.values[offset:end]
-        finite = np.isfinite(values).all() and np.all(np.isfinite(logits) | (logits == -np.inf))
-        if margins is not None:
-            finite = finite and np.isfinite(margins).all()
-        frames.append(encode_reply(r.request_id, logits, values, margins) if finite else None)
-        offset = end
+    (None for a request whose outputs are not finite).
+
+    Values-only requests (A = 0) get values and margins and no logits: through
+    ``value_function`` when the model has one (the board-tower net: each board's tower once, no
+    policy head), else the plain forward without its logits. A batch may mix both kinds.
+    """
+    frames: list[bytes | None] = [None] * len(requests)
+    full = [i for i, r in enumerate(requests) if r.legal.shape[1] > 0]
+    values_only = [i for i, r in enumerate(requests) if r.legal.shape[1] == 0]
+    if full:
+        batch = [requests[i] for i in full]
+        out = forward_numpy(model, _rows(batch, "features"), device, _rows(batch, "legal"))
+        _encode(batch, full, out.logits, out.values, out.margins, frames)
+    if values_only:
+        batch = [requests[i] for i in values_only]
+        features = _rows(batch, "features")
+        if value_function is not None:
+            values, margins = value_function(features)
+        else:
+            out = forward_numpy(model, features, device)
+            values, margins = out.values, out.margins
+        empty = np.zeros((len(features), 0), np.float32)
+        _encode(batch, values_only, empty, values, margins, frames)
     return frames
+
+
+def _rows(requests: list[EvalRequest], field: str) -> np.ndarray:
+    """One request's array (copied: frames are read-only bytes and torch wants writable memory)
+    or all requests' rows concatenated."""
+    if len(requests) == 1:
+        return getattr(requests[0], field).copy()
+    return np.concatenate([getattr(r, field) for r in requests])
+
+
+def _encode(requests, slots, logits, values, margins, frames) -> None:
+    """Cut the batch's outputs per request into ``frames[slots[i]]`` (None when not finite)."""
+    offset = 0
+    for slot, r in zip(slots, requests, strict=True):
+        end = offset + r.rows
+        part_margins = None if margins is None else margins[offset:end]
+        part_logits, part_values = logits[offset:end], values[offset:end]
+        finite = np.isfinite(part_values).all() and np.all(
+            np.isfinite(part_logits) | (part_logits == -np.inf)
+        )
+        if part_margins is not None:
+            finite = finite and np.isfinite(part_margins).all()
+        if finite:
+            frames[slot] = encode_reply(r.request_id, part_logits, part_values, part_margins)
+        offset = end

@@ -44,7 +44,7 @@ from torch import nn
 from leaguezero.az.inference.admin import admin_refusal, split_token
 from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
-from leaguezero.az.inference.local import model_dims
+from leaguezero.az.inference.local import ValueForwardModel, ValueFunction, model_dims
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -75,9 +75,18 @@ class ServedModel:
     source: str  # checkpoint path, or a description such as "dummy"
     num_features: int = 0
     num_actions: int = 0
+    # Forward dtype: bfloat16 for self-play on CPUs with native bf16 units (as in process);
+    # float32 where exact values matter (a server that gates).
+    dtype: torch.dtype = torch.float32
+    # Values-only requests: the model's own value path when it has one (on CPU), else None.
+    value_function: ValueFunction | None = None
 
     def __post_init__(self) -> None:
         self.num_features, self.num_actions = model_dims(self.model)
+        self.model = self.model.to(dtype=self.dtype).eval()
+        # Built from the CPU weights the loader gives; the server uses it on a CPU device only.
+        if isinstance(self.model, ValueForwardModel) and self.value_function is None:
+            self.value_function = self.model.value_forward(self.dtype)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -85,6 +94,7 @@ class ServedModel:
             "feature_schema_id": self.feature_schema_id,
             "num_features": self.num_features,
             "num_actions": self.num_actions,
+            "dtype": str(self.dtype).removeprefix("torch."),
         }
 
 
@@ -286,7 +296,8 @@ class InferenceServer:
             self._error(conn, rid, Status.SCHEMA_MISMATCH, msg)
             return
         n_feat, n_act = request.features.shape[1], request.legal.shape[1]
-        if (n_feat, n_act) != (served.num_features, served.num_actions):
+        values_only = n_act == 0  # A = 0: values only (the turn search needs no priors)
+        if n_feat != served.num_features or (n_act != served.num_actions and not values_only):
             msg = (
                 f"request has F={n_feat}, A={n_act}; model {request.model_id} needs "
                 f"F={served.num_features}, A={served.num_actions}"
@@ -343,7 +354,12 @@ class InferenceServer:
         start = time.perf_counter()
         try:
             frames = await loop.run_in_executor(
-                self._executor, forward_and_encode, served.model, requests, self.device
+                self._executor,
+                forward_and_encode,
+                served.model,
+                requests,
+                self.device,
+                served.value_function if self.device.type == "cpu" else None,
             )
         except Exception as err:  # a model failure answers this batch and keeps serving
             log.exception("forward pass of model %s failed", model_id)

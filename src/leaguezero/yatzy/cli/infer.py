@@ -44,9 +44,12 @@ def parse_model_specs(specs: list[str]) -> dict[int, str]:
     return out
 
 
-def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int):
+def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=None):
     """A server ModelLoader for YatzyNet checkpoints of either search kind (schema-checked:
-    schema 1 for PUCT, 2 for the turn search) and ``dummy`` (a fresh schema-1 net)."""
+    schema 1 for PUCT, 2 for the turn search) and ``dummy`` (a fresh schema-1 net), served in
+    ``dtype`` (a torch dtype; None: float32)."""
+    import torch
+
     from leaguezero.az.inference.server import ServedModel
     from leaguezero.yatzy.agents.model import load_yatzy_model
     from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
@@ -55,9 +58,11 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int):
     def load(source: str) -> ServedModel:
         if source == "dummy":
             net = build_net(hidden=hidden, blocks=blocks, margin_head=margin_head, seed=seed)
-            return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy")
+            return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy", dtype=dtype or torch.float32)
         model, meta = load_yatzy_model(source)
-        return ServedModel(model, meta.schema.feature_schema_id, source)
+        return ServedModel(
+            model, meta.schema.feature_schema_id, source, dtype=dtype or torch.float32
+        )
 
     return load
 
@@ -76,6 +81,14 @@ def infer_server(
         bool, typer.Option(help="Allow TCP and metrics binds reachable from other machines.")
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="torch threads for the forward pass.")] = 1,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            help="Forward dtype: auto (bfloat16 on CPUs with native bf16 units and on CUDA), "
+            "float32 or bfloat16. Default: selfplay.inference_dtype (self-play's, auto); use "
+            "float32 for a server that gates.",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for 'dummy' models.")] = 0,
     admin_token_file: Annotated[
         Path | None,
@@ -103,6 +116,7 @@ def infer_server(
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.inference.admin import AdminTokenError, load_or_create_token
     from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
+    from leaguezero.az.inference.local import resolve_dtype
     from leaguezero.az.inference.server import (
         InferenceServer,
         ServerError,
@@ -118,7 +132,10 @@ def infer_server(
     try:
         endpoint = parse_endpoint(bind or cfg.infer.bind)
         specs = parse_model_specs(model or ["dummy"])
-        loader = make_loader(cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed)
+        forward_dtype = resolve_dtype(dtype or cfg.selfplay.inference_dtype, device)
+        loader = make_loader(
+            cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed, forward_dtype
+        )
         models = {model_id: loader(path) for model_id, path in specs.items()}
         admin_token, token_path = None, None
         if endpoint.scheme == "tcp" or admin_token_file is not None:
@@ -137,6 +154,7 @@ def infer_server(
     if metrics_port >= 0:
         metrics_bind = ("0.0.0.0" if public else "127.0.0.1", metrics_port)
     described = " ".join(f"{i}={p}" for i, p in sorted(specs.items()))
+    described += f" dtype {str(forward_dtype).removeprefix('torch.')}"
     if token_path is not None:
         described += f" admin-token {token_path}"
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from numba import njit
 
-from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.evaluator import Evaluator, ValueEvaluator
 from leaguezero.yatzy.game.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
@@ -172,10 +172,14 @@ class TurnSearch:
     def _evaluate(self, k: int) -> np.ndarray:
         """Values (float32 [k]) of the first ``k`` feature rows.
 
-        An evaluator with ``evaluate_async`` (the inference server's client) gets the rows in
+        A :class:`~leaguezero.az.evaluator.ValueEvaluator` is asked for values only. An
+        evaluator with ``evaluate_async`` (the inference server's client) gets the rows in
         chunks that are all in flight at once, so the server's forward of one chunk overlaps
         the transfer of the next.
         """
+        if isinstance(self.evaluator, ValueEvaluator):
+            # No priors needed: the in-process net skips its policy head and repeated towers.
+            return np.asarray(self.evaluator.evaluate_values(self._feats[:k]), np.float32)
         evaluate_async = getattr(self.evaluator, "evaluate_async", None)
         if evaluate_async is None or k <= PIPELINE_CHUNK:
             _, values = self.evaluator.evaluate(self._feats[:k], self._legal[:k])

@@ -147,6 +147,13 @@ class BoardTowerNet(_Heads):
             "margin_head": self.has_margin_head,
         }
 
+    def value_forward(self, dtype: torch.dtype = torch.float32):
+        """The turn search's value-only forward over numpy features (each distinct board's tower
+        once, no policy head; :mod:`leaguezero.yatzy.train.tower_values`), in ``dtype``."""
+        from leaguezero.yatzy.train.tower_values import TowerValues
+
+        return TowerValues(self, dtype)
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         me = self.tower(x[:, self._me])  # [N, E]
         opp = self.tower(x[:, self._opp])  # [N, E]

@@ -1,0 +1,280 @@
+"""The board-tower net's value-only forward for the turn search: each board's tower once.
+
+A turn-search call holds every successor of many turns (about 120 rows a game). All rows of a game
+share the board of the player about to roll (``me``: the mover's opponent), and the mover's board
+after a mark (``opp``) depends only on the category and, for the upper section, the points — so a
+27k-row call holds ~250 distinct ``me`` boards and ~10k distinct ``opp`` boards. The successors
+of a game are written slot by slot (category, then points), so equal boards sit in consecutive
+rows: :func:`board_runs` finds them in one pass.
+
+The forward then computes, exactly as :meth:`BoardTowerNet.forward` up to float rounding:
+
+- each tower once per distinct board, and its first head layer's share right away:
+  ``A = tower(me_u) @ W1[:, :E]ᵀ`` [U₁, H], ``B = tower(opp_u) @ W1[:, E:2E]ᵀ`` [U₂, H]
+  (the head's first layer is linear in the concatenation ``[me, opp, shared]``);
+- ``h₁ = relu(b₁ + shared · W1[:, 2E:]ᵀ + A[run_me] + B[run_opp])`` per row in one fused numba
+  pass over float32, written straight in the network's dtype (bfloat16 as its upper 16 bits,
+  rounded to nearest even like torch) — no column gathers, ``cat`` or separate ReLUs;
+- the second head layer, and the value and margin heads as one ``[2, H]`` matmul; the policy
+  head, which the turn search does not use (and which is not trained), is not computed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from numba import njit
+
+from leaguezero.yatzy.train.net import _ME_BOARD, _OPP_BOARD, _SHARED, BoardTowerNet
+
+ME_COLS = np.array(_ME_BOARD, np.int64)
+OPP_COLS = np.array(_OPP_BOARD, np.int64)
+SHARED_COLS = np.array(_SHARED, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def board_runs_pair(features, cols_a, cols_b, runs, starts):
+    """:func:`board_runs` for two column sets in one pass over the rows.
+
+    ``runs`` and ``starts`` int64 [2, >= N]; returns ``(runs of cols_a, runs of cols_b)``.
+    """
+    count_a = 0
+    count_b = 0
+    for i in range(features.shape[0]):
+        new_a = i == 0
+        new_b = i == 0
+        if i > 0:
+            for c in cols_a:
+                if features[i, c] != features[i - 1, c]:
+                    new_a = True
+                    break
+            for c in cols_b:
+                if features[i, c] != features[i - 1, c]:
+                    new_b = True
+                    break
+        if new_a:
+            starts[0, count_a] = i
+            count_a += 1
+        if new_b:
+            starts[1, count_b] = i
+            count_b += 1
+        runs[0, i] = count_a - 1
+        runs[1, i] = count_b - 1
+    return count_a, count_b
+
+
+@njit(cache=True, nogil=True)
+def board_runs(features, cols, runs, starts):
+    """Number runs of consecutive rows equal on ``cols``; returns the number of runs.
+
+    ``features`` float32 [N, F]; ``cols`` int64 [C]; writes ``runs`` int64 [N] (row -> run) and
+    ``starts`` int64 [>= runs] (run -> its first row).
+    """
+    count = 0
+    for i in range(features.shape[0]):
+        new = i == 0
+        if not new:
+            for c in cols:
+                if features[i, c] != features[i - 1, c]:
+                    new = True
+                    break
+        if new:
+            starts[count] = i
+            count += 1
+        runs[i] = count - 1
+    return count
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _first_layer_f32(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out):
+    """``out[n] = relu(bias + Σ_k features[n, shared_k] w_shared[k] + a[run_a[n]] + b[run_b[n]])``.
+
+    ``w_shared`` float32 [S, H] (the shared columns' weights, transposed), ``bias`` [H],
+    ``a`` [U1, H], ``b`` [U2, H]; ``out`` float32 [N, H].
+    """
+    hidden = bias.shape[0]
+    for n in range(features.shape[0]):
+        ra = a[run_a[n]]
+        rb = b[run_b[n]]
+        row = out[n]
+        for h in range(hidden):
+            row[h] = bias[h] + ra[h] + rb[h]
+        for k in range(shared_cols.shape[0]):
+            x = features[n, shared_cols[k]]
+            if x != 0.0:
+                wk = w_shared[k]
+                for h in range(hidden):
+                    row[h] += x * wk[h]
+        for h in range(hidden):
+            if row[h] < 0.0:
+                row[h] = 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _first_layer_bf16(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out, scratch):
+    """As :func:`_first_layer_f32`, but ``out`` is uint16 [N, H]: the bfloat16 bits of each value
+    (round to nearest even, as ``torch.Tensor.to(torch.bfloat16)``); ``scratch`` float32 [H]."""
+    hidden = bias.shape[0]
+    bits = scratch.view(np.uint32)
+    for n in range(features.shape[0]):
+        ra = a[run_a[n]]
+        rb = b[run_b[n]]
+        for h in range(hidden):
+            scratch[h] = bias[h] + ra[h] + rb[h]
+        for k in range(shared_cols.shape[0]):
+            x = features[n, shared_cols[k]]
+            if x != 0.0:
+                wk = w_shared[k]
+                for h in range(hidden):
+                    scratch[h] += x * wk[h]
+        row = out[n]
+        for h in range(hidden):
+            if scratch[h] < 0.0:
+                scratch[h] = 0.0
+            v = bits[h]
+            lsb = (v >> np.uint32(16)) & np.uint32(1)
+            row[h] = np.uint16((v + np.uint32(0x7FFF) + lsb) >> np.uint32(16))
+
+
+def _fused_linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    # oneDNN's linear with ReLU as a post-op (what torch.compile emits for this pattern on
+    # CPU): the ReLU costs nothing, where a separate relu_ pass over a bfloat16 [N, 256] output
+    # costs ~60% of the matmul (benchmarks/selfplay_cpu.py, docs/turn_search.md).
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "relu", [], "")
+
+
+def _plain_linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.relu_(F.linear(x, weight, bias))
+
+
+def _pick_linear_relu():
+    """The fused op when this torch build has it and it agrees with the plain one, else plain."""
+    try:
+        x = torch.randn(8, 4)
+        w, b = torch.randn(3, 4), torch.randn(3)
+        if torch.allclose(_fused_linear_relu(x, w, b), _plain_linear_relu(x, w, b), atol=1e-5):
+            return _fused_linear_relu
+    except (AttributeError, RuntimeError):
+        pass
+    return _plain_linear_relu
+
+
+linear_relu = _pick_linear_relu()
+
+
+def bucket_rows(n: int) -> int:
+    """``n`` rounded up to one of a few fixed row counts: 64, then four steps an octave (5/4,
+    3/2, 7/4 and 2 times a power of two; at most 25% padding). oneDNN builds a kernel for
+    each new shape, which costs more than the matmul at these sizes when every call has
+    another row count (benchmarks/selfplay_cpu.py)."""
+    if n <= 64:
+        return 64
+    half = 1 << ((n - 1).bit_length() - 1)  # the power of two just below n (or n/2)
+    for quarters in (5, 6, 7, 8):
+        size = half * quarters // 4
+        if size >= n:
+            return size
+    return 2 * half
+
+
+class TowerValues:
+    """Value-only forward of a :class:`BoardTowerNet` over numpy features (see module doc).
+
+    Built once per network and dtype (the split weights are copied then): call it again after
+    the network's weights change. ``dtype`` is ``torch.float32`` or ``torch.bfloat16``; the net
+    is not modified.
+    """
+
+    def __init__(self, net: BoardTowerNet, dtype: torch.dtype = torch.float32) -> None:
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"tower values run in float32 or bfloat16, not {dtype}")
+        self.dtype = dtype
+        self.has_margin = net.margin is not None
+        embed = net.embed
+        with torch.no_grad():
+            first, second = net.head[0], net.head[2]
+            w1 = first.weight.detach().float()
+            # The towers read their board's columns directly: zero weights elsewhere, so the
+            # unique rows need no column gather (80 of 169 inputs; the towers now run on few rows).
+            self.tower_me = self._tower(net, ME_COLS, w1[:, :embed], dtype)
+            self.tower_opp = self._tower(net, OPP_COLS, w1[:, embed : 2 * embed], dtype)
+            self.w_shared = np.ascontiguousarray(w1[:, 2 * embed :].T.numpy())  # [S, H]
+            self.bias1 = np.ascontiguousarray(first.bias.detach().float().numpy())  # [H]
+            self.w2 = second.weight.detach().to(dtype).contiguous()
+            self.b2 = second.bias.detach().to(dtype).contiguous()
+            heads = [net.value] + ([net.margin] if net.margin is not None else [])
+            self.w_heads = torch.cat([h.weight.detach() for h in heads]).to(dtype).contiguous()
+            self.b_heads = torch.cat([h.bias.detach() for h in heads]).to(dtype).contiguous()
+        self.hidden = self.bias1.shape[0]
+        # Work buffers, grown to the largest call and reused (a fresh 14 MB array per call
+        # costs its page faults every time).
+        self._rows = 0
+        self._grow(1)
+
+    def _grow(self, rows: int) -> None:
+        if rows <= self._rows:
+            return
+        self._rows = max(rows, 2 * self._rows)
+        n, hidden = self._rows, self.hidden
+        self._runs = np.empty((2, n), np.int64)  # row -> run: me, opp
+        self._starts = np.empty((2, n), np.int64)  # run -> first row: me, opp
+        # Rows past a call's count are padding that the next layer reads and the caller drops:
+        # zeros at first, an earlier call's finite values later.
+        padded = bucket_rows(n)
+        self._h1_bits = np.zeros((padded, hidden), np.uint16)
+        self._h1_f32 = None
+        if self.dtype == torch.float32:
+            self._h1_f32 = np.zeros((padded, hidden), np.float32)
+        self._scratch = np.empty(hidden, np.float32)
+
+    @staticmethod
+    def _tower(net: BoardTowerNet, cols: np.ndarray, w_head: torch.Tensor, dtype: torch.dtype):
+        lin1, lin2 = net.tower[0], net.tower[2]
+        w_in = torch.zeros(lin1.out_features, net.num_features)
+        w_in[:, torch.from_numpy(cols)] = lin1.weight.detach().float()
+        return (
+            w_in.to(dtype).contiguous(),
+            lin1.bias.detach().to(dtype).contiguous(),
+            lin2.weight.detach().to(dtype).contiguous(),
+            lin2.bias.detach().to(dtype).contiguous(),
+            w_head.to(dtype).contiguous(),  # the head's first layer, this tower's columns
+        )
+
+    def _tower_share(self, x: torch.Tensor, starts: np.ndarray, tower) -> np.ndarray:
+        """The tower's contribution to the head's first layer, float32 [U, H], for the boards of
+        rows ``starts`` (int64 [U]) of ``x`` (float32 [N, 169]); padded to a fixed row count
+        by repeating the last board."""
+        w_in, b_in, w_out, b_out, w_head = tower
+        count = len(starts)
+        index = np.full(bucket_rows(count), starts[-1], np.int64)
+        index[:count] = starts
+        rows = x[torch.from_numpy(index)].to(self.dtype)
+        h = linear_relu(linear_relu(rows, w_in, b_in), w_out, b_out)
+        return np.ascontiguousarray(F.linear(h, w_head)[:count].float().numpy())
+
+    def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values float32 [N], margins float32 [N] or None) for ``features`` float32 [N, 169]."""
+        features = np.ascontiguousarray(features, dtype=np.float32)
+        n = features.shape[0]
+        self._grow(n)
+        u_me, u_opp = board_runs_pair(features, ME_COLS, OPP_COLS, self._runs, self._starts)
+        run_me, run_opp = self._runs[0, :n], self._runs[1, :n]
+        starts_me, starts_opp = self._starts[0, :u_me], self._starts[1, :u_opp]
+        with torch.inference_mode():
+            x = torch.from_numpy(features)
+            a = self._tower_share(x, starts_me, self.tower_me)
+            b = self._tower_share(x, starts_opp, self.tower_opp)
+            args = (features, SHARED_COLS, self.w_shared, self.bias1, a, run_me, b, run_opp)
+            padded = bucket_rows(n)  # rows n.. of the buffers are padding (see bucket_rows)
+            if self._h1_f32 is None:
+                _first_layer_bf16(*args, self._h1_bits[:n], self._scratch)
+                h1 = torch.from_numpy(self._h1_bits[:padded]).view(torch.bfloat16)
+            else:
+                _first_layer_f32(*args, self._h1_f32[:n])
+                h1 = torch.from_numpy(self._h1_f32[:padded])
+            h2 = linear_relu(h1, self.w2, self.b2)
+            out = torch.tanh_(F.linear(h2, self.w_heads, self.b_heads)[:n]).float().numpy()
+        values = np.ascontiguousarray(out[:, 0])
+        margins = np.ascontiguousarray(out[:, 1]) if self.has_margin else None
+        return values, margins
