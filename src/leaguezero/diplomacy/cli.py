@@ -178,9 +178,11 @@ def eval_cmd(
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None
 
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True, disable=json_out) as progress:
+    # On stderr: --json's stdout stays one object while a long run still shows progress.
+    with Progress(transient=True, console=Console(stderr=True)) as progress:
         task = progress.add_task(f"{hero} vs {opponents}", total=games)
         result = run_tournament(
             cfg,
@@ -270,9 +272,11 @@ def bench_cmd(
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None
 
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True, disable=json_out) as progress:
+    # On stderr: --json's stdout stays one object while a long run still shows progress.
+    with Progress(transient=True, console=Console(stderr=True)) as progress:
         task = progress.add_task(f"{hero}: bench", total=games * len(suite))
 
         def on_game(agent: str, _game) -> None:

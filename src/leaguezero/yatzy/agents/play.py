@@ -33,6 +33,8 @@ from leaguezero.yatzy.game.tables import (
     KEEP_ALL,
     MARK_OFFSET,
     SCORES,
+    UPPER_BONUS,
+    dice_index,
     keep_bit,
 )
 
@@ -103,7 +105,8 @@ def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = 
         now = SCORES[dice, cat] if your_turn and open_for_you else ""
         lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
     lines.append(
-        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}\n"
+        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}   "
+        f"(63 or more earns the {UPPER_BONUS}-point bonus)\n"
         f"{'score':>17} {state[S_SCORE]:>6} {state[S_SCORE + 1]:>6}"
     )
     if not is_terminal(state):
@@ -150,6 +153,8 @@ def play_game(
     state = np.zeros(STATE_LEN, np.int64)
     new_match(state, seed, DICE_KEYED)
     filled: list[dict[int, int]] = [{}, {}]
+    first = "you move first" if human == 0 else f"{agent.name} moves first"
+    say(f"you play {agent.name}; {first}. Type help for the commands.")
     values_of = None
     if oracle is not None:
         from leaguezero.yatzy.agents.oracle import OracleAgent
@@ -212,7 +217,10 @@ def _hint(values: np.ndarray, dice: list[int], score: int) -> str:
         if np.isnan(values[a]) or round(float(values[a]), 6) in seen:
             continue  # equal-valued KeepMasks over equal dice: show one
         seen.add(round(float(values[a]), 6))
-        lines.append(f"  {_move_text(int(a), dice):<34} {score + values[a]:8.1f}")
+        text = _move_text(int(a), dice)
+        if a >= MARK_OFFSET and SCORES[dice_index(dice), a - MARK_OFFSET] == 0:
+            text += " (scores 0)"  # a scratch: the box is given up for nothing now
+        lines.append(f"  {text:<34} {score + values[a]:8.1f}")
         if len(lines) == 5:
             break
     header = "oracle's best options (your expected final score, playing on perfectly alone):"

@@ -128,11 +128,22 @@ def rules_legal(
         typer.echo(f"{a:3d}  {action_label(a, values)}")
 
 
+AGENT_HELP = (
+    "random | greedy | oracle | pretrained (the network shipped with the package) | "
+    "pretrained?depth=2 (two turns deep) | model:PATH[?search=turn|puct&depth=2&sims=N]"
+)
+
+
 @app.command("match")
 def match(
-    a: Annotated[str, typer.Option("--a", help="Agent A: random | greedy | oracle | model:PATH")],
-    b: Annotated[str, typer.Option("--b", help="Agent B: random | greedy | oracle | model:PATH")],
-    games: Annotated[int, typer.Option(help="Games (pairs of side-swapped games).", min=1)] = 200,
+    a: Annotated[str, typer.Option("--a", help=f"Agent A: {AGENT_HELP}")],
+    b: Annotated[str, typer.Option("--b", help="Agent B (as --a).")],
+    games: Annotated[
+        int,
+        typer.Option(
+            help="Games to play, in side-swapped pairs (an odd number is rounded up).", min=1
+        ),
+    ] = 200,
     seed: Annotated[int, typer.Option(help="Match seed (episode seeds derive from it).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     config: ConfigOpt = None,
@@ -151,9 +162,13 @@ def match(
     except (AgentSpecError, FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     n_games = games + games % 2
+    from rich.console import Console
+
+    # On stderr, so --json's stdout stays one object while a long match still shows progress.
     with Progress(
-        TextColumn("match"), BarColumn(), MofNCompleteColumn(), transient=True, disable=json_out
-    ) as progress:
+        TextColumn("match"), BarColumn(), MofNCompleteColumn(), transient=True,
+        console=Console(stderr=True),
+    ) as progress:  # fmt: skip
         task = progress.add_task("decisions", total=n_games * 45)  # ~45 decisions per game
         result = play_match(
             agent_a, agent_b, games, seed, progress=lambda n: progress.advance(task, n)
@@ -163,9 +178,11 @@ def match(
     if json_out:
         typer.echo(json.dumps(record))
         return
+    # A standard error of 0 (every pair won, or every game drawn) says nothing about the spread.
+    spread = f"± {s.a_win_rate_se:.4f}" if s.a_win_rate_se > 0 else "(too few games for an SE)"
     typer.echo(
         f"{a} vs {b}: {s.games} games ({s.pairs} side-swapped pairs), seed {seed}\n"
-        f"  a_win_rate   {s.a_win_rate:.4f} ± {s.a_win_rate_se:.4f}  "
+        f"  a_win_rate   {s.a_win_rate:.4f} {spread}  "
         f"(wins {s.a_wins}, draws {s.draws}, losses {s.b_wins})\n"
         f"  mean score   {a}: {s.a_score_mean:.2f}   {b}: {s.b_score_mean:.2f}\n"
         f"  paired diff  {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f} points per game"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 from contextlib import contextmanager
@@ -362,10 +363,29 @@ def gate(
     )
 
 
+CHECKPOINT_HELP = (
+    "a checkpoint file, `pretrained` (the network shipped with the package; "
+    "`pretrained?depth=2` searches two turns deep) or model:PATH[?search=...&depth=...]"
+)
+
+
+def _model_agent(spec: str, settings):
+    """A model agent from a checkpoint path or an agent name that names a network."""
+    from leaguezero.yatzy.agents.model import ModelAgent
+    from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
+
+    if spec.startswith(("pretrained", "model:")):
+        try:
+            return make_agent(spec, settings=settings)
+        except AgentSpecError as err:
+            raise ValueError(str(err)) from None
+    return ModelAgent.from_settings(Path(spec), settings)
+
+
 @app.command("oracle-eval")
 def oracle_eval(
-    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
-    cand: Annotated[Path | None, typer.Option(help="Candidate checkpoint.")] = None,
+    best: Annotated[str, typer.Option(help=f"Best network: {CHECKPOINT_HELP}.")],
+    cand: Annotated[str | None, typer.Option(help="Candidate network (as --best).")] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     seed: Annotated[int, typer.Option(help="Evaluation seed.")] = 0,
@@ -373,7 +393,6 @@ def oracle_eval(
     json_out: JsonOpt = False,
 ) -> None:
     """Solitaire stats and oracle regret for the oracle, best and candidate."""
-    from leaguezero.yatzy.agents.model import ModelAgent
     from leaguezero.yatzy.agents.oracle import OracleAgent
     from leaguezero.yatzy.train.evaluation import solitaire_eval
 
@@ -384,9 +403,9 @@ def oracle_eval(
     settings = search_settings(cfg, cfg.oracle_eval.sims)
     agents = {"oracle": OracleAgent(oracle=oracle)}
     try:
-        agents["best"] = ModelAgent.from_settings(best, settings)
+        agents["best"] = _model_agent(best, settings)
         if cand is not None:
-            agents["candidate"] = ModelAgent.from_settings(cand, settings)
+            agents["candidate"] = _model_agent(cand, settings)
     except (FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     results = {}
@@ -400,13 +419,16 @@ def oracle_eval(
     if json_out:
         typer.echo(json.dumps(results))
         return
+    typer.echo(f"solitaire: {games} boards each, seed {seed} (more: --set oracle_eval.games=N)")
     typer.echo(
-        f"{'agent':<10}{'mean':>8}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}{'regret/g':>9}"
+        f"{'agent':<10}{'mean ± SE':>14}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}"
+        f"{'regret/g':>9}"
     )
     for name, r in results.items():
         if isinstance(r, dict):
+            se = r["std"] / math.sqrt(games)
             typer.echo(
-                f"{name:<10}{r['mean']:>8.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
+                f"{name:<10}{r['mean']:>8.1f} ± {se:<3.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
                 f"{r['bonus_rate']:>7.2f}{r['oracle_match_rate']:>7.3f}"
                 f"{r['mean_regret_per_game']:>9.1f}"
             )
