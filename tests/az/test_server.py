@@ -82,6 +82,8 @@ class Server:
 def start_server(*args: str, expect_fail: bool = False) -> Server:
     """Run ``yz infer-server ARGS`` in a new process and wait for its ``listening on`` line."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    if "--dtype" not in args:  # exact answers: the default (self-play's) may be bfloat16
+        args = (*args, "--dtype", "float32")
     cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", *args]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env

@@ -155,7 +155,10 @@ class RunProgress:
     # ------------------------------------------------------------------ run level
     def run_eta_s(self) -> float:
         """Seconds left for the run: measured iterations' mean (else the estimate) x left."""
-        per = sum(self.measured) / len(self.measured) if self.measured else self.per_iteration_s
+        # The first iteration of a process compiles the numba kernels (self-play starts slow):
+        # once a later one is measured, it no longer counts.
+        measured = self.measured[1:] if len(self.measured) > 1 else self.measured
+        per = sum(measured) / len(measured) if measured else self.per_iteration_s
         elapsed = time.monotonic() - self.iteration_started
         return max(0.0, per - elapsed) + per * max(0, self.iterations - self.finished - 1)
 
@@ -299,6 +302,22 @@ GATE_REASONS = {  # train/gate.py's reasons, as a reader of the summary line wou
 }
 
 
+def _loss_text(tr: dict) -> str:
+    """The training loss that means something: the value (+ margin) loss, and the policy loss
+    only when one is trained (the turn search trains no policy head). Targets move as the
+    network improves, so these need not fall from one iteration to the next."""
+    value = tr.get("loss_value")
+    margin = tr.get("loss_margin")
+    policy = tr.get("loss_policy")
+    text = f"value loss {_num(value, '.4f')}"
+    if isinstance(margin, int | float) and margin > 0:
+        text += f", margin {_num(margin, '.4f')}"
+    if isinstance(policy, int | float) and policy > 0:
+        text += f", policy {_num(policy, '.3f')}"
+    first, last = tr.get("first_loss_total"), tr.get("loss_total")
+    return f"training {text} (total {_num(first, '.4f')} -> {_num(last, '.4f')} this iteration)"
+
+
 def summary_text(
     record: dict, *, last: int, seconds: float, games: int | None, resumed: bool
 ) -> str:
@@ -316,15 +335,20 @@ def summary_text(
     parts = [
         f"iteration {record['iteration']}/{last} took {took}",
         f"self-play {_num(games, 'd')} games at {_num(sp.get('sims_per_s'), ',.0f')} sims/s",
-        f"training loss {_num(tr.get('first_loss_total'), '.2f')} -> "
-        f"{_num(tr.get('loss_total'), '.2f')}",
+        _loss_text(tr),
         f"candidate won {_pct(gt.get('a_win_rate'))} of {_num(gt.get('games'), 'd')} games "
-        f"against the best: {decision} ({GATE_REASONS.get(str(reason), str(reason))})",
+        f"against the best: {decision} ({GATE_REASONS.get(str(reason), str(reason))}"
+        + (
+            f"; the sequential test stopped after {_num(gt.get('games'), 'd')} games)"
+            if str(reason) in ("sprt_h1", "sprt_h0")
+            else ")"
+        ),
     ]
     if "candidate" in ev:
+        cand = ev["candidate"]
         parts.append(
-            f"candidate scores {_num(ev['candidate'].get('mean'), '.1f')} alone "
-            f"(perfect play 248.4)"
+            f"candidate scores {_num(cand.get('mean'), '.1f')} ± {_num(cand.get('se'), '.1f')} "
+            f"alone over {_num(cand.get('boards'), 'd')} boards (perfect play 248.4)"
         )
     if "vs_greedy" in ev:
         parts.append(
