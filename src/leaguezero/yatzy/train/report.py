@@ -68,15 +68,27 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
     rows = [r for r in read_events(stats_path) if r.get("event") == "iteration"]
     charts: list[tuple[str, str, str]] = []  # (title, PNG base64, what a good curve does)
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for key, label in (("loss_policy", "policy CE"), ("loss_value", "value MSE"),
-                       ("loss_margin", "margin MSE")):  # fmt: skip
-        ax.plot(*_series(rows, key), marker="o", label=label)
-    ax.set(xlabel="iteration", ylabel="loss (last quarter of training)", title="Training losses")
-    _legend_outside(ax)
-    charts.append(("Learning curves", _png(fig),
-                   "Good: every loss falls over the first iterations and then flattens; the "
-                   "policy loss stays well above 0 because dice keep play uncertain."))  # fmt: skip
+    # The turn search trains no policy head (its loss is 0 throughout): plot what is trained,
+    # each loss on its own axis so the small value loss is not flattened under the margin's.
+    losses = (
+        ("loss_policy", "policy CE"),
+        ("loss_value", "value MSE"),
+        ("loss_margin", "margin MSE"),
+    )
+    trained = [(key, label) for key, label in losses if any((r.get(key) or 0) > 0 for r in rows)]
+    fig, axes = plt.subplots(1, max(1, len(trained)), figsize=(4 * max(1, len(trained)), 3.2))
+    for ax, (key, label) in zip(np.atleast_1d(axes), trained, strict=False):
+        ax.plot(*_series(rows, key), marker="o")
+        ax.set(xlabel="iteration", title=label)
+    np.atleast_1d(axes)[0].set_ylabel("loss (last quarter of training)")
+    charts.append((
+        "Training losses", _png(fig),
+        "What to expect: each loss is measured against targets that move (each iteration "
+        "trains on newer self-play, whose values the better network computes), so a loss need "
+        "not fall and may rise as games get sharper; a loss that jumps by an order of magnitude, "
+        "or NaN, is the warning sign. The turn search trains no policy head, so no policy loss "
+        "is shown for it.",
+    ))  # fmt: skip
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))
     axes[0].plot(*_series(rows, "solitaire_mean"), marker="o", label="candidate")
