@@ -23,7 +23,12 @@ app = typer.Typer()  # mounted flat by the yz app
 @app.command("play")
 def play(
     model: Annotated[
-        str, typer.Option("--agent", help="Opponent: a checkpoint path, model:PATH, greedy, ...")
+        str,
+        typer.Option(
+            "--agent",
+            help="Opponent: greedy | random | oracle | pretrained (the network shipped with the "
+            "package) | pretrained?depth=2 (two turns deep) | a checkpoint path | model:PATH",
+        ),
     ] = "greedy",
     seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
     seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
