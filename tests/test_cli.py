@@ -90,3 +90,21 @@ def test_first_oracle_build_says_so_when_stderr_is_not_a_terminal(tmp_path, monk
     assert result.exit_code == 0, result.output
     assert "building the oracle table once" in result.stderr
     assert result.stdout.splitlines()[0].startswith("248.4")  # the contract: number first
+
+
+def test_oracle_eval_takes_pretrained_and_prints_boards_and_se():
+    result = runner.invoke(
+        app, ["yatzy", "oracle-eval", "--best", "pretrained", "--set", "oracle_eval.games=4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "4 boards each" in result.output and " ± " in result.output
+    bad = runner.invoke(app, ["yatzy", "oracle-eval", "--best", "pretrained?depth=7"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+
+
+def test_match_with_every_pair_won_says_too_few_games():
+    result = runner.invoke(
+        app, ["yatzy", "match", "--a", "greedy", "--b", "random", "--games", "4", "--seed", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "too few games" in result.output and "± 0.0000" not in result.output

@@ -323,46 +323,6 @@ def train(
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
 
-@app.command("gate")
-def gate(
-    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
-    cand: Annotated[Path, typer.Option(help="Candidate checkpoint.")],
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    seed_sets: Annotated[Path, typer.Option(help="Folder of persisted seed sets.")] = Path(
-        "seedsets"
-    ),
-    json_out: JsonOpt = False,
-) -> None:
-    """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
-    from leaguezero.yatzy.agents.model import ModelAgent
-    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
-
-    cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
-    try:
-        settings = search_settings(cfg, cfg.gate.sims)
-        cand_agent = ModelAgent.from_settings(cand, settings)
-        best_agent = ModelAgent.from_settings(best, settings)
-    except (FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
-    seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
-    with _progress(sys.stderr.isatty() and not json_out) as (report, _):
-        report("gate", 0, 2 * len(seeds))
-        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
-    out = result.to_dict()
-    if json_out:
-        typer.echo(json.dumps(out))
-        return
-    s = result.summary
-    typer.echo(
-        f"candidate win rate {s.a_win_rate:.4f} ± {s.a_win_rate_se:.4f} over {s.games} games; "
-        f"score diff {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f}; SPRT llr "
-        f"{result.sprt.llr:.2f} in [{result.sprt.lower:.2f}, {result.sprt.upper:.2f}] -> "
-        f"{'PROMOTE' if result.promote else 'keep best'} ({result.reason})"
-    )
-
-
 CHECKPOINT_HELP = (
     "a checkpoint file, `pretrained` (the network shipped with the package; "
     "`pretrained?depth=2` searches two turns deep) or model:PATH[?search=...&depth=...]"
@@ -380,6 +340,45 @@ def _model_agent(spec: str, settings):
         except AgentSpecError as err:
             raise ValueError(str(err)) from None
     return ModelAgent.from_settings(Path(spec), settings)
+
+
+@app.command("gate")
+def gate(
+    best: Annotated[str, typer.Option(help=f"Best network: {CHECKPOINT_HELP}.")],
+    cand: Annotated[str, typer.Option(help="Candidate network (as --best).")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    seed_sets: Annotated[Path, typer.Option(help="Folder of persisted seed sets.")] = Path(
+        "seedsets"
+    ),
+    json_out: JsonOpt = False,
+) -> None:
+    """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
+    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+
+    cfg = load_yatzy_config(config, set_)
+    _setup_threads(cfg)
+    try:
+        settings = search_settings(cfg, cfg.gate.sims)
+        cand_agent = _model_agent(cand, settings)
+        best_agent = _model_agent(best, settings)
+    except (FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+    seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
+    with _progress(sys.stderr.isatty() and not json_out) as (report, _):
+        report("gate", 0, 2 * len(seeds))
+        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
+    out = result.to_dict()
+    if json_out:
+        typer.echo(json.dumps(out))
+        return
+    s = result.summary
+    typer.echo(
+        f"candidate win rate {s.a_win_rate:.4f} ± {s.a_win_rate_se:.4f} over {s.games} games; "
+        f"score diff {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f}; SPRT llr "
+        f"{result.sprt.llr:.2f} in [{result.sprt.lower:.2f}, {result.sprt.upper:.2f}] -> "
+        f"{'PROMOTE' if result.promote else 'keep best'} ({result.reason})"
+    )
 
 
 @app.command("oracle-eval")
