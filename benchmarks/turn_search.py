@@ -11,7 +11,10 @@ forward dtype on both sides (``auto``: bfloat16 on CPUs with native bf16 units),
 (b) through the inference server (``yz infer-server``, a subprocess on a Unix socket, one
     torch thread) with the same checkpoint: the ratio of decisions/s to in process, over
     ``--pairs`` interleaved (socket, in-process) pairs so that both sides of a ratio share the
-    machine's load (target >= 0.8x).
+    machine's load (target >= 0.8x); and, since a wall-clock ratio of two processes that hand
+    work to each other also measures how long each waits for a core on a loaded machine, the
+    same ratio in CPU time: in-process CPU seconds per decision over the socket path's (this
+    process plus the server's, read from ``/proc/<pid>/stat``; Linux only, else left out).
 
 One torch and one numba thread each.
 """
@@ -65,8 +68,19 @@ class TimedEvaluator:
         return out
 
 
-def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
-    """``rounds`` lockstep decision rounds over ``games`` games (finished games restart)."""
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None where /proc is absent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | None = None) -> dict:
+    """``rounds`` lockstep decision rounds over ``games`` games (finished games restart);
+    ``cpu_per_decision`` counts this process's CPU time plus ``server_pid``'s when given."""
     timed = TimedEvaluator(evaluator)
     search = TurnSearch(timed)
     states = np.zeros((games, STATE_LEN), np.int64)
@@ -77,6 +91,8 @@ def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
     timed.seconds = 0.0
     search.evaluations = 0
     decisions = 0
+    server0 = None if server_pid is None else process_cpu_seconds(server_pid)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for r in range(rounds):
         actions, _, _ = search.decide(states, rows)
@@ -89,7 +105,12 @@ def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
             new_matches(sub, (r + 1) * 1_000_003 + fresh.astype(np.int64), DICE_RNG)
             states[fresh] = sub
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    if server0 is not None:
+        server1 = process_cpu_seconds(server_pid)
+        cpu = None if server1 is None else cpu + server1 - server0
     return {
+        "cpu_per_decision": None if cpu is None else cpu / decisions,
         "decisions_per_s": decisions / seconds,
         "evals_per_s": search.evaluations / seconds,
         "network_share": timed.seconds / seconds,
@@ -130,7 +151,7 @@ def main() -> None:
          "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    ratios = []
+    ratios, cpu_ratios = [], []
     try:
         client = InferenceClient(
             f"unix://{sock}", feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47
@@ -138,9 +159,11 @@ def main() -> None:
         client.margin_weight = 1.0
         # Interleaved pairs, so that both sides of each ratio see the same load.
         for _ in range(args.pairs):
-            remote = play(client, args.games, args.rounds)
+            remote = play(client, args.games, args.rounds, server_pid=server.pid)
             local = play(local_eval, args.games, args.rounds)
             ratios.append(remote["decisions_per_s"] / local["decisions_per_s"])
+            if remote["cpu_per_decision"] is not None:
+                cpu_ratios.append(local["cpu_per_decision"] / remote["cpu_per_decision"])
         client.close()
     finally:
         server.terminate()
@@ -152,6 +175,15 @@ def main() -> None:
         f"(target >= 0.8x; last pair {remote['decisions_per_s']:,.0f} vs "
         f"{local['decisions_per_s']:,.0f} decisions/s)"
     )
+    if cpu_ratios:
+        cpu_ratios.sort()
+        print(
+            f"    in CPU time (in-process CPU per decision / socket client + server CPU), same "
+            f"pairs: {' / '.join(f'{r:.2f}' for r in cpu_ratios)}x, median "
+            f"{cpu_ratios[len(cpu_ratios) // 2]:.2f}x (last pair "
+            f"{1e6 * remote['cpu_per_decision']:,.0f} vs {1e6 * local['cpu_per_decision']:,.0f} "
+            f"CPU us/decision)"
+        )
 
 
 if __name__ == "__main__":
