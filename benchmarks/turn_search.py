@@ -11,7 +11,11 @@ forward dtype on both sides (``auto``: bfloat16 on CPUs with native bf16 units),
 (b) through the inference server (``yz infer-server``, a subprocess on a Unix socket, one
     torch thread) with the same checkpoint: the ratio of decisions/s to in process, over
     ``--pairs`` interleaved (socket, in-process) pairs so that both sides of a ratio share the
-    machine's load (target >= 0.8x).
+    machine's load (target >= 0.8x; ``--chunk-rows`` A/B-tests the client's chunk size in the
+    same pairs); and, since a wall-clock ratio of two processes that hand
+    work to each other also measures how long each waits for a core on a loaded machine, the
+    same ratio in CPU time: in-process CPU seconds per decision over the socket path's (this
+    process plus the server's, read from ``/proc/<pid>/stat``; Linux only, else left out).
 
 One torch and one numba thread each.
 """
@@ -41,6 +45,22 @@ from leaguezero.yatzy.search.turn import TurnSearch
 from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 
 
+class Chunked:
+    """A client whose ``evaluate_values`` sends chunks of ``rows`` rows (an A/B of chunk sizes)."""
+
+    def __init__(self, client, rows: int) -> None:
+        self.client, self.rows = client, rows
+        self.feature_schema_id = client.feature_schema_id
+        self.num_actions = client.num_actions
+        self.margin_weight = client.margin_weight
+
+    def evaluate(self, features: np.ndarray, legal: np.ndarray):
+        return self.client.evaluate(features, legal)
+
+    def evaluate_values(self, features: np.ndarray):
+        return self.client.evaluate_values(features, chunk_rows=self.rows)
+
+
 class TimedEvaluator:
     """Wraps an evaluator and counts the seconds spent inside it (values-only calls too, as the
     turn search makes them: both evaluators here offer ``evaluate_values``)."""
@@ -65,8 +85,19 @@ class TimedEvaluator:
         return out
 
 
-def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
-    """``rounds`` lockstep decision rounds over ``games`` games (finished games restart)."""
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None where /proc is absent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | None = None) -> dict:
+    """``rounds`` lockstep decision rounds over ``games`` games (finished games restart);
+    ``cpu_per_decision`` counts this process's CPU time plus ``server_pid``'s when given."""
     timed = TimedEvaluator(evaluator)
     search = TurnSearch(timed)
     states = np.zeros((games, STATE_LEN), np.int64)
@@ -77,6 +108,8 @@ def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
     timed.seconds = 0.0
     search.evaluations = 0
     decisions = 0
+    server0 = None if server_pid is None else process_cpu_seconds(server_pid)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for r in range(rounds):
         actions, _, _ = search.decide(states, rows)
@@ -89,7 +122,12 @@ def play(evaluator, games: int, rounds: int, seed: int = 0) -> dict:
             new_matches(sub, (r + 1) * 1_000_003 + fresh.astype(np.int64), DICE_RNG)
             states[fresh] = sub
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    if server0 is not None:
+        server1 = process_cpu_seconds(server_pid)
+        cpu = None if server1 is None else cpu + server1 - server0
     return {
+        "cpu_per_decision": None if cpu is None else cpu / decisions,
         "decisions_per_s": decisions / seconds,
         "evals_per_s": search.evaluations / seconds,
         "network_share": timed.seconds / seconds,
@@ -102,6 +140,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=90, help="decision rounds (90 = a game)")
     parser.add_argument("--pairs", type=int, default=3, help="interleaved socket/local pairs")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument(
+        "--chunk-rows", type=int, nargs="+", default=[8192],
+        help="the socket client's values-only chunk size; several: one socket run each per pair",
+    )  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -130,7 +172,9 @@ def main() -> None:
          "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    ratios = []
+    ratios = {rows: [] for rows in args.chunk_rows}
+    cpu_ratios = {rows: [] for rows in args.chunk_rows}
+    last = {}
     try:
         client = InferenceClient(
             f"unix://{sock}", feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47
@@ -138,20 +182,36 @@ def main() -> None:
         client.margin_weight = 1.0
         # Interleaved pairs, so that both sides of each ratio see the same load.
         for _ in range(args.pairs):
-            remote = play(client, args.games, args.rounds)
+            remotes = {
+                rows: play(Chunked(client, rows), args.games, args.rounds, server_pid=server.pid)
+                for rows in args.chunk_rows
+            }
             local = play(local_eval, args.games, args.rounds)
-            ratios.append(remote["decisions_per_s"] / local["decisions_per_s"])
+            for rows, remote in remotes.items():
+                ratios[rows].append(remote["decisions_per_s"] / local["decisions_per_s"])
+                if remote["cpu_per_decision"] is not None:
+                    cpu_ratios[rows].append(local["cpu_per_decision"] / remote["cpu_per_decision"])
+                last[rows] = (remote, local)
         client.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
-    ratios.sort()
-    print(
-        f"(b) through yz infer-server (Unix socket) vs in process, {args.pairs} interleaved "
-        f"pairs: {' / '.join(f'{r:.2f}' for r in ratios)}x, median {ratios[len(ratios) // 2]:.2f}x "
-        f"(target >= 0.8x; last pair {remote['decisions_per_s']:,.0f} vs "
-        f"{local['decisions_per_s']:,.0f} decisions/s)"
-    )
+    for rows in args.chunk_rows:
+        remote, local = last[rows]
+        wall, cpu = sorted(ratios[rows]), sorted(cpu_ratios[rows])
+        print(
+            f"(b) through yz infer-server (Unix socket, chunks of {rows} rows) vs in process, "
+            f"{args.pairs} interleaved pairs: {' / '.join(f'{r:.2f}' for r in wall)}x, median "
+            f"{wall[len(wall) // 2]:.2f}x (target >= 0.8x; last pair "
+            f"{remote['decisions_per_s']:,.0f} vs {local['decisions_per_s']:,.0f} decisions/s)"
+        )
+        if cpu:
+            print(
+                f"    in CPU time (in-process CPU per decision / socket client + server CPU), "
+                f"same pairs: {' / '.join(f'{r:.2f}' for r in cpu)}x, median "
+                f"{cpu[len(cpu) // 2]:.2f}x (last pair {1e6 * remote['cpu_per_decision']:,.0f} vs "
+                f"{1e6 * local['cpu_per_decision']:,.0f} CPU us/decision)"
+            )
 
 
 if __name__ == "__main__":

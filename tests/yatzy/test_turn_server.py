@@ -60,7 +60,7 @@ def test_turn_search_over_the_socket_matches_in_process(served) -> None:
     client = InferenceClient(address, feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47)
     client.margin_weight = 1.0
     remote = TurnSearch(client)
-    games = 24  # 24 x ~100 successors: several pipelined requests per turn
+    games = 24  # 24 x ~100 successors per turn
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64), DICE_RNG)
     rows = np.arange(games, dtype=np.int64)
@@ -74,6 +74,11 @@ def test_turn_search_over_the_socket_matches_in_process(served) -> None:
             agree += int((a_local == a_remote).sum())
             total += games
             apply_actions_batch(states, rows, a_local)
+        # Values-only calls cut into many chunks (several in flight) come back in row order.
+        x = np.random.default_rng(5).random((300, num_features("turn")), dtype=np.float32)
+        np.testing.assert_allclose(
+            client.evaluate_values(x, chunk_rows=37), local.evaluator.evaluate_values(x), atol=1e-5
+        )
     finally:
         client.close()
     assert agree == total

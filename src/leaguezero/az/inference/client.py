@@ -184,11 +184,14 @@ class InferenceClient:
         """Evaluator protocol: priors float32 [N, A] (masked softmax) and values float32 [N]."""
         return self.evaluate_model(self.model_id, features, legal)
 
-    def evaluate_values(self, features: np.ndarray, chunk_rows: int = 1024) -> np.ndarray:
+    def evaluate_values(self, features: np.ndarray, chunk_rows: int = 8192) -> np.ndarray:
         """ValueEvaluator: the search utility float32 [N] of ``features`` [N, F], asked as
         values-only requests (A = 0: the server skips the policy head and sends no logits), in
-        chunks of ``chunk_rows`` that are all in flight at once so the server's forward of one
-        overlaps the transfer of the next."""
+        chunks of ``chunk_rows`` sent as backpressure (``max_pending_total``) allows.
+
+        Chunks are large because the server's value path works per request: fewer, larger
+        forwards keep more duplicate boards in one call and pay the per-frame costs less often
+        (``python benchmarks/turn_search.py --chunk-rows 8192 1024`` compares them)."""
         pending = [
             self.submit(chunk, np.zeros((len(chunk), 0), np.bool_))
             for chunk in (features[i : i + chunk_rows] for i in range(0, len(features), chunk_rows))
