@@ -82,9 +82,10 @@ class Server:
 def start_server(*args: str, expect_fail: bool = False) -> Server:
     """Run ``yz infer-server ARGS`` in a new process and wait for its ``listening on`` line."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    if "--dtype" not in args:  # exact answers: the default (self-play's) may be bfloat16
-        args = (*args, "--dtype", "float32")
-    cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", *args]
+    # float32 unless the test picks a dtype: answers are compared with this process's float32
+    # forward (the server's default, selfplay.inference_dtype, is bfloat16 where the CPU has it).
+    dtype = [] if "--dtype" in args else ["--dtype", "float32"]
+    cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", *args, *dtype]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
