@@ -33,6 +33,8 @@ from leaguezero.yatzy.game.tables import (
     KEEP_ALL,
     MARK_OFFSET,
     SCORES,
+    UPPER_BONUS,
+    UPPER_BONUS_THRESHOLD,
     keep_bit,
 )
 
@@ -103,7 +105,8 @@ def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = 
         now = SCORES[dice, cat] if your_turn and open_for_you else ""
         lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
     lines.append(
-        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}\n"
+        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}   "
+        f"(bonus {UPPER_BONUS} at {UPPER_BONUS_THRESHOLD})\n"
         f"{'score':>17} {state[S_SCORE]:>6} {state[S_SCORE + 1]:>6}"
     )
     if not is_terminal(state):
@@ -151,6 +154,8 @@ def play_game(
     new_match(state, seed, DICE_KEYED)
     filled: list[dict[int, int]] = [{}, {}]
     values_of = None
+    starts = "you start" if human == 0 else f"{agent.name} starts"
+    say(f"you play {agent.name}; {starts} (you are seat {human}, --seat changes it)")
     if oracle is not None:
         from leaguezero.yatzy.agents.oracle import OracleAgent
 
@@ -175,7 +180,8 @@ def play_game(
                 continue
             if text.strip().lower() in ("hint", "h", "?"):
                 score = int(state[S_SCORE + human])
-                say(_hint(values, dice, score) if values is not None else "no oracle loaded")
+                hint = _hint(values, int(state[S_DICE]), score) if values is not None else None
+                say(hint or "no oracle loaded")
                 continue
             try:
                 action = parse_move(text, dice)
@@ -204,14 +210,18 @@ def play_game(
     return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
 
 
-def _hint(values: np.ndarray, dice: list[int], score: int) -> str:
+def _hint(values: np.ndarray, dice_index: int, score: int) -> str:
+    """The oracle's five best distinct options; a mark that scores 0 says so (a scratch)."""
+    dice = [int(v) for v in DICE[dice_index]]
     order = np.argsort(-np.nan_to_num(values, nan=-1e9))
     seen, lines = set(), []
     for a in order:
         if np.isnan(values[a]) or round(float(values[a]), 6) in seen:
             continue  # equal-valued KeepMasks over equal dice: show one
         seen.add(round(float(values[a]), 6))
-        lines.append(f"  {_move_text(int(a), dice):<34} {score + values[a]:8.1f}")
+        zero = a >= MARK_OFFSET and SCORES[dice_index, a - MARK_OFFSET] == 0
+        note = "   (scores 0 in this box)" if zero else ""
+        lines.append(f"  {_move_text(int(a), dice):<34} {score + values[a]:8.1f}{note}")
         if len(lines) == 5:
             break
     header = "oracle's best options (your expected final score, playing on perfectly alone):"

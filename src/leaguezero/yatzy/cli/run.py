@@ -14,8 +14,10 @@ import typer
 
 from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import (
+    CHECKPOINT_NAMES,
     ConfigOpt,
     SetOpt,
+    build_cli_agent,
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
@@ -364,8 +366,8 @@ def gate(
 
 @app.command("oracle-eval")
 def oracle_eval(
-    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
-    cand: Annotated[Path | None, typer.Option(help="Candidate checkpoint.")] = None,
+    best: Annotated[str, typer.Option(help=f"Best checkpoint: {CHECKPOINT_NAMES}.")],
+    cand: Annotated[str | None, typer.Option(help=f"Candidate: {CHECKPOINT_NAMES}.")] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     seed: Annotated[int, typer.Option(help="Evaluation seed.")] = 0,
@@ -373,7 +375,6 @@ def oracle_eval(
     json_out: JsonOpt = False,
 ) -> None:
     """Solitaire stats and oracle regret for the oracle, best and candidate."""
-    from leaguezero.yatzy.agents.model import ModelAgent
     from leaguezero.yatzy.agents.oracle import OracleAgent
     from leaguezero.yatzy.train.evaluation import solitaire_eval
 
@@ -383,12 +384,9 @@ def oracle_eval(
     games = cfg.oracle_eval.games or 100
     settings = search_settings(cfg, cfg.oracle_eval.sims)
     agents = {"oracle": OracleAgent(oracle=oracle)}
-    try:
-        agents["best"] = ModelAgent.from_settings(best, settings)
-        if cand is not None:
-            agents["candidate"] = ModelAgent.from_settings(cand, settings)
-    except (FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
+    agents["best"] = build_cli_agent(best, settings, checkpoint=True)
+    if cand is not None:
+        agents["candidate"] = build_cli_agent(cand, settings, checkpoint=True)
     results = {}
     for name, agent in agents.items():
         res = solitaire_eval(agent, oracle, games, seed)
@@ -401,12 +399,14 @@ def oracle_eval(
         typer.echo(json.dumps(results))
         return
     typer.echo(
-        f"{'agent':<10}{'mean':>8}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}{'regret/g':>9}"
+        f"{'agent':<10}{'boards':>7}{'mean ± SE':>15}{'median':>8}{'std':>7}{'bonus':>7}"
+        f"{'match':>7}{'regret/g':>9}"
     )
     for name, r in results.items():
         if isinstance(r, dict):
             typer.echo(
-                f"{name:<10}{r['mean']:>8.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
+                f"{name:<10}{r['boards']:>7}{r['mean']:>9.1f} ± {r['se']:<4.1f}"
+                f"{r['median']:>8.0f}{r['std']:>7.1f}"
                 f"{r['bonus_rate']:>7.2f}{r['oracle_match_rate']:>7.3f}"
                 f"{r['mean_regret_per_game']:>9.1f}"
             )
