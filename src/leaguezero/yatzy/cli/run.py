@@ -117,6 +117,7 @@ def run(
         summary_text,
     )
     from leaguezero.yatzy.config import YatzyConfig
+    from leaguezero.yatzy.train.kinds import search_kind
     from leaguezero.yatzy.train.loop import RunDir, init_run, run_iteration
 
     run_dir = RunDir(out)
@@ -200,7 +201,8 @@ def run(
                     progress.sims_per_game = sp["sims"] / sp["games"]
                 line = summary_text(
                     record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
-                    resumed=resumed,
+                    resumed=resumed, trains_policy=search_kind(cfg.search.kind).trains_policy,
+                    max_gate_games=cfg.gate.max_games,
                 )  # fmt: skip
                 progress.echo_above(line, typer.echo)
     except BaseException as err:

@@ -32,7 +32,8 @@ class SearchKind:
 
     ``feature_schema_id`` / ``num_features``: what its network reads; ``shard_schema``: the
     replay shards its self-play writes; ``selfplay``: ``run_selfplay``-compatible self-play;
-    ``hero``: the :class:`~leaguezero.yatzy.train.slots.SelfPlayHero` of the slot loops."""
+    ``hero``: the :class:`~leaguezero.yatzy.train.slots.SelfPlayHero` of the slot loops;
+    ``trains_policy``: whether its network has a policy head to train (PUCT's priors)."""
 
     name: str
     feature_schema_id: int
@@ -40,6 +41,7 @@ class SearchKind:
     shard_schema: ShardSchema
     selfplay: Callable
     hero: HeroFactory
+    trains_policy: bool
 
     @property
     def checkpoint_schema(self) -> SchemaIds:
@@ -54,8 +56,11 @@ _TURN = SearchKind(
     shard_schema=TURN_SHARD_SCHEMA,
     selfplay=run_turn_selfplay,
     hero=TurnHero,
+    trains_policy=False,
 )
-_PUCT = SearchKind("puct", FEATURE_SCHEMA_ID, NUM_FEATURES, SHARD_SCHEMA, run_selfplay, PuctHero)
+_PUCT = SearchKind(
+    "puct", FEATURE_SCHEMA_ID, NUM_FEATURES, SHARD_SCHEMA, run_selfplay, PuctHero, True
+)
 KINDS: dict[str, SearchKind] = {k.name: k for k in (_TURN, _PUCT)}
 SEARCH_KINDS = tuple(KINDS)
 
