@@ -265,9 +265,20 @@ class YatzyConfig(Section):
 
     @model_validator(mode="after")
     def _arch_fits_search(self) -> YatzyConfig:
-        if self.model.arch == "board_towers" and self.search.kind != "turn":
-            raise ValueError(
-                "model.arch=board_towers reads turn starts: use search.kind=turn, or "
-                "model.arch=resmlp (or auto) with PUCT"
-            )
+        network_arch(self.model.arch, self.search.kind)
         return self
+
+
+def network_arch(arch: str, kind: str) -> str:
+    """The network architecture of ``model.arch`` for search ``kind`` (``auto``: board towers for
+    the turn search, the residual MLP for PUCT). The one place that holds the rule "board towers
+    need the turn search": they read turn starts, which only the turn search records. Raises
+    ValueError otherwise."""
+    if arch == "auto":
+        return "board_towers" if kind == "turn" else "resmlp"
+    if arch == "board_towers" and kind != "turn":
+        raise ValueError(
+            "model.arch=board_towers reads turn starts: use search.kind=turn, or "
+            "model.arch=resmlp (or auto) with PUCT"
+        )
+    return arch

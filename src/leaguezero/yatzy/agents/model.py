@@ -85,10 +85,14 @@ class ModelAgent:
 
     @staticmethod
     def from_spec(
-        spec: str, seed: int = 0, settings: SearchSettings | None = None, **options: object
+        spec: str,
+        seed: int = 0,
+        settings: SearchSettings | None = None,
+        name: str | None = None,
+        **options: object,
     ):
         """The agent of ``PATH[?key=value&...]``: ``settings`` (default: the config defaults)
-        with the spec's options and ``options`` applied."""
+        with the spec's options and ``options`` applied; ``name`` as in :meth:`from_settings`."""
         path_text, _, query = spec.partition("?")
         opts: dict[str, object] = dict(parse_qsl(query))
         opts.update(options)
@@ -99,7 +103,9 @@ class ModelAgent:
             raise ValueError(f"unknown search {kind!r}: use search=turn or search=puct")
         opts.pop("table_path", None)  # make_agent passes it to every agent; only the oracle's
         settings = (settings or SearchSettings()).with_options(opts)
-        return ModelAgent.from_settings(path, settings, seed=seed, device=device, kind=kind)
+        return ModelAgent.from_settings(
+            path, settings, seed=seed, device=device, kind=kind, name=name
+        )
 
     @staticmethod
     def from_settings(

@@ -12,9 +12,12 @@ import typer.core
 from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.bench import app as bench_app
 from leaguezero.yatzy.cli.common import (
+    AGENT_NAMES,
     ConfigOpt,
     SetOpt,
+    build_cli_agent,
     load_yatzy_config,
+    se_text,
     search_settings,
 )
 from leaguezero.yatzy.cli.infer import app as infer_app
@@ -128,21 +131,13 @@ def rules_legal(
         typer.echo(f"{a:3d}  {action_label(a, values)}")
 
 
-AGENT_HELP = (
-    "random | greedy | oracle | pretrained (the network shipped with the package) | "
-    "pretrained?depth=2 (two turns deep) | model:PATH[?search=turn|puct&depth=2&sims=N]"
-)
-
-
 @app.command("match")
 def match(
-    a: Annotated[str, typer.Option("--a", help=f"Agent A: {AGENT_HELP}")],
-    b: Annotated[str, typer.Option("--b", help="Agent B (as --a).")],
+    a: Annotated[str, typer.Option("--a", help=f"Agent A: {AGENT_NAMES}")],
+    b: Annotated[str, typer.Option("--b", help=f"Agent B: {AGENT_NAMES}")],
     games: Annotated[
         int,
-        typer.Option(
-            help="Games to play, in side-swapped pairs (an odd number is rounded up).", min=1
-        ),
+        typer.Option(help="Games to play, in side-swapped pairs (odd: one more).", min=1),
     ] = 200,
     seed: Annotated[int, typer.Option(help="Match seed (episode seeds derive from it).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -150,24 +145,24 @@ def match(
     set_: SetOpt = None,
 ) -> None:
     """Paired, side-swapped games between two agents; dice are keyed by seat."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from leaguezero.yatzy.agents.match import play_match
-    from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
 
     settings = search_settings(load_yatzy_config(config, set_))
-    try:
-        agent_a = make_agent(a, seed=seed, settings=settings)
-        agent_b = make_agent(b, seed=seed + 1, settings=settings)
-    except (AgentSpecError, FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
+    agent_a = build_cli_agent(a, settings, seed=seed)
+    agent_b = build_cli_agent(b, seed=seed + 1, settings=settings)
     n_games = games + games % 2
-    from rich.console import Console
-
-    # On stderr, so --json's stdout stays one object while a long match still shows progress.
     with Progress(
-        TextColumn("match"), BarColumn(), MofNCompleteColumn(), transient=True,
-        console=Console(stderr=True),
+        TextColumn("match"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        transient=True, console=Console(stderr=True),
     ) as progress:  # fmt: skip
         task = progress.add_task("decisions", total=n_games * 45)  # ~45 decisions per game
         result = play_match(
@@ -178,12 +173,10 @@ def match(
     if json_out:
         typer.echo(json.dumps(record))
         return
-    # A standard error of 0 (every pair won, or every game drawn) says nothing about the spread.
-    spread = f"± {s.a_win_rate_se:.4f}" if s.a_win_rate_se > 0 else "(too few games for an SE)"
     typer.echo(
         f"{a} vs {b}: {s.games} games ({s.pairs} side-swapped pairs), seed {seed}\n"
-        f"  a_win_rate   {s.a_win_rate:.4f} {spread}  "
+        f"  a_win_rate   {s.a_win_rate:.4f} ± {se_text(s.a_win_rate_se, 4)}  "
         f"(wins {s.a_wins}, draws {s.draws}, losses {s.b_wins})\n"
         f"  mean score   {a}: {s.a_score_mean:.2f}   {b}: {s.b_score_mean:.2f}\n"
-        f"  paired diff  {s.score_diff_mean:+.2f} ± {s.score_diff_se:.2f} points per game"
+        f"  paired diff  {s.score_diff_mean:+.2f} ± {se_text(s.score_diff_se, 2)} points per game"
     )

@@ -44,3 +44,31 @@ def search_settings(cfg, sims: int | None = None):
     from leaguezero.yatzy.search.settings import SearchSettings
 
     return SearchSettings.from_config(cfg).evaluation(sims)
+
+
+# The agent names every command accepts (the catalogue: leaguezero.yatzy.agents.registry).
+AGENT_NAMES = "random | greedy | oracle | pretrained | pretrained?depth=2 | model:PATH"
+CHECKPOINT_NAMES = "a .pt file, model:PATH, pretrained or pretrained?depth=2"
+
+
+def build_cli_agent(text: str, settings, *, seed: int = 0, checkpoint: bool = False, **kw):
+    """The agent a command names with ``text`` (a bare path counts as a checkpoint), searching
+    with ``settings``; ``checkpoint`` insists on a network. A bad name exits with one line that
+    lists what is accepted."""
+    from leaguezero.yatzy.agents.registry import AgentSpecError, build_agent, parse_agent_spec
+
+    try:
+        spec = parse_agent_spec(text, bare_path=True)
+        if checkpoint and not spec.is_checkpoint:
+            raise AgentSpecError(f"{text!r} is a bot, not a checkpoint: give {CHECKPOINT_NAMES}")
+        return build_agent(spec, seed=seed, settings=settings, **kw)
+    except (AgentSpecError, FileNotFoundError, ValueError) as err:
+        raise fail(str(err)) from None
+
+
+def se_text(se: float, digits: int) -> str:
+    """A standard error for a person: ``too few games`` where it is NaN or rounds to 0 (a win
+    rate of 0 or 1 over a few games has no spread, not a certain value)."""
+    if se != se or round(se, digits) == 0:
+        return "? (too few games)"
+    return f"{se:.{digits}f}"

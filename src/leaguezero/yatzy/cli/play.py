@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import (
+    AGENT_NAMES,
     ConfigOpt,
     SetOpt,
+    build_cli_agent,
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
@@ -23,12 +23,7 @@ app = typer.Typer()  # mounted flat by the yz app
 @app.command("play")
 def play(
     model: Annotated[
-        str,
-        typer.Option(
-            "--agent",
-            help="Opponent: greedy | random | oracle | pretrained (the network shipped with the "
-            "package) | pretrained?depth=2 (two turns deep) | a checkpoint path | model:PATH",
-        ),
+        str, typer.Option("--agent", help=f"Opponent: {AGENT_NAMES} or a .pt file.")
     ] = "greedy",
     seat: Annotated[int, typer.Option(min=0, max=1, help="Your seat: 0 moves first.")] = 0,
     seed: Annotated[int, typer.Option(help="Dice seed of the game.")] = 0,
@@ -46,22 +41,9 @@ def play(
 ) -> None:
     """Play a game against an agent in the terminal; the oracle judges each of your moves."""
     from leaguezero.yatzy.agents.play import HELP, play_game
-    from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
 
-    spec = model
-    path = Path(model.removeprefix("model:").split("?")[0])
-    if Path(model).is_file():
-        spec = f"model:{model}"
-    elif (model.startswith("model:") or path.suffix == ".pt" or "/" in model) and not (
-        path.is_file()
-    ):  # meant as a checkpoint: say so rather than "unknown agent"
-        raise fail(f"checkpoint file {path} does not exist; give a .pt file or a bot name "
-                   "(random, greedy, oracle)")  # fmt: skip
-    try:
-        settings = search_settings(load_yatzy_config(config, set_), sims)
-        agent = make_agent(spec, seed=seed, settings=settings)
-    except (AgentSpecError, FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
+    settings = search_settings(load_yatzy_config(config, set_), sims)
+    agent = build_cli_agent(model, settings, seed=seed)
     oracle = load_oracle_with_notice(None) if oracle_judge else None
     typer.echo(HELP)
 

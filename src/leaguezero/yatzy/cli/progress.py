@@ -154,11 +154,11 @@ class RunProgress:
 
     # ------------------------------------------------------------------ run level
     def run_eta_s(self) -> float:
-        """Seconds left for the run: measured iterations' mean (else the estimate) x left."""
-        # The first iteration of a process compiles the numba kernels (self-play starts slow):
-        # once a later one is measured, it no longer counts.
-        measured = self.measured[1:] if len(self.measured) > 1 else self.measured
-        per = sum(measured) / len(measured) if measured else self.per_iteration_s
+        """Seconds left for the run: the mean of the measured iterations (else the estimate) x
+        left. This process's first iteration is never measured for it: it also compiles the
+        numba kernels of the first self-play, so it runs up to twice as long."""
+        steady = self.measured[1:]
+        per = sum(steady) / len(steady) if steady else self.per_iteration_s
         elapsed = time.monotonic() - self.iteration_started
         return max(0.0, per - elapsed) + per * max(0, self.iterations - self.finished - 1)
 
@@ -294,6 +294,14 @@ def _num(value: object, fmt: str) -> str:
     return format(value, fmt) if ok else "-"
 
 
+def _early(gate: dict, max_games: int | None) -> str:
+    """``; the sequential test stopped after N of M games`` when it stopped gating early."""
+    games = gate.get("games")
+    if max_games is None or not isinstance(games, int) or games >= max_games:
+        return ""
+    return f"; the sequential test stopped after {games} of {max_games} games"
+
+
 GATE_REASONS = {  # train/gate.py's reasons, as a reader of the summary line would put them
     "sprt_h1": "significantly better",
     "sprt_h0": "significantly not better",
@@ -302,29 +310,38 @@ GATE_REASONS = {  # train/gate.py's reasons, as a reader of the summary line wou
 }
 
 
-def _loss_text(tr: dict) -> str:
-    """The training loss that means something: the value (+ margin) loss, and the policy loss
-    only when one is trained (the turn search trains no policy head). Targets move as the
-    network improves, so these need not fall from one iteration to the next."""
-    value = tr.get("loss_value")
-    margin = tr.get("loss_margin")
-    policy = tr.get("loss_policy")
-    text = f"value loss {_num(value, '.4f')}"
-    if isinstance(margin, int | float) and margin > 0:
-        text += f", margin {_num(margin, '.4f')}"
-    if isinstance(policy, int | float) and policy > 0:
-        text += f", policy {_num(policy, '.3f')}"
-    first, last = tr.get("first_loss_total"), tr.get("loss_total")
-    return f"training {text} (total {_num(first, '.4f')} -> {_num(last, '.4f')} this iteration)"
+def loss_text(train: dict, *, trains_policy: bool) -> str:
+    """The training losses that mean something for the search kind: PUCT's total (first ->
+    last quarter of the steps, dominated by the policy head) with its heads; the turn search has
+    no policy head, so its value and margin losses alone, with three significant digits (they
+    are small, and rise when the targets move: new self-play data, not a broken trainer)."""
+    value, margin = _num(train.get("loss_value"), ".3g"), _num(train.get("loss_margin"), ".3g")
+    heads = f"value {value}, margin {margin}"
+    if not trains_policy:
+        return f"training loss {heads}"
+    return (
+        f"training loss {_num(train.get('first_loss_total'), '.2f')} -> "
+        f"{_num(train.get('loss_total'), '.2f')} (policy {_num(train.get('loss_policy'), '.3g')}, "
+        f"{heads})"
+    )
 
 
 def summary_text(
-    record: dict, *, last: int, seconds: float, games: int | None, resumed: bool
+    record: dict,
+    *,
+    last: int,
+    seconds: float,
+    games: int | None,
+    resumed: bool,
+    trains_policy: bool = True,
+    max_gate_games: int | None = None,
 ) -> str:
     """The per-iteration line in plain words (all numbers stay in iteration_stats.ndjson).
 
     ``record`` is what ``loop.run_iteration`` returns; ``games`` the self-play games of the
-    iteration on disk (a resumed iteration played only part of them in this process).
+    iteration on disk (a resumed iteration played only part of them in this process);
+    ``trains_policy`` whether the search kind trains a policy head (:func:`loss_text`);
+    ``max_gate_games`` ``gate.max_games``, to say when the sequential test stopped early.
     """
     sp, tr, gt = record.get("selfplay", {}), record.get("train", {}), record.get("gate", {})
     ev = record.get("eval", {})
@@ -335,20 +352,16 @@ def summary_text(
     parts = [
         f"iteration {record['iteration']}/{last} took {took}",
         f"self-play {_num(games, 'd')} games at {_num(sp.get('sims_per_s'), ',.0f')} sims/s",
-        _loss_text(tr),
-        f"candidate won {_pct(gt.get('a_win_rate'))} of {_num(gt.get('games'), 'd')} games "
-        f"against the best: {decision} ({GATE_REASONS.get(str(reason), str(reason))}"
-        + (
-            f"; the sequential test stopped after {_num(gt.get('games'), 'd')} games)"
-            if str(reason) in ("sprt_h1", "sprt_h0")
-            else ")"
-        ),
+        loss_text(tr, trains_policy=trains_policy),
+        f"candidate won {_pct(gt.get('a_win_rate'))} ± {_pct(gt.get('a_win_rate_se'))} of "
+        f"{_num(gt.get('games'), 'd')} games against the best: {decision} "
+        f"({GATE_REASONS.get(str(reason), str(reason))}{_early(gt, max_gate_games)})",
     ]
     if "candidate" in ev:
         cand = ev["candidate"]
         parts.append(
             f"candidate scores {_num(cand.get('mean'), '.1f')} ± {_num(cand.get('se'), '.1f')} "
-            f"alone over {_num(cand.get('boards'), 'd')} boards (perfect play 248.4)"
+            f"alone on {_num(cand.get('boards'), 'd')} boards (perfect play 248.4)"
         )
     if "vs_greedy" in ev:
         parts.append(

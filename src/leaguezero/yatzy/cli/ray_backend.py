@@ -35,7 +35,7 @@ from leaguezero.distributed.runtime import init_ray
 from leaguezero.distributed.tasks import run_task
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.loop import Backend, RunDir, train_phase
-from leaguezero.yatzy.train.selfplay import SelfPlayStats
+from leaguezero.yatzy.train.slots import SelfPlayStats
 from leaguezero.yatzy.train.workers import combine_stats, split_games
 
 MAX_RESTARTS = 3  # per actor: a worker that dies more often than this fails the iteration

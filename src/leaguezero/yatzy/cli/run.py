@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 import signal
 import sys
 from contextlib import contextmanager
@@ -15,8 +14,10 @@ import typer
 
 from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import (
+    CHECKPOINT_NAMES,
     ConfigOpt,
     SetOpt,
+    build_cli_agent,
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
@@ -116,6 +117,7 @@ def run(
         summary_text,
     )
     from leaguezero.yatzy.config import YatzyConfig
+    from leaguezero.yatzy.train.kinds import search_kind
     from leaguezero.yatzy.train.loop import RunDir, init_run, run_iteration
 
     run_dir = RunDir(out)
@@ -199,7 +201,8 @@ def run(
                     progress.sims_per_game = sp["sims"] / sp["games"]
                 line = summary_text(
                     record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
-                    resumed=resumed,
+                    resumed=resumed, trains_policy=search_kind(cfg.search.kind).trains_policy,
+                    max_gate_games=cfg.gate.max_games,
                 )  # fmt: skip
                 progress.echo_above(line, typer.echo)
     except BaseException as err:
@@ -323,29 +326,10 @@ def train(
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
 
-CHECKPOINT_HELP = (
-    "a checkpoint file, `pretrained` (the network shipped with the package; "
-    "`pretrained?depth=2` searches two turns deep) or model:PATH[?search=...&depth=...]"
-)
-
-
-def _model_agent(spec: str, settings):
-    """A model agent from a checkpoint path or an agent name that names a network."""
-    from leaguezero.yatzy.agents.model import ModelAgent
-    from leaguezero.yatzy.agents.registry import AgentSpecError, make_agent
-
-    if spec.startswith(("pretrained", "model:")):
-        try:
-            return make_agent(spec, settings=settings)
-        except AgentSpecError as err:
-            raise ValueError(str(err)) from None
-    return ModelAgent.from_settings(Path(spec), settings)
-
-
 @app.command("gate")
 def gate(
-    best: Annotated[str, typer.Option(help=f"Best network: {CHECKPOINT_HELP}.")],
-    cand: Annotated[str, typer.Option(help="Candidate network (as --best).")],
+    best: Annotated[Path, typer.Option(help="Best checkpoint.")],
+    cand: Annotated[Path, typer.Option(help="Candidate checkpoint.")],
     config: ConfigOpt = None,
     set_: SetOpt = None,
     seed_sets: Annotated[Path, typer.Option(help="Folder of persisted seed sets.")] = Path(
@@ -354,14 +338,15 @@ def gate(
     json_out: JsonOpt = False,
 ) -> None:
     """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
+    from leaguezero.yatzy.agents.model import ModelAgent
     from leaguezero.yatzy.train.gate import load_seed_set, run_gate
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
     try:
         settings = search_settings(cfg, cfg.gate.sims)
-        cand_agent = _model_agent(cand, settings)
-        best_agent = _model_agent(best, settings)
+        cand_agent = ModelAgent.from_settings(cand, settings)
+        best_agent = ModelAgent.from_settings(best, settings)
     except (FileNotFoundError, ValueError) as err:
         raise fail(str(err)) from None
     seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
@@ -383,8 +368,8 @@ def gate(
 
 @app.command("oracle-eval")
 def oracle_eval(
-    best: Annotated[str, typer.Option(help=f"Best network: {CHECKPOINT_HELP}.")],
-    cand: Annotated[str | None, typer.Option(help="Candidate network (as --best).")] = None,
+    best: Annotated[str, typer.Option(help=f"Best checkpoint: {CHECKPOINT_NAMES}.")],
+    cand: Annotated[str | None, typer.Option(help=f"Candidate: {CHECKPOINT_NAMES}.")] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     seed: Annotated[int, typer.Option(help="Evaluation seed.")] = 0,
@@ -401,12 +386,9 @@ def oracle_eval(
     games = cfg.oracle_eval.games or 100
     settings = search_settings(cfg, cfg.oracle_eval.sims)
     agents = {"oracle": OracleAgent(oracle=oracle)}
-    try:
-        agents["best"] = _model_agent(best, settings)
-        if cand is not None:
-            agents["candidate"] = _model_agent(cand, settings)
-    except (FileNotFoundError, ValueError) as err:
-        raise fail(str(err)) from None
+    agents["best"] = build_cli_agent(best, settings, checkpoint=True)
+    if cand is not None:
+        agents["candidate"] = build_cli_agent(cand, settings, checkpoint=True)
     results = {}
     for name, agent in agents.items():
         res = solitaire_eval(agent, oracle, games, seed)
@@ -418,16 +400,15 @@ def oracle_eval(
     if json_out:
         typer.echo(json.dumps(results))
         return
-    typer.echo(f"solitaire: {games} boards each, seed {seed} (more: --set oracle_eval.games=N)")
     typer.echo(
-        f"{'agent':<10}{'mean ± SE':>14}{'median':>8}{'std':>7}{'bonus':>7}{'match':>7}"
-        f"{'regret/g':>9}"
+        f"{'agent':<10}{'boards':>7}{'mean ± SE':>15}{'median':>8}{'std':>7}{'bonus':>7}"
+        f"{'match':>7}{'regret/g':>9}"
     )
     for name, r in results.items():
         if isinstance(r, dict):
-            se = r["std"] / math.sqrt(games)
             typer.echo(
-                f"{name:<10}{r['mean']:>8.1f} ± {se:<3.1f}{r['median']:>8.0f}{r['std']:>7.1f}"
+                f"{name:<10}{r['boards']:>7}{r['mean']:>9.1f} ± {r['se']:<4.1f}"
+                f"{r['median']:>8.0f}{r['std']:>7.1f}"
                 f"{r['bonus_rate']:>7.2f}{r['oracle_match_rate']:>7.3f}"
                 f"{r['mean_regret_per_game']:>9.1f}"
             )

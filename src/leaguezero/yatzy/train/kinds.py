@@ -1,88 +1,125 @@
-"""What each search kind (``search.kind``) needs from the rest of the pipeline.
+"""What each search kind (``search.kind``) needs from the rest of the pipeline: one frozen
+:class:`SearchKind` record per kind.
 
-``puct`` (the PRD's search) trains a network on feature schema 1 (positions with dice, policy
-and value heads); ``turn`` trains one on feature schema 2 (turn starts, value heads only). The
-kind decides the checkpoint schema, the replay shard schema, the network's input width and the
-self-play function; everything else (trainer, gating, evaluation, inference server, Ray) is
-shared. A checkpoint's feature schema tells which kind it plays (:func:`kind_of_schema`).
+``puct`` (the PUCT search with chance nodes, docs/search.md) trains a network on feature schema 1
+(positions with dice, policy and value heads); ``turn`` (docs/turn_search.md) trains one on
+feature schema 2 (turn starts, value heads only). The kind decides the checkpoint schema, the
+replay shard schema, the network's input width and the self-play hero; everything else (trainer,
+gating, evaluation, inference server, Ray) is shared. A checkpoint's feature schema tells which
+kind it plays (:func:`kind_of_schema`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from leaguezero.az.checkpoint import SchemaIds
 from leaguezero.az.replay import ShardSchema
+from leaguezero.yatzy.config import network_arch
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, RULESET_ID
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.train.net import build_net
 from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA, PuctHero, run_selfplay
+from leaguezero.yatzy.train.slots import HeroFactory
 from leaguezero.yatzy.train.turn_selfplay import TURN_SHARD_SCHEMA, TurnHero, run_turn_selfplay
 
-SEARCH_KINDS = ("turn", "puct")
-_FEATURES = {"puct": FEATURE_SCHEMA_ID, "turn": TURN_FEATURE_SCHEMA_ID}
-_WIDTH = {"puct": NUM_FEATURES, "turn": NUM_TURN_FEATURES}
-_SHARDS = {"puct": SHARD_SCHEMA, "turn": TURN_SHARD_SCHEMA}
-_SELFPLAY = {"puct": run_selfplay, "turn": run_turn_selfplay}
-_HEROES = {"puct": PuctHero, "turn": TurnHero}
+
+@dataclass(frozen=True)
+class SearchKind:
+    """One search kind: the network it trains and the self-play that feeds it.
+
+    ``feature_schema_id`` / ``num_features``: what its network reads; ``shard_schema``: the
+    replay shards its self-play writes; ``selfplay``: ``run_selfplay``-compatible self-play;
+    ``hero``: the :class:`~leaguezero.yatzy.train.slots.SelfPlayHero` of the slot loops;
+    ``trains_policy``: whether its network has a policy head to train (PUCT's priors)."""
+
+    name: str
+    feature_schema_id: int
+    num_features: int
+    shard_schema: ShardSchema
+    selfplay: Callable
+    hero: HeroFactory
+    trains_policy: bool
+
+    @property
+    def checkpoint_schema(self) -> SchemaIds:
+        """The schema ids a checkpoint of this kind carries (checked on every load)."""
+        return SchemaIds(self.feature_schema_id, ACTION_SPACE_ID, RULESET_ID)
 
 
-def _check(kind: str) -> str:
-    if kind not in _FEATURES:
-        raise ValueError(f"unknown search kind {kind!r}: use {' or '.join(SEARCH_KINDS)}")
-    return kind
+_TURN = SearchKind(
+    name="turn",
+    feature_schema_id=TURN_FEATURE_SCHEMA_ID,
+    num_features=NUM_TURN_FEATURES,
+    shard_schema=TURN_SHARD_SCHEMA,
+    selfplay=run_turn_selfplay,
+    hero=TurnHero,
+    trains_policy=False,
+)
+_PUCT = SearchKind(
+    "puct", FEATURE_SCHEMA_ID, NUM_FEATURES, SHARD_SCHEMA, run_selfplay, PuctHero, True
+)
+KINDS: dict[str, SearchKind] = {k.name: k for k in (_TURN, _PUCT)}
+SEARCH_KINDS = tuple(KINDS)
+
+
+def search_kind(kind: str) -> SearchKind:
+    """The record of ``kind``; ValueError naming the known kinds otherwise."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown search kind {kind!r}: use {' or '.join(SEARCH_KINDS)}") from None
 
 
 def feature_schema_id(kind: str) -> int:
     """The feature schema id a ``kind`` network reads."""
-    return _FEATURES[_check(kind)]
+    return search_kind(kind).feature_schema_id
 
 
 def num_features(kind: str) -> int:
     """The input width F of a ``kind`` network."""
-    return _WIDTH[_check(kind)]
+    return search_kind(kind).num_features
 
 
 def checkpoint_schema(kind: str) -> SchemaIds:
     """The schema ids a ``kind`` checkpoint carries (checked on every load)."""
-    return SchemaIds(_FEATURES[_check(kind)], ACTION_SPACE_ID, RULESET_ID)
+    return search_kind(kind).checkpoint_schema
 
 
 def shard_schema(kind: str) -> ShardSchema:
     """The replay shard schema a ``kind`` self-play writes and its trainer reads."""
-    return _SHARDS[_check(kind)]
+    return search_kind(kind).shard_schema
 
 
 def selfplay_function(kind: str) -> Callable:
     """``run_selfplay`` or ``run_turn_selfplay`` (same signature and resume contract)."""
-    return _SELFPLAY[_check(kind)]
+    return search_kind(kind).selfplay
 
 
-def hero_factory(kind: str) -> Callable:
+def hero_factory(kind: str) -> HeroFactory:
     """The hero searcher of the self-play and league slot loops (``PuctHero`` | ``TurnHero``)."""
-    return _HEROES[_check(kind)]
+    return search_kind(kind).hero
 
 
 def build_network(cfg, seed: int = 0):
-    """A freshly initialised network for ``cfg.search.kind`` and ``cfg.model`` (``arch: auto``
-    is board towers for the turn search, the residual MLP for PUCT)."""
-    kind = _check(cfg.search.kind)
-    arch = cfg.model.arch
-    if arch == "auto":
-        arch = "board_towers" if kind == "turn" else "resmlp"
-    if arch == "board_towers" and kind != "turn":
-        raise ValueError("model.arch=board_towers reads turn starts: it needs search.kind=turn")
+    """A freshly initialised network for ``cfg.search.kind`` and ``cfg.model``
+    (:func:`leaguezero.yatzy.config.network_arch` resolves ``arch: auto``)."""
+    kind = search_kind(cfg.search.kind)
     m = cfg.model
-    return build_net(m.hidden, m.blocks, m.margin_head, seed, num_features=_WIDTH[kind], arch=arch)
+    arch = network_arch(m.arch, kind.name)
+    return build_net(
+        m.hidden, m.blocks, m.margin_head, seed, num_features=kind.num_features, arch=arch
+    )
 
 
 def kind_of_schema(feature_schema_id: int) -> str:
     """The search kind a network with this feature schema plays; ValueError if none."""
-    for kind, fid in _FEATURES.items():
-        if fid == feature_schema_id:
-            return kind
+    for kind in KINDS.values():
+        if kind.feature_schema_id == feature_schema_id:
+            return kind.name
     raise ValueError(
         f"feature schema {feature_schema_id} is not a Yatzy network schema "
-        f"(known: {', '.join(f'{v} ({k})' for k, v in _FEATURES.items())})"
+        f"(known: {', '.join(f'{k.feature_schema_id} ({k.name})' for k in KINDS.values())})"
     )

@@ -2,7 +2,8 @@
 
 League agents are named in ``league.json``: the bots ``random``, ``greedy`` and ``oracle`` have
 no path; ``base_model`` (the untrained initial net) and every checkpoint have a checkpoint path.
-:func:`build_league_agent` turns an entry into a match agent (:mod:`leaguezero.yatzy.agents`).
+:func:`build_league_agent` turns an entry into a match agent through the agent catalogue
+(:mod:`leaguezero.yatzy.agents.registry`).
 
 :func:`yatzy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator` in a
 fresh process (by its import path ``leaguezero.yatzy.train.league_eval:yatzy_tournament``): the
@@ -18,11 +19,11 @@ import os
 from pathlib import Path
 
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
-from leaguezero.yatzy.agents.base import Agent, GreedyAgent, RandomAgent
+from leaguezero.yatzy.agents.base import Agent
+from leaguezero.yatzy.agents.registry import BOT_NAMES, AgentSpec, build_agent
 from leaguezero.yatzy.search.settings import SearchSettings
 
 TOURNAMENT = "leaguezero.yatzy.train.league_eval:yatzy_tournament"
-BOT_NAMES = ("random", "greedy", "oracle")
 GAME = "yatzy"
 
 
@@ -45,24 +46,19 @@ def build_league_agent(
     maps a relative path to a filesystem path (``LeagueRegistry.resolve``). Raises
     ``ValueError`` for an unknown bot and ``FileNotFoundError`` for a missing checkpoint.
     """
-    if info.path is not None:
-        from leaguezero.yatzy.agents.model import ModelAgent
-
-        path = Path(resolve(info.path) if resolve is not None else info.path)
+    if info.path is None and info.name not in BOT_NAMES:
+        raise ValueError(
+            f"league agent {info.name!r} has no checkpoint path and is not one of the Yatzy bots "
+            f"{', '.join(BOT_NAMES)}; fix league.json"
+        )
+    path = None if info.path is None else Path(resolve(info.path) if resolve else info.path)
+    if path is not None:
         settings = settings or SearchSettings().evaluation(0)
-        return ModelAgent.from_settings(path, settings, seed=seed, name=info.name)
-    if info.name == "random":
-        return RandomAgent(seed=seed)
-    if info.name == "greedy":
-        return GreedyAgent()
-    if info.name == "oracle":
-        from leaguezero.yatzy.agents.oracle import OracleAgent
-
-        return OracleAgent(table_path=oracle_table, oracle=oracle)
-    raise ValueError(
-        f"league agent {info.name!r} has no checkpoint path and is not one of the Yatzy bots "
-        f"{', '.join(BOT_NAMES)}; fix league.json"
-    )
+    spec = AgentSpec(info.name, path)
+    return build_agent(
+        spec, seed=seed, settings=settings, oracle=oracle, oracle_table=oracle_table,
+        name=info.name,
+    )  # fmt: skip
 
 
 def yatzy_tournament(

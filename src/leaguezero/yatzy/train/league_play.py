@@ -1,6 +1,6 @@
 """League self-play: the hero against sampled league opponents, many games in lockstep.
 
-A variant of :func:`leaguezero.yatzy.train.selfplay.run_selfplay` for league training. Every game
+A variant of :func:`leaguezero.yatzy.train.slots.play_selfplay` for league training. Every game
 seats the hero (the current best net, searched with root noise and temperature exactly as in
 self-play) against one opponent drawn for that game (``sample(game_index)``, PFSP in practice):
 
@@ -48,9 +48,10 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     apply_actions_batch,
 )
-from leaguezero.yatzy.train.selfplay import (
+from leaguezero.yatzy.train.selfplay import PuctHero
+from leaguezero.yatzy.train.slots import (
+    HeroFactory,
     OracleValues,
-    PuctHero,
     SelfPlayStats,
     resume_point,
     run_slots,
@@ -87,7 +88,7 @@ def run_league_selfplay(
     roots_log: EventWriter | None = None,
     oracle_values: OracleValues | None = None,
     progress: Callable[[int], None] | None = None,
-    hero_factory: Callable[..., PuctHero] = PuctHero,
+    hero_factory: HeroFactory = PuctHero,
 ) -> LeagueSelfPlayStats:
     """Play ``games`` league games (hero vs ``sample(i)``'s opponent) into replay shards.
 
@@ -95,7 +96,7 @@ def run_league_selfplay(
     of a non-mirror opponent (callers cache them); ``hero`` is the hero's league name (it fills
     both seats of mirror games in the match log); ``step`` is the hero's training step, stamped
     on the match results. Other arguments (``hero_factory``: the hero's search, PUCT or the
-    turn search) as in :func:`~leaguezero.yatzy.train.selfplay.run_selfplay`.
+    turn search) as in :func:`~leaguezero.yatzy.train.slots.play_selfplay`.
     """
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])

@@ -39,7 +39,7 @@ from leaguezero.yatzy.train.kinds import (
     selfplay_function,
     shard_schema,
 )
-from leaguezero.yatzy.train.selfplay import SelfPlayStats
+from leaguezero.yatzy.train.slots import SelfPlayStats
 from leaguezero.yatzy.train.workers import run_selfplay_workers
 
 RUN_STATE_VERSION = 1

@@ -1,7 +1,7 @@
 """Several self-play worker processes on one machine.
 
 Each worker is a separate process (spawned, so numba and torch start clean) that runs
-:func:`leaguezero.yatzy.train.selfplay.run_selfplay` on its share of the games with its own
+:func:`leaguezero.yatzy.train.slots.play_selfplay` on its share of the games with its own
 worker id,
 so its shards and its resume point are its own. Workers evaluate in process (each loads the best
 checkpoint, one torch thread each) or share one inference server (``selfplay.infer`` =
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.selfplay import SelfPlayStats
+from leaguezero.yatzy.train.slots import SelfPlayStats
 
 
 def split_games(games: int, workers: int) -> list[int]:
