@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -56,16 +55,10 @@ def test_summary_line_speaks_plainly_and_counts_resumed_games():
     record = {
         "iteration": 4,
         "selfplay": {"games": 601, "sims_per_s": 41000.0},
-        "train": {
-            "first_loss_total": 0.0131,
-            "loss_total": 0.0145,
-            "loss_policy": 0.0,
-            "loss_value": 0.0031,
-            "loss_margin": 0.0114,
-        },
+        "train": {"first_loss_total": 3.1, "loss_total": 2.8},
         "gate": {"a_win_rate": 0.56, "games": 400},
         "eval": {
-            "candidate": {"mean": 181.2, "se": 0.95, "boards": 2000},
+            "candidate": {"mean": 181.2},
             "vs_greedy": {"a_win_rate": 0.4},
             "vs_oracle": {"a_win_rate": 0.05},
         },
@@ -75,24 +68,9 @@ def test_summary_line_speaks_plainly_and_counts_resumed_games():
     line = summary_text(record, last=10, seconds=150, games=768, resumed=True)
     assert "iteration 4/10 took 2m30s since resume" in line
     assert "self-play 768 games" in line  # all of the iteration's games, not the 601 after resume
-    assert "new best model (significantly better; the sequential test stopped after 400" in line
-    # The turn search trains no policy head: no flat 0 policy loss, and digits that show change.
-    assert "value loss 0.0031, margin 0.0114" in line and "policy" not in line
-    assert "0.0131 -> 0.0145" in line
-    assert "181.2 ± 0.9 alone over 2000 boards" in line or "181.2 ± 1.0 alone over 2000" in line
+    assert "new best model (significantly better)" in line
     for jargon in ("sprt", "regret/g", "loss p", "h1"):
         assert jargon not in line
-
-
-def test_run_eta_leaves_out_the_compile_iteration():
-    # Iteration 1 compiles the kernels (slow); once iteration 2 is measured, it alone counts.
-    from leaguezero.yatzy.cli.progress import RunProgress
-
-    progress = RunProgress.__new__(RunProgress)
-    progress.per_iteration_s, progress.iterations, progress.finished = 100.0, 10, 2
-    progress.measured = [300.0, 60.0]
-    progress.iteration_started = time.monotonic()
-    assert 7 * 60.0 <= progress.run_eta_s() <= 8 * 60.0 + 1
 
 
 def test_yz_run_progress_advances_when_output_is_not_a_terminal(tmp_path):

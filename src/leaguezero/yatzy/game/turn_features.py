@@ -54,6 +54,11 @@ OFF_SEAT = 165
 OFF_REACHABLE = 166
 OFF_BIAS = 168
 
+# Each board's columns and the shared ones (the board-tower net reads each board with one tower).
+ME_BOARD_COLS = (*range(0, 15), *range(30, 94), 166)  # open boxes, upper one-hot, bonus reachable
+OPP_BOARD_COLS = (*range(15, 30), *range(94, 158), 167)
+SHARED_COLS = (158, 159, 160, 161, 162, 163, 164, 165, 168)  # scores, differences, filled, seat, 1
+
 
 @njit(cache=True, inline="always")
 def _bonus_reachable(avail, upper):

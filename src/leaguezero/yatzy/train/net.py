@@ -14,6 +14,7 @@ from torch import nn
 
 from leaguezero.yatzy.game.features import NUM_FEATURES
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
+from leaguezero.yatzy.game.turn_features import ME_BOARD_COLS, OPP_BOARD_COLS, SHARED_COLS
 
 MODEL_KIND = "yatzy_net_v1"  # stored in checkpoints; bump when the layer layout changes
 TOWER_KIND = "yatzy_board_towers_v1"
@@ -93,9 +94,9 @@ class YatzyNet(_Heads):
 
 
 # Feature schema 2 (turn starts, ``turn_features``): each board's slice and the shared rest.
-_ME_BOARD = [*range(0, 15), *range(30, 94), 166]  # open boxes, upper one-hot, bonus reachable
-_OPP_BOARD = [*range(15, 30), *range(94, 158), 167]
-_SHARED = [158, 159, 160, 161, 162, 163, 164, 165, 168]  # scores, differences, filled, seat, 1
+_ME_BOARD = list(ME_BOARD_COLS)  # open boxes, upper one-hot, bonus reachable
+_OPP_BOARD = list(OPP_BOARD_COLS)
+_SHARED = list(SHARED_COLS)  # scores, differences, filled, seat, 1
 
 
 class BoardTowerNet(_Heads):

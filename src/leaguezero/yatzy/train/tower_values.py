@@ -25,12 +25,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from numba import njit
+from torch import nn
 
-from leaguezero.yatzy.train.net import _ME_BOARD, _OPP_BOARD, _SHARED, BoardTowerNet
+from leaguezero.yatzy.game import turn_features
 
-ME_COLS = np.array(_ME_BOARD, np.int64)
-OPP_COLS = np.array(_OPP_BOARD, np.int64)
-SHARED_COLS = np.array(_SHARED, np.int64)
+# No import of the net (it imports this module for its value_forward): the board-tower net
+# reads these same columns (game.turn_features), and is typed as a module here.
+ME_COLS = np.array(turn_features.ME_BOARD_COLS, np.int64)
+OPP_COLS = np.array(turn_features.OPP_BOARD_COLS, np.int64)
+SHARED_COLS = np.array(turn_features.SHARED_COLS, np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -186,7 +189,7 @@ class TowerValues:
     is not modified.
     """
 
-    def __init__(self, net: BoardTowerNet, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, net: nn.Module, dtype: torch.dtype = torch.float32) -> None:
         if dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"tower values run in float32 or bfloat16, not {dtype}")
         self.dtype = dtype
@@ -229,7 +232,7 @@ class TowerValues:
         self._scratch = np.empty(hidden, np.float32)
 
     @staticmethod
-    def _tower(net: BoardTowerNet, cols: np.ndarray, w_head: torch.Tensor, dtype: torch.dtype):
+    def _tower(net: nn.Module, cols: np.ndarray, w_head: torch.Tensor, dtype: torch.dtype):
         lin1, lin2 = net.tower[0], net.tower[2]
         w_in = torch.zeros(lin1.out_features, net.num_features)
         w_in[:, torch.from_numpy(cols)] = lin1.weight.detach().float()
