@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from leaguezero.diplomacy.grpo import (
+from leaguezero.diplomacy.train.grpo import (
     ActionRecord,
     GameSample,
     GRPOTrainer,
@@ -148,10 +148,10 @@ def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate()
 
 def test_update_from_real_games_changes_only_the_hero() -> None:
     pytest.importorskip("diplomacy")
+    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.env import POWERS
-    from leaguezero.diplomacy.policy import DiplomacyPolicy
-    from leaguezero.diplomacy.rollout import run_rollout
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.game.rollout import run_rollout
 
     hero, opponent = DiplomacyPolicy(seed=1), DiplomacyPolicy(seed=2)
     opponent_before = [p.detach().clone() for p in opponent.trainable_parameters()]

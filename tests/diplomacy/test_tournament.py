@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.tournament import run_tournament, seat_powers
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.tournament import run_tournament, seat_powers
 from leaguezero.league.matchlog import read_matches
 
 

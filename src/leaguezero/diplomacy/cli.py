@@ -45,7 +45,7 @@ def _check_agents(names: list[str]) -> None:
     # The command line plays bots and policy checkpoint files (*.pt); say so before any game
     # starts rather than from inside the first rollout.
     try:
-        from leaguezero.diplomacy.bots import BOTS
+        from leaguezero.diplomacy.game.bots import BOTS
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
@@ -62,7 +62,7 @@ def _check_agents(names: list[str]) -> None:
             f"{', '.join(BOTS)}, policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) "
             "or LLM folders (a base model, or an adapter on llm.base_model)"
         )
-    from leaguezero.diplomacy.policy import CheckpointError, load_policy
+    from leaguezero.diplomacy.agents.policy import CheckpointError, load_policy
 
     for name in names:
         if name not in BOTS and not is_llm_folder(name):
@@ -74,14 +74,14 @@ def _check_agents(names: list[str]) -> None:
 
 def _checkpoint_resolver(names: list[str], cfg, sample: bool, mode: str = "generate"):
     """A resolver for checkpoint files and LLM folders (None when all are bots)."""
-    from leaguezero.diplomacy.bots import BOTS
+    from leaguezero.diplomacy.game.bots import BOTS
     from leaguezero.diplomacy.llm.league import folder_resolver, is_llm_folder
 
     paths = {name: name for name in names if name not in BOTS and not is_llm_folder(name)}
     llm = folder_resolver(names, cfg.llm, seed=cfg.seed, greedy=not sample, mode=mode)
     if not paths:
         return llm
-    from leaguezero.diplomacy.league_eval import checkpoint_resolver
+    from leaguezero.diplomacy.train.league_eval import checkpoint_resolver
 
     policies = checkpoint_resolver(paths, seed=cfg.seed, greedy=not sample)
     if llm is None:
@@ -158,7 +158,7 @@ def eval_cmd(
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """
-    from leaguezero.diplomacy.tournament import run_tournament
+    from leaguezero.diplomacy.game.tournament import run_tournament
 
     overrides = list(set_ or [])
     if seed is not None:
@@ -242,8 +242,8 @@ def play_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Play one game with the given agent on each power and save it."""
-    from leaguezero.diplomacy.env import POWERS
-    from leaguezero.diplomacy.rollout import run_rollout
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.game.rollout import run_rollout
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     cfg = load_diplomacy_config(config, overrides)
@@ -297,7 +297,7 @@ def train_cmd(
         config = out / "config.yaml"
     cfg = load_diplomacy_config(config, set_)
     try:
-        from leaguezero.diplomacy.train import TrainError
+        from leaguezero.diplomacy.train.loop import TrainError
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -344,7 +344,7 @@ def make_trainer(
     """
     import torch
 
-    from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+    from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 
     torch.set_num_threads(cfg.train.threads)  # default one core per process (DESIGN)
     if backend == "local":
@@ -377,7 +377,7 @@ def train_report_cmd(
 ) -> None:
     """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
     random_bot; writes training_summary.json and training.png into the run."""
-    from leaguezero.diplomacy.train_report import write_report
+    from leaguezero.diplomacy.train.report import write_report
 
     try:
         summary = write_report(run_dir)

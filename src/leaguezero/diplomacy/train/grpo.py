@@ -1,14 +1,14 @@
 """GRPO for a Diplomacy hero: the trainable-policy interface and the clipped group update.
 
 **The interface** (:class:`GRPOPolicy`) is what both hero kinds implement: the small CPU policy
-network (:mod:`leaguezero.diplomacy.policy`) and the LLM agent with one LoRA adapter per power
-(:mod:`leaguezero.diplomacy.llm`). A game seat is played by an *actor*
+network (:mod:`leaguezero.diplomacy.agents.policy`) and the LLM agent, one LoRA adapter trained
+for every power it plays (:mod:`leaguezero.diplomacy.llm`). A game seat is played by an *actor*
 (:meth:`GRPOPolicy.actor`): an object with the rollout's ``get_orders(env, power)`` that also
 appends one :class:`ActionRecord` per sampled action piece to ``actor.records`` (one unit's
 order for the network; one completion for the LLM), holding the log-probability under the
 sampling weights and whatever the policy needs to recompute it later. A *learning seat* is a
 power whose records train: the hero power, and with ``train.learn_from: live_seats`` also every
-mirror seat the live weights played (each with its own score; see ``train.py``).
+mirror seat the live weights played (each with its own score; see ``train/loop.py``).
 
 **The update** (:func:`grpo_loss`, :class:`GRPOTrainer`): a step plays a group of G games with
 the same opponents and seating and different seeds; the trainer gets one group of G
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 
 if TYPE_CHECKING:  # keeps this module importable without the engine
-    from leaguezero.diplomacy.env import DiplomacyEnv
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 
 CREDITS = ("game", "phase")

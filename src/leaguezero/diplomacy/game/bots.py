@@ -28,8 +28,8 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
-from leaguezero.diplomacy.env import DiplomacyEnv
-from leaguezero.diplomacy.mapinfo import adjacent_provinces, move_distances, nearest
+from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.mapinfo import adjacent_provinces, move_distances, nearest
 
 WAIVE = "WAIVE"
 
