@@ -68,8 +68,14 @@ def test_kl_to_reference_is_zero_at_the_reference_and_positive_away() -> None:
 class _Bandit:
     """A two-armed softmax policy: a GRPOPolicy whose records are arm indices."""
 
+    recompute_old_log_probs = False
+
     def __init__(self) -> None:
         self.logits = torch.nn.Parameter(torch.zeros(2))
+
+    @staticmethod
+    def record_size(record):
+        return 1
 
     def log_prob(self, records):
         arms = torch.tensor([r.payload for r in records])

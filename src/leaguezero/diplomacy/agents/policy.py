@@ -245,7 +245,7 @@ class DiplomacyPolicy:
     """The small CPU hero: a :class:`PolicyNet` with the GRPO interface and ``get_orders``.
 
     Implements :class:`~leaguezero.diplomacy.train.grpo.GRPOPolicy` (``actor``, ``log_prob``,
-    ``trainable_parameters``, ``save``, ``load``) and the rollout's ``Policy``
+    ``trainable_parameters``, ``record_size``, ``save``, ``load``) and the rollout's ``Policy``
     (``get_orders``, sampling at ``temperature`` with a fixed seed, or argmax when ``greedy``).
     """
 
@@ -273,6 +273,14 @@ class DiplomacyPolicy:
     # ----- GRPOPolicy -----------------------------------------------------------------------
     def actor(self, *, seed: int, temperature: float = 1.0, greedy: bool = False) -> NetActor:
         return NetActor(self, seed, temperature, greedy)
+
+    # Sampling and training share this network's forward pass: the sampled log-probs are exact.
+    recompute_old_log_probs = False
+
+    @staticmethod
+    def record_size(record: ActionRecord) -> int:
+        """Every record is one unit's choice: one size, so passes keep the sampling order."""
+        return 1
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return list(self.net.parameters())

@@ -13,8 +13,10 @@ movement phase and a dislodged unit disbands in a retreat phase (its only non-mo
 an adjustment phase nothing is filled in: the engine waives missing builds and removes units
 for missing disbands (civil disorder), as in a real game.
 
-Sync by design for now: bots answer in microseconds. The LLM path batches the seven powers of
-many games per call; that arrives with the inference client, behind the same resolver.
+Synchronous by design: bots answer in microseconds, and a language model batches behind the
+same resolver. :class:`~leaguezero.diplomacy.llm.agent.LLMTable` answers every LLM seat of a
+game: the first seat asked in a phase samples all of them in one batched call (many games run
+on threads share one batching generator), so this loop needs no asynchronous path.
 """
 
 from __future__ import annotations

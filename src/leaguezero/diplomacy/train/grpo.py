@@ -93,6 +93,16 @@ class Actor(Protocol):
 class GRPOPolicy(Protocol):
     """A hero the GRPO trainer can update: the small network or the LLM with LoRA adapters."""
 
+    #: True when sampled log-probs come from another forward pass than :meth:`log_prob` (a
+    #: KV-cache loop, a server's kernels): the trainer recomputes the old log-probs before its
+    #: first epoch. False when the sampler's log-probs are the trainer's own.
+    recompute_old_log_probs: bool
+
+    def record_size(self, record: ActionRecord) -> int:
+        """A record's rough cost to recompute: gradient-accumulation passes group records of
+        similar size (a constant keeps the sampling order)."""
+        ...
+
     def actor(self, *, seed: int, temperature: float = 1.0, greedy: bool = False) -> Actor:
         """A fresh seat player with its own seeded sampler (``greedy``: argmax, for evaluation)."""
         ...
@@ -320,7 +330,7 @@ class GRPOTrainer:
         passes = self._passes(records)
         totals: dict[str, float] = {}
         grad_norm = 0.0
-        recompute = bool(getattr(self.policy, "recompute_old_log_probs", False))
+        recompute = self.policy.recompute_old_log_probs
         sampled = old.clone()
         for epoch in range(self.epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -365,8 +375,7 @@ class GRPOTrainer:
         n = len(records)
         if self.records_per_pass is None or n <= self.records_per_pass:
             return [torch.arange(n)]
-        size = getattr(self.policy, "record_size", None)
-        order = sorted(range(n), key=lambda i: size(records[i])) if size else list(range(n))
+        order = sorted(range(n), key=lambda i: self.policy.record_size(records[i]))
         step = self.records_per_pass
         return [torch.tensor(order[i : i + step]) for i in range(0, n, step)]
 
