@@ -178,9 +178,26 @@ def eval_cmd(
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None
 
-    from rich.progress import Progress
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    with Progress(transient=True, disable=json_out) as progress:
+    # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
+    # one JSON object; rich draws nothing when stderr is not a terminal.
+    columns = (
+        TextColumn("[bold]eval {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(f"{hero} vs {opponents}", total=games)
         result = run_tournament(
             cfg,
