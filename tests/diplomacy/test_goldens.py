@@ -1,4 +1,7 @@
-"""Fresh output equals the goldens (regenerate: ``PYTHONPATH=src python -m tests.diplomacy.goldens``)."""
+"""Fresh output equals the goldens.
+
+Regenerate: ``PYTHONPATH=src python -m tests.diplomacy.goldens``.
+"""
 
 from __future__ import annotations
 
