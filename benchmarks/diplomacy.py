@@ -34,8 +34,8 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 from diplomacy import Game  # noqa: E402
 
 from leaguezero.diplomacy.config import DiplomacyConfig  # noqa: E402
-from leaguezero.diplomacy.env import MAP_NAME, POWERS  # noqa: E402
-from leaguezero.diplomacy.rollout import RolloutResult, run_rollout  # noqa: E402
+from leaguezero.diplomacy.game.env import MAP_NAME, POWERS  # noqa: E402
+from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout  # noqa: E402
 
 SEAT_CYCLE = ("greedy_bot", "random_bot", "chaos_bot", "random_bot")
 

@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv  # noqa: E402
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv  # noqa: E402
 from leaguezero.diplomacy.llm.constrained import OrderChoices  # noqa: E402
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings  # noqa: E402
 from leaguezero.diplomacy.llm.prompt import build_prompt, render_prompt  # noqa: E402
@@ -119,7 +119,7 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
     adapter's update (to check both variants agree)."""
     import resource
 
-    from leaguezero.diplomacy.grpo import ActionRecord, GameSample, GRPOTrainer
+    from leaguezero.diplomacy.train.grpo import ActionRecord, GameSample, GRPOTrainer
 
     torch.set_num_threads(1)
     backend = HFBackend.from_pretrained(folder, lora=LoraSettings(target_modules=ALL_PROJECTIONS))
@@ -262,7 +262,7 @@ def main() -> None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from leaguezero.diplomacy.train import LLM_RECORDS_PER_PASS
+            from leaguezero.diplomacy.train.loop import LLM_RECORDS_PER_PASS
 
             step_rows = [rows[i % len(rows)] for i in range(args.step_records)]
             random.Random(args.seed + 1).shuffle(step_rows)

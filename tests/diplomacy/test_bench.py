@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.bench import (
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.bench import (
     DEFAULT_SUITE,
     PARITY,
     BenchEntry,
@@ -16,7 +17,6 @@ from leaguezero.diplomacy.bench import (
     run_bench,
     suite_with_checkpoints,
 )
-from leaguezero.diplomacy.config import DiplomacyConfig
 
 
 def test_default_suite_tiers_and_checkpoints() -> None:

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.bots import BOTS, is_move, make_bot, move_destination
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.tournament import run_tournament
+from leaguezero.diplomacy.game.bots import BOTS, is_move, make_bot, move_destination
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.tournament import run_tournament
 
 
 def check_orders(env: DiplomacyEnv, power: str, orders: list[str]) -> None:

@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.bots import is_move, make_bot, move_destination
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.dumb_bot import DumbBot, power_size
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.tournament import run_tournament
+from leaguezero.diplomacy.game.bots import is_move, make_bot, move_destination
+from leaguezero.diplomacy.game.dumb_bot import DumbBot, power_size
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.tournament import run_tournament
 
 
 def test_power_size_is_the_originals_quadratic() -> None:

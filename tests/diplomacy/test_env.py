@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.bots import RandomBot
-from leaguezero.diplomacy.env import (
+from leaguezero.diplomacy.game.bots import RandomBot
+from leaguezero.diplomacy.game.env import (
     POWERS,
     DiplomacyEnv,
     SavedGameError,

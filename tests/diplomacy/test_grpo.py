@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from leaguezero.diplomacy.grpo import (
+from leaguezero.diplomacy.train.grpo import (
     ActionRecord,
     GameSample,
     GRPOTrainer,
@@ -68,8 +68,14 @@ def test_kl_to_reference_is_zero_at_the_reference_and_positive_away() -> None:
 class _Bandit:
     """A two-armed softmax policy: a GRPOPolicy whose records are arm indices."""
 
+    recompute_old_log_probs = False
+
     def __init__(self) -> None:
         self.logits = torch.nn.Parameter(torch.zeros(2))
+
+    @staticmethod
+    def record_size(record):
+        return 1
 
     def log_prob(self, records):
         arms = torch.tensor([r.payload for r in records])
@@ -148,10 +154,10 @@ def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate()
 
 def test_update_from_real_games_changes_only_the_hero() -> None:
     pytest.importorskip("diplomacy")
+    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.env import POWERS
-    from leaguezero.diplomacy.policy import DiplomacyPolicy
-    from leaguezero.diplomacy.rollout import run_rollout
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.game.rollout import run_rollout
 
     hero, opponent = DiplomacyPolicy(seed=1), DiplomacyPolicy(seed=2)
     opponent_before = [p.detach().clone() for p in opponent.trainable_parameters()]

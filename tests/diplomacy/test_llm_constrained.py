@@ -20,8 +20,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.grpo import ActionRecord
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.agent import LLMHero
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
@@ -30,7 +30,7 @@ from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.pretrain import build_model, build_tokenizer, collect_examples
 from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
 from leaguezero.diplomacy.llm.server import LLMServer
-from leaguezero.diplomacy.rollout import run_rollout
+from leaguezero.diplomacy.train.grpo import ActionRecord
 
 torch.set_num_threads(1)
 

@@ -17,13 +17,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import DiplomacyEnv
-from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer
+from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.agent import LLMHero, LLMTable
 from leaguezero.diplomacy.llm.client import UnknownAdapterError
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import build_prompt
-from leaguezero.diplomacy.rollout import run_rollout
+from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer
 from leaguezero.league.registry import LeagueRegistry
 from tests.diplomacy.tiny_lm import build_tiny_lm
 

@@ -27,9 +27,9 @@ import torch
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.train import LeagueTrainer
+from leaguezero.diplomacy.train.loop import LeagueTrainer
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server

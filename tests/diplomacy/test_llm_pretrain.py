@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
-from leaguezero.diplomacy.env import DiplomacyEnv
+from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.pretrain import (
     BASE_META,

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.env import DiplomacyEnv
+from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.prompt import build_prompt, canonical_order, extract_orders
 
 LEGAL = {

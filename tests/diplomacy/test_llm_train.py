@@ -20,10 +20,10 @@ import torch
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.grpo import GameSample
+from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.llm.agent import LLMHero
-from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+from leaguezero.diplomacy.train.grpo import GameSample
+from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 from tests.diplomacy.tiny_lm import build_tiny_lm

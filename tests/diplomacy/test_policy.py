@@ -9,22 +9,22 @@ import torch
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.features import (
-    NONE_LOC,
-    ORDER_TYPE_INDEX,
-    encode_order,
-    location_index,
-)
-from leaguezero.diplomacy.grpo import GRPOPolicy
-from leaguezero.diplomacy.policy import (
+from leaguezero.diplomacy.agents.policy import (
     CheckpointError,
     DiplomacyPolicy,
     PolicyConfig,
     load_policy,
 )
-from leaguezero.diplomacy.rollout import run_rollout
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.features import (
+    NONE_LOC,
+    ORDER_TYPE_INDEX,
+    encode_order,
+    location_index,
+)
+from leaguezero.diplomacy.game.rollout import run_rollout
+from leaguezero.diplomacy.train.grpo import GRPOPolicy
 
 torch.set_num_threads(1)
 

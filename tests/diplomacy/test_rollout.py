@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.agents import UnknownAgentError
-from leaguezero.diplomacy.bots import make_bot
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv, load_saved_game
-from leaguezero.diplomacy.rollout import run_rollout, validate_orders
+from leaguezero.diplomacy.game.bots import make_bot
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, load_saved_game
+from leaguezero.diplomacy.game.rollout import run_rollout, validate_orders
+from leaguezero.diplomacy.game.seats import UnknownAgentError
 
 
 class ScriptedPolicy:

@@ -8,7 +8,7 @@ pytest.importorskip("diplomacy")
 
 from diplomacy import Game
 
-from leaguezero.diplomacy.scoring import (
+from leaguezero.diplomacy.game.scoring import (
     calculate_final_scores,
     sum_of_squares_scores,
     win_shares,

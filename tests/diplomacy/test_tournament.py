@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.tournament import run_tournament, seat_powers
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.tournament import run_tournament, seat_powers
 from leaguezero.league.matchlog import read_matches
 
 
@@ -124,3 +124,21 @@ def test_eval_cli_errors_are_one_line() -> None:
     )
     assert out.exit_code == 2 and "max_years" in out.output
     assert len(out.output.strip().splitlines()) == 1
+
+
+def test_eval_json_shows_progress_on_stderr_only() -> None:
+    """A long eval is not silent: with a terminal (forced here) the games count on stderr while
+    stdout holds the one JSON object."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "leaguezero", "diplomacy", "eval", "--hero", "greedy_bot"]
+    args += ["--opponents", "random_bot", "--games", "3", "--seed", "1", "--json"]
+    args += ["--set", "max_years=1", "--set", "games_dir=null"]
+    env = {**os.environ, "FORCE_COLOR": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.strip().splitlines()) == 1
+    assert json.loads(done.stdout)["games"] == 3
+    assert "eval greedy_bot vs random_bot" in done.stderr and "3/3" in done.stderr

@@ -16,8 +16,8 @@ import torch
 pytest.importorskip("diplomacy")
 
 from leaguezero.common.events import read_events
-from leaguezero.diplomacy.train import STATE_FORMAT, TRAIN_STEP_EVENT
-from leaguezero.diplomacy.train_report import summarize_run
+from leaguezero.diplomacy.train.loop import STATE_FORMAT, TRAIN_STEP_EVENT
+from leaguezero.diplomacy.train.report import summarize_run
 from leaguezero.league.registry import LeagueRegistry
 
 TINY = [
@@ -137,8 +137,8 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.cli import make_trainer
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.heroes import NetworkHero, local_map
-    from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+    from leaguezero.diplomacy.train.heroes import NetworkHero, local_map
+    from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 
     cfg = load_config(DiplomacyConfig, None, [*TINY, "train.steps=2", "games_dir=null"])
     calls = []
@@ -166,7 +166,7 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
 def test_cosine_schedule_sets_each_steps_learning_rate(tmp_path) -> None:
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.train import LeagueTrainer
+    from leaguezero.diplomacy.train.loop import LeagueTrainer
 
     sched = ["train.steps=3", "train.lr=0.004", "train.lr_schedule=cosine", "train.lr_final=0.25"]
     cfg = load_config(DiplomacyConfig, None, [*TINY, *sched, "games_dir=null"])
@@ -186,8 +186,8 @@ def test_cosine_schedule_sets_each_steps_learning_rate(tmp_path) -> None:
 def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None:
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.env import POWERS
-    from leaguezero.diplomacy.train import LeagueTrainer
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.train.loop import LeagueTrainer
 
     overrides = [*TINY, "games_dir=null", "train.credit=phase"]  # live_seats: the default
     cfg = load_config(DiplomacyConfig, None, overrides)

@@ -21,7 +21,7 @@ EOS = "<|eos|>"
 
 def diplomacy_corpus() -> list[str]:
     """Prompts of every power in the opening phase, plus a few answer-like lines."""
-    from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
     from leaguezero.diplomacy.llm.prompt import build_prompt
 
     env = DiplomacyEnv(max_years=1)

@@ -22,7 +22,7 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.cli import make_trainer
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.train import TRAIN_STEP_EVENT, LeagueTrainer
+from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer
 from leaguezero.league.matchlog import read_matches
 
 TINY = ["max_years=1", "train.group_size=2", "train.hidden=16", "train.layers=1",

@@ -177,7 +177,7 @@ def test_a_diplomacy_game_is_not_visible_from_another_session(app):
 
 
 def test_a_policy_checkpoint_plays_a_power_and_a_damaged_one_is_one_line(app, tmp_path):
-    from leaguezero.diplomacy.policy import DiplomacyPolicy, PolicyConfig
+    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
 
     path = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=6).save(tmp_path / "c.pt")
     client = _client(app)

@@ -45,7 +45,7 @@ def _check_agents(names: list[str]) -> None:
     # The command line plays bots and policy checkpoint files (*.pt); say so before any game
     # starts rather than from inside the first rollout.
     try:
-        from leaguezero.diplomacy.bots import BOTS
+        from leaguezero.diplomacy.game.bots import BOTS
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
@@ -62,7 +62,7 @@ def _check_agents(names: list[str]) -> None:
             f"{', '.join(BOTS)}, policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) "
             "or LLM folders (a base model, or an adapter on llm.base_model)"
         )
-    from leaguezero.diplomacy.policy import CheckpointError, load_policy
+    from leaguezero.diplomacy.agents.policy import CheckpointError, load_policy
 
     for name in names:
         if name not in BOTS and not is_llm_folder(name):
@@ -74,14 +74,14 @@ def _check_agents(names: list[str]) -> None:
 
 def _checkpoint_resolver(names: list[str], cfg, sample: bool, mode: str = "generate"):
     """A resolver for checkpoint files and LLM folders (None when all are bots)."""
-    from leaguezero.diplomacy.bots import BOTS
+    from leaguezero.diplomacy.game.bots import BOTS
     from leaguezero.diplomacy.llm.league import folder_resolver, is_llm_folder
 
     paths = {name: name for name in names if name not in BOTS and not is_llm_folder(name)}
     llm = folder_resolver(names, cfg.llm, seed=cfg.seed, greedy=not sample, mode=mode)
     if not paths:
         return llm
-    from leaguezero.diplomacy.league_eval import checkpoint_resolver
+    from leaguezero.diplomacy.train.league_eval import checkpoint_resolver
 
     policies = checkpoint_resolver(paths, seed=cfg.seed, greedy=not sample)
     if llm is None:
@@ -158,7 +158,7 @@ def eval_cmd(
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """
-    from leaguezero.diplomacy.tournament import run_tournament
+    from leaguezero.diplomacy.game.tournament import run_tournament
 
     overrides = list(set_ or [])
     if seed is not None:
@@ -179,10 +179,25 @@ def eval_cmd(
         raise fail(f"cannot load the LLM agents: {err}") from None
 
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    # On stderr: --json's stdout stays one object while a long run still shows progress.
-    with Progress(transient=True, console=Console(stderr=True)) as progress:
+    # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
+    # one JSON object; rich draws nothing when stderr is not a terminal.
+    columns = (
+        TextColumn("[bold]eval {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(f"{hero} vs {opponents}", total=games)
         result = run_tournament(
             cfg,
@@ -257,7 +272,7 @@ def bench_cmd(
     One row per opponent: win rate ± SE, mean score, mean supply centres, survival, the tier's
     floor and pass/fail (docs/diplomacy_bench.md). Games are not saved.
     """
-    from leaguezero.diplomacy.bench import bench_report, run_bench, suite_with_checkpoints
+    from leaguezero.diplomacy.game.bench import bench_report, run_bench, suite_with_checkpoints
 
     overrides = [*(set_ or []), "games_dir=null"]
     if seed is not None:
@@ -338,8 +353,8 @@ def play_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Play one game with the given agent on each power and save it."""
-    from leaguezero.diplomacy.env import POWERS
-    from leaguezero.diplomacy.rollout import run_rollout
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.game.rollout import run_rollout
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     cfg = load_diplomacy_config(config, overrides)
@@ -393,7 +408,7 @@ def train_cmd(
         config = out / "config.yaml"
     cfg = load_diplomacy_config(config, set_)
     try:
-        from leaguezero.diplomacy.train import TrainError
+        from leaguezero.diplomacy.train.loop import TrainError
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -440,7 +455,7 @@ def make_trainer(
     """
     import torch
 
-    from leaguezero.diplomacy.train import LeagueTrainer, TrainError
+    from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 
     torch.set_num_threads(cfg.train.threads)  # default one core per process (DESIGN)
     if backend == "local":
@@ -473,7 +488,7 @@ def train_report_cmd(
 ) -> None:
     """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
     random_bot; writes training_summary.json and training.png into the run."""
-    from leaguezero.diplomacy.train_report import write_report
+    from leaguezero.diplomacy.train.report import write_report
 
     try:
         summary = write_report(run_dir)

@@ -8,7 +8,7 @@ game (the caller passes the function and its picklable arguments).
 - :class:`RayTaskMap`: independent jobs of one function, the Ray implementation of the
   task-map contract a training loop takes (``task_map(fn, shared, jobs) -> [fn(shared, *job)
   for job in jobs]``, in order; the local one is that list comprehension, e.g.
-  ``leaguezero.diplomacy.heroes.local_map``). ``shared`` (e.g. the hero's weights) is put into
+  ``leaguezero.diplomacy.train.heroes.local_map``). ``shared`` (e.g. the hero's weights) is put into
   the object store once per call instead of once per job. A job must be a pure function of its
   arguments, so Ray's retry of a task whose worker died repeats it identically; a job still
   failing raises :class:`TaskMapError`.

@@ -16,10 +16,10 @@ from typing import Any
 from diplomacy import Game
 from diplomacy.engine.renderer import Renderer
 
-from leaguezero.diplomacy.agents import UnknownAgentError, resolve_agent
-from leaguezero.diplomacy.bots import BOTS
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv, SavedGameError
-from leaguezero.diplomacy.rollout import seat_seed, validate_orders
+from leaguezero.diplomacy.game.bots import BOTS
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
+from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
+from leaguezero.diplomacy.game.seats import UnknownAgentError, resolve_agent
 
 MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
 
@@ -206,7 +206,7 @@ def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
     import json
     import tempfile
 
-    from leaguezero.diplomacy.env import load_saved_game
+    from leaguezero.diplomacy.game.env import load_saved_game
 
     # load_saved_game reads a file and checks the schema: hand it the upload as one.
     with tempfile.TemporaryDirectory() as folder:

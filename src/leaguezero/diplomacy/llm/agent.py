@@ -4,10 +4,10 @@
   builds the prompts of *all* its seats that have orders to give, samples them in one
   ``generate`` call (one batch, mixed adapters), parses them with
   :func:`~.prompt.extract_orders` and hands each seat its orders. Seats whose adapter is the
-  recorded one (the hero's) append a :class:`~leaguezero.diplomacy.grpo.ActionRecord` per
+  recorded one (the hero's) append a :class:`~leaguezero.diplomacy.train.grpo.ActionRecord` per
   completion: sequence log-prob as ``old_log_prob``, prompt and token ids as payload.
-  ``table.resolver`` plugs into :func:`~leaguezero.diplomacy.rollout.run_rollout`.
-- :class:`LLMHero` is the GRPO policy (:class:`~leaguezero.diplomacy.grpo.GRPOPolicy`) of the
+  ``table.resolver`` plugs into :func:`~leaguezero.diplomacy.game.rollout.run_rollout`.
+- :class:`LLMHero` is the GRPO policy (:class:`~leaguezero.diplomacy.train.grpo.GRPOPolicy`) of the
   hero's LoRA adapter on an :class:`~.hf_backend.HFBackend`: ``actor`` (one seat),
   ``table`` (all LLM seats of a game, batched), ``log_prob`` (differentiable, hero adapter
   only), ``trainable_parameters``, ``save``/``load`` of adapter folders. When sampling happens
@@ -25,15 +25,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from leaguezero.diplomacy.agents import BASE_MODEL
-from leaguezero.diplomacy.bots import BOTS
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.grpo import ActionRecord
+from leaguezero.diplomacy.game.bots import BOTS
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.seats import BASE_MODEL
 from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
+from leaguezero.diplomacy.train.grpo import ActionRecord
 
 
 @dataclass

@@ -245,7 +245,7 @@ def pretrain(
     the built-in bots, checks its held-out order validity, and saves a normal Hugging Face
     folder that `llm.base_model` / `--base-model` accept (docs/llm.md).
     """
-    from leaguezero.diplomacy.bots import BOTS
+    from leaguezero.diplomacy.game.bots import BOTS
     from leaguezero.diplomacy.llm.pretrain import PretrainSettings
     from leaguezero.diplomacy.llm.pretrain import pretrain as build
 

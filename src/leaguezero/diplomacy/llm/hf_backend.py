@@ -4,9 +4,7 @@
 A generation call may mix adapters row by row (peft's ``adapter_names=[...]``; ``__base__`` is
 the bare model), so the seven seats of a game, or many games, go through one forward pass per
 token (a batch of one adapter takes peft's faster plain path). Sampling is our own loop over
-the KV cache rather than ``model.generate`` because each row needs its own seeded generator
-(see :mod:`.client`), the raw log-prob of each sampled token, and constrained rows feed their
-forced runs in one pass (jump-forward).
+the KV cache (:mod:`.sampler`) rather than ``model.generate``.
 
 For training, :meth:`HFBackend.logprobs` returns differentiable per-token log-probs of given
 completions under one adapter, and :meth:`HFBackend.trainable_parameters` makes that adapter
@@ -40,20 +38,12 @@ from leaguezero.diplomacy.llm.client import (
 )
 from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
+from leaguezero.diplomacy.llm.sampler import sample_batch
 
 ADAPTER_SCHEMA_VERSION = 1
 ADAPTER_META = "leaguezero_adapter.json"
 BASE = "__base__"  # peft's row name for "no adapter"
 _PLACEHOLDER = "lz_placeholder"  # keeps the model a PeftModel when no real adapter is loaded
-
-
-def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
-    """An index of ``scores`` (logits): the argmax at temperature 0, else a draw from
-    ``softmax(scores / temperature)`` with ``generator``."""
-    if temperature <= 0:
-        return int(torch.argmax(scores))
-    probs = torch.softmax(scores / temperature, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 @dataclass
@@ -360,95 +350,19 @@ class HFBackend:
     def _sample_rows(
         self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str] | None
     ) -> list[Completion]:
-        """The sampling loop over the KV cache for one batch (left-padded); ``names``: each
-        row's adapter for peft's per-row path, None when the active adapter serves all."""
-        batch = len(rows)
-        width = max(len(ids) for ids in encoded)
-        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for b, ids in enumerate(encoded):
-            input_ids[b, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[b, width - len(ids) :] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignore left padding
-        generators = []
-        for r in rows:
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(int(r.seed) & 0xFFFF_FFFF_FFFF_FFFF)
-            generators.append(gen)
-        machines = [self._machine(r) for r in rows]
-        tokens: list[list[int]] = [[] for _ in rows]
-        logprobs: list[list[float]] = [[] for _ in rows]
-        finish = ["length"] * batch
-        active = [True] * batch
-        out = self._forward(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-            adapter_names=names,
+        """Sample one batch over the KV cache (:func:`.sampler.sample_batch`) and decode it;
+        ``names``: each row's adapter for peft's per-row path, None when the active adapter
+        serves all."""
+        tokens, logprobs, finish = sample_batch(
+            lambda **kwargs: self._forward(adapter_names=names, **kwargs),
+            rows,
+            encoded,
+            [self._machine(r) for r in rows],
+            pad_id=self.pad_id,
+            eos_ids=self.eos_ids,
+            jump_forward=self.jump_forward,
+            device=self.device,
         )
-        logits_next = out.logits[:, -1, :]  # [B, V] each row's next-token logits
-        next_pos = positions[:, -1] + 1  # [B]
-        while True:
-            logits = logits_next.float()
-            log_p = torch.log_softmax(logits, dim=-1)
-            chunks: list[list[int]] = [[] for _ in rows]
-            for b, r in enumerate(rows):
-                if not active[b]:
-                    continue
-                machine = machines[b]
-                if machine is not None:
-                    token, logprob = self._constrained_token(
-                        machine, logits[b], r.temperature, generators[b]
-                    )
-                else:
-                    token = sample_index(logits[b], r.temperature, generators[b])
-                    logprob = float(log_p[b, token])
-                chunk = chunks[b]
-                while True:
-                    chunk.append(token)
-                    tokens[b].append(token)
-                    logprobs[b].append(logprob)
-                    if token in self.eos_ids or (machine is not None and machine.done):
-                        active[b], finish[b] = False, "stop"
-                        break
-                    if len(tokens[b]) >= r.max_new_tokens:
-                        active[b] = False
-                        break
-                    # Jump forward: a run of forced tokens (probability 1 under the
-                    # constraint) joins this step's input instead of costing a step each.
-                    allowed = machine.allowed() if machine is not None else ()
-                    if len(allowed) != 1 or not self.jump_forward:
-                        break
-                    token, logprob = allowed[0], 0.0
-                    machine.step(token)
-            if not any(active):
-                break
-            # Feed each live row its chunk; rows differ in length, the rest is masked padding.
-            lengths = [len(chunks[b]) if active[b] else 0 for b in range(batch)]
-            width = max(lengths)
-            step_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-            step_mask = torch.zeros((batch, width), dtype=torch.long)
-            for b, n in enumerate(lengths):
-                if n:
-                    step_ids[b, :n] = torch.tensor(chunks[b], dtype=torch.long)
-                    step_mask[b, :n] = 1
-            mask = torch.cat([mask, step_mask.to(self.device)], dim=1)
-            step_pos = next_pos[:, None] + torch.arange(width, device=self.device)[None, :]
-            out = self._forward(
-                input_ids=step_ids.to(self.device),
-                attention_mask=mask,
-                position_ids=step_pos,
-                past_key_values=out.past_key_values,
-                use_cache=True,
-                logits_to_keep=width,
-                adapter_names=names,
-            )
-            last = torch.tensor([max(n - 1, 0) for n in lengths], device=self.device)
-            logits_next = out.logits[torch.arange(batch, device=self.device), last]
-            next_pos = next_pos + torch.tensor(lengths, device=self.device)
         completions = []
         for b, r in enumerate(rows):
             text_ids = [t for t in tokens[b] if t not in self.eos_ids]
@@ -465,21 +379,6 @@ class HFBackend:
         if not isinstance(choices, OrderChoices):
             choices = OrderChoices.from_json(choices)
         return AnswerMachine(self.tokenizer, choices, self.eos_id, self._line_cache)
-
-    @staticmethod
-    def _constrained_token(
-        machine: AnswerMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
-    ) -> tuple[int, float]:
-        """The next token among the machine's allowed ones and its masked log-prob."""
-        allowed = machine.allowed()
-        if len(allowed) == 1:  # forced: probability 1 under the constrained policy
-            machine.step(allowed[0])
-            return allowed[0], 0.0
-        sub = logits[allowed]
-        pick = sample_index(sub, temperature, gen)
-        token = allowed[pick]
-        machine.step(token)
-        return token, float(torch.log_softmax(sub, dim=-1)[pick])
 
     def allowed_tokens(
         self, choices: OrderChoices | None, token_ids: Sequence[int]

@@ -3,7 +3,7 @@
 - :func:`backend_from_config` loads the ``llm`` section's base model into an
   :class:`~.hf_backend.HFBackend` (in-process transformers + peft; nothing is downloaded); the
   trainer always holds one for the gradients.
-- :class:`LLMLeagueHero` is what :class:`~leaguezero.diplomacy.heroes.LanguageModelHero`
+- :class:`LLMLeagueHero` is what :class:`~leaguezero.diplomacy.train.heroes.LanguageModelHero`
   holds: the :class:`~.agent.LLMHero` (its training adapter is the GRPO policy), sampling in
   process (through a batcher) or on an OpenAI-compatible server (``llm.backend: openai``: vLLM
   or ``leaguezero llm serve``; each update published and hot-loaded as a new version), the
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import torch
 
-from leaguezero.diplomacy.agents import BASE_MODEL, AgentResolver, UnknownAgentError
-from leaguezero.diplomacy.bots import BOTS
 from leaguezero.diplomacy.config import DiplomacyConfig, LLMSection
-from leaguezero.diplomacy.grpo import ActionRecord
+from leaguezero.diplomacy.game.bots import BOTS
+from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
+from leaguezero.diplomacy.game.seats import BASE_MODEL, AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import (
     AdapterSlots,
     SlotsExceededError,
@@ -45,7 +45,7 @@ from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.rollout import RolloutResult, run_rollout
+from leaguezero.diplomacy.train.grpo import ActionRecord
 
 
 def uses_adapter(name: str | None) -> bool:
@@ -256,7 +256,7 @@ class LLMLeagueHero:
         self, seating: dict[str, str], hero_power: str, paths: dict[str, str | Path]
     ) -> tuple[dict[str, str], dict[str, str | Path]]:
         """The seating with one distinct adapter opponent less (cluster seating)."""
-        from leaguezero.diplomacy.env import POWERS
+        from leaguezero.diplomacy.game.env import POWERS
 
         opponents = [seating[p] for p in POWERS if p != hero_power]
         slots = 1 + len(paths) - 1  # the hero's version + one adapter opponent fewer

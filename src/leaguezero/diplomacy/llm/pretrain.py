@@ -124,9 +124,9 @@ def collect_examples(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Example]:
     """Play ``games`` bot games and return the recorded seats' (prompt, answer) pairs."""
-    from leaguezero.diplomacy.bots import make_bot
-    from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-    from leaguezero.diplomacy.rollout import validate_orders
+    from leaguezero.diplomacy.game.bots import make_bot
+    from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.game.rollout import validate_orders
 
     rng = random.Random(seed)
     examples: list[Example] = []

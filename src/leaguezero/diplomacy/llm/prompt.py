@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.env import DiplomacyEnv
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 PROMPT_VERSION = "dip_orders_v2"  # bump when the prompt's layout changes (adapters depend on it)
 END_MARK = "END"
@@ -50,7 +50,7 @@ _COAST = re.compile(r"\s*\(\s*(NORTH|SOUTH|EAST|WEST)\s+COAST\s*\)|\s*/\s*(NC|SC
 @functools.cache
 def _full_names() -> tuple[re.Pattern[str], dict[str, str]]:
     """Full province names of the standard map (``ST PETERSBURG`` -> ``STP``), longest first."""
-    from leaguezero.diplomacy.mapinfo import load_map
+    from leaguezero.diplomacy.game.mapinfo import load_map
 
     names = {}
     for name, abbrev in load_map().loc_name.items():

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leaguezero.diplomacy.agents import AgentResolver, agent_label
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.rollout import RolloutResult, run_rollout
-from leaguezero.diplomacy.scoring import win_shares
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
+from leaguezero.diplomacy.game.scoring import win_shares
+from leaguezero.diplomacy.game.seats import AgentResolver, agent_label
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.rating import update_elo_multiplayer

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from leaguezero.diplomacy.bot_base import Bot, disband_order
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.mapinfo import adjacent_provinces, neighbour_locations
+from leaguezero.diplomacy.game.bot_base import Bot, disband_order
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.mapinfo import adjacent_provinces, neighbour_locations
 
 Node = tuple[str, str]  # (unit type "A"/"F", location such as "SPA/NC")
 

@@ -28,8 +28,8 @@ import functools
 
 import numpy as np
 
-from leaguezero.diplomacy.env import POWERS, START_YEAR, DiplomacyEnv
-from leaguezero.diplomacy.mapinfo import load_map
+from leaguezero.diplomacy.game.env import POWERS, START_YEAR, DiplomacyEnv
+from leaguezero.diplomacy.game.mapinfo import load_map
 
 FEATURE_SCHEMA_ID = "diplomacy_board_v1"
 MAP_NAME = "standard"

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from leaguezero.diplomacy.bot_base import WAIVE, Bot, disband_order, is_move, move_destination
-from leaguezero.diplomacy.dumb_bot import DumbBot
-from leaguezero.diplomacy.env import DiplomacyEnv
-from leaguezero.diplomacy.mapinfo import adjacent_provinces, move_distances, nearest
+from leaguezero.diplomacy.game.bot_base import WAIVE, Bot, disband_order, is_move, move_destination
+from leaguezero.diplomacy.game.dumb_bot import DumbBot
+from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.mapinfo import adjacent_provinces, move_distances, nearest
 
 
 class RandomBot(Bot):

@@ -15,7 +15,7 @@ are fed again so that "this move enters an unowned centre in the fall" is one la
   replacement, each pick a softmax over the orders still open (a build site is used once;
   ``WAIVE`` stays open), so a power never gives more builds or disbands than it owes.
 
-Each choice is one :class:`~leaguezero.diplomacy.grpo.ActionRecord`, whose payload keeps the
+Each choice is one :class:`~leaguezero.diplomacy.train.grpo.ActionRecord`, whose payload keeps the
 board features and the candidate encodings so :meth:`DiplomacyPolicy.log_prob` can recompute
 it with gradients. Sampling divides logits by the temperature, and so does ``log_prob`` (the
 payload stores it), so PPO ratios compare like with like.
@@ -39,8 +39,8 @@ from torch import nn
 
 from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
-from leaguezero.diplomacy.env import DiplomacyEnv
-from leaguezero.diplomacy.features import (
+from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.features import (
     FEATURE_SCHEMA_ID,
     NONE_LOC,
     NUM_FEATURES,
@@ -49,9 +49,9 @@ from leaguezero.diplomacy.features import (
     board_features,
     encode_orders,
 )
-from leaguezero.diplomacy.grpo import ActionRecord
+from leaguezero.diplomacy.train.grpo import ActionRecord
 
-CHECKPOINT_FORMAT = "leaguezero.diplomacy.policy"
+CHECKPOINT_FORMAT = "leaguezero.diplomacy.agents.policy"
 CHECKPOINT_SCHEMA_VERSION = 1
 
 
@@ -244,8 +244,8 @@ def _site(order: str) -> str:
 class DiplomacyPolicy:
     """The small CPU hero: a :class:`PolicyNet` with the GRPO interface and ``get_orders``.
 
-    Implements :class:`~leaguezero.diplomacy.grpo.GRPOPolicy` (``actor``, ``log_prob``,
-    ``trainable_parameters``, ``save``, ``load``) and the rollout's ``Policy``
+    Implements :class:`~leaguezero.diplomacy.train.grpo.GRPOPolicy` (``actor``, ``log_prob``,
+    ``trainable_parameters``, ``record_size``, ``save``, ``load``) and the rollout's ``Policy``
     (``get_orders``, sampling at ``temperature`` with a fixed seed, or argmax when ``greedy``).
     """
 
@@ -273,6 +273,14 @@ class DiplomacyPolicy:
     # ----- GRPOPolicy -----------------------------------------------------------------------
     def actor(self, *, seed: int, temperature: float = 1.0, greedy: bool = False) -> NetActor:
         return NetActor(self, seed, temperature, greedy)
+
+    # Sampling and training share this network's forward pass: the sampled log-probs are exact.
+    recompute_old_log_probs = False
+
+    @staticmethod
+    def record_size(record: ActionRecord) -> int:
+        """Every record is one unit's choice: one size, so passes keep the sampling order."""
+        return 1
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return list(self.net.parameters())

@@ -5,12 +5,12 @@ A league entry with a ``path`` is a policy checkpoint (:func:`~.policy.load_poli
 ``train.agent: llm``, a LoRA adapter folder (:func:`~.llm.league.adapter_resolver`; there
 ``base_model`` is the base LM without an adapter); entries without a path are the
 bots (``random_bot``, ``chaos_bot``, ``greedy_bot``). :func:`checkpoint_resolver` turns a
-{name: path} map into the rollout's :data:`~leaguezero.diplomacy.agents.AgentResolver`.
+{name: path} map into the rollout's :data:`~leaguezero.diplomacy.game.seats.AgentResolver`.
 
 :func:`diplomacy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator`
 in a fresh process by its import path (:data:`TOURNAMENT`): the challenger plays
 ``games_per_gatekeeper`` games against six clones of each gatekeeper, powers rotated
-(:func:`~leaguezero.diplomacy.tournament.run_tournament`), and every game becomes one
+(:func:`~leaguezero.diplomacy.game.tournament.run_tournament`), and every game becomes one
 :class:`~leaguezero.league.types.MatchResult` with the seven powers' final scores.
 """
 
@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from leaguezero.diplomacy.agents import AgentResolver, UnknownAgentError
-from leaguezero.diplomacy.env import POWERS
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
 
-TOURNAMENT = "leaguezero.diplomacy.league_eval:diplomacy_tournament"
+TOURNAMENT = "leaguezero.diplomacy.train.league_eval:diplomacy_tournament"
 GAME = "diplomacy"
 
 
@@ -42,7 +42,7 @@ def checkpoint_resolver(
     seed, so clones of one agent do not share a random stream. Raises ``UnknownAgentError`` for
     a name not in ``paths``.
     """
-    from leaguezero.diplomacy.policy import load_policy
+    from leaguezero.diplomacy.agents.policy import load_policy
 
     loaded: dict[str, Any] = {}
     counter = itertools.count()
@@ -119,8 +119,8 @@ def _play_gatekeepers(
 ) -> list[MatchResult]:
     """Every gatekeeper's games (``make_llm_resolver``: LLM agents' resolver factory, or None
     for policy checkpoints)."""
-    from leaguezero.diplomacy.scoring import win_shares
-    from leaguezero.diplomacy.tournament import run_tournament
+    from leaguezero.diplomacy.game.scoring import win_shares
+    from leaguezero.diplomacy.game.tournament import run_tournament
 
     results: list[MatchResult] = []
     for k, keeper in enumerate(gatekeepers):

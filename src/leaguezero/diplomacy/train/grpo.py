@@ -1,14 +1,14 @@
 """GRPO for a Diplomacy hero: the trainable-policy interface and the clipped group update.
 
 **The interface** (:class:`GRPOPolicy`) is what both hero kinds implement: the small CPU policy
-network (:mod:`leaguezero.diplomacy.policy`) and the LLM agent with one LoRA adapter per power
-(:mod:`leaguezero.diplomacy.llm`). A game seat is played by an *actor*
+network (:mod:`leaguezero.diplomacy.agents.policy`) and the LLM agent, one LoRA adapter trained
+for every power it plays (:mod:`leaguezero.diplomacy.llm`). A game seat is played by an *actor*
 (:meth:`GRPOPolicy.actor`): an object with the rollout's ``get_orders(env, power)`` that also
 appends one :class:`ActionRecord` per sampled action piece to ``actor.records`` (one unit's
 order for the network; one completion for the LLM), holding the log-probability under the
 sampling weights and whatever the policy needs to recompute it later. A *learning seat* is a
 power whose records train: the hero power, and with ``train.learn_from: live_seats`` also every
-mirror seat the live weights played (each with its own score; see ``train.py``).
+mirror seat the live weights played (each with its own score; see ``train/loop.py``).
 
 **The update** (:func:`grpo_loss`, :class:`GRPOTrainer`): a step plays a group of G games with
 the same opponents and seating and different seeds; the trainer gets one group of G
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 
 if TYPE_CHECKING:  # keeps this module importable without the engine
-    from leaguezero.diplomacy.env import DiplomacyEnv
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 
 CREDITS = ("game", "phase")
@@ -92,6 +92,16 @@ class Actor(Protocol):
 @runtime_checkable
 class GRPOPolicy(Protocol):
     """A hero the GRPO trainer can update: the small network or the LLM with LoRA adapters."""
+
+    #: True when sampled log-probs come from another forward pass than :meth:`log_prob` (a
+    #: KV-cache loop, a server's kernels): the trainer recomputes the old log-probs before its
+    #: first epoch. False when the sampler's log-probs are the trainer's own.
+    recompute_old_log_probs: bool
+
+    def record_size(self, record: ActionRecord) -> int:
+        """A record's rough cost to recompute: gradient-accumulation passes group records of
+        similar size (a constant keeps the sampling order)."""
+        ...
 
     def actor(self, *, seed: int, temperature: float = 1.0, greedy: bool = False) -> Actor:
         """A fresh seat player with its own seeded sampler (``greedy``: argmax, for evaluation)."""
@@ -320,7 +330,7 @@ class GRPOTrainer:
         passes = self._passes(records)
         totals: dict[str, float] = {}
         grad_norm = 0.0
-        recompute = bool(getattr(self.policy, "recompute_old_log_probs", False))
+        recompute = self.policy.recompute_old_log_probs
         sampled = old.clone()
         for epoch in range(self.epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -365,8 +375,7 @@ class GRPOTrainer:
         n = len(records)
         if self.records_per_pass is None or n <= self.records_per_pass:
             return [torch.arange(n)]
-        size = getattr(self.policy, "record_size", None)
-        order = sorted(range(n), key=lambda i: size(records[i])) if size else list(range(n))
+        order = sorted(range(n), key=lambda i: self.policy.record_size(records[i]))
         step = self.records_per_pass
         return [torch.tensor(order[i : i + step]) for i in range(0, n, step)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
-from leaguezero.diplomacy.env import DiplomacyEnv
+from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 WAIVE = "WAIVE"
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from leaguezero.diplomacy.agents import UnknownAgentError
+from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.grpo import GRPOPolicy
-from leaguezero.diplomacy.policy import DiplomacyPolicy, PolicyConfig, load_policy
-from leaguezero.diplomacy.rollout import run_rollout
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.rollout import run_rollout
+from leaguezero.diplomacy.game.seats import UnknownAgentError
+from leaguezero.diplomacy.train.grpo import GRPOPolicy
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import BASE_MODEL, HERO

@@ -17,7 +17,7 @@ docs/diplomacy_training.md):
    mirror seat's (one GRPO group per seat, each with its own scores);
 3. the session logs the games and rates the live hero from them (online Elo against the
    opponents' ratings);
-4. :class:`~leaguezero.diplomacy.grpo.GRPOTrainer` updates the hero from the group-relative
+4. :class:`~leaguezero.diplomacy.train.grpo.GRPOTrainer` updates the hero from the group-relative
    advantages of its final scores (``train.credit: phase``: of the score gained from each
    phase on);
 5. the session's checkpointer saves ``checkpoints/ckpt_NNNNNN.pt`` and adds it to the league
@@ -30,7 +30,7 @@ docs/diplomacy_training.md):
    checkpoint against the gatekeepers in the background (training goes on), and it logs
    ``league.step_summary`` (and WandB with ``league.wandb``).
 
-The hero is one of the two classes of :mod:`leaguezero.diplomacy.heroes` (the small policy
+The hero is one of the two classes of :mod:`leaguezero.diplomacy.train.heroes` (the small policy
 network, or an LLM's LoRA adapter). Backends come from the caller (the command line): a task
 map for the network hero's games and a job runner for the evaluator; both default to this
 machine.
@@ -56,11 +56,11 @@ from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.grpo import GameSample, GRPOTrainer, scheduled_lr
-from leaguezero.diplomacy.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
-from leaguezero.diplomacy.heroes import TrainError as TrainError
-from leaguezero.diplomacy.league_eval import GAME, TOURNAMENT
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
+from leaguezero.diplomacy.train.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
+from leaguezero.diplomacy.train.heroes import TrainError as TrainError
+from leaguezero.diplomacy.train.league_eval import GAME, TOURNAMENT
 from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
@@ -324,7 +324,7 @@ class LeagueTrainer:
         finally:
             self.session.close()
             self.hero.close()
-        from leaguezero.diplomacy.train_report import write_report
+        from leaguezero.diplomacy.train.report import write_report
 
         write_report(self.run_dir)
         return {"step": self.step, "run_dir": str(self.run_dir)}

@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from leaguezero.diplomacy.agents import AgentResolver
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS
-from leaguezero.diplomacy.rollout import RolloutResult
-from leaguezero.diplomacy.tournament import TournamentResult, run_tournament
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.rollout import RolloutResult
+from leaguezero.diplomacy.game.seats import AgentResolver
+from leaguezero.diplomacy.game.tournament import TournamentResult, run_tournament
 
 BENCH_SCHEMA_VERSION = 1
 PARITY = 1.0 / len(POWERS)

@@ -3,7 +3,7 @@
 :func:`run_rollout` plays a no-press game where each power is played by the agent its
 ``power_adapters`` entry names: a bot name (built here, never touches a model), ``None`` for the
 base model, or an adapter/checkpoint name (both resolved by the caller's
-:data:`~leaguezero.diplomacy.agents.AgentResolver`). Only the hero power's steps are recorded.
+:data:`~leaguezero.diplomacy.game.seats.AgentResolver`). Only the hero power's steps are recorded.
 
 Every order an agent returns is checked against the phase's legal orders. An order that is not
 legal for one of the power's orderable locations (or a second order for a location already
@@ -13,8 +13,10 @@ movement phase and a dislodged unit disbands in a retreat phase (its only non-mo
 an adjustment phase nothing is filled in: the engine waives missing builds and removes units
 for missing disbands (civil disorder), as in a real game.
 
-Sync by design for now: bots answer in microseconds. The LLM path batches the seven powers of
-many games per call; that arrives with the inference client, behind the same resolver.
+Synchronous by design: bots answer in microseconds, and a language model batches behind the
+same resolver. :class:`~leaguezero.diplomacy.llm.agent.LLMTable` answers every LLM seat of a
+game: the first seat asked in a phase samples all of them in one batched call (many games run
+on threads share one batching generator), so this loop needs no asynchronous path.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from leaguezero.diplomacy.agents import AgentResolver, Policy, agent_label, resolve_agent
-from leaguezero.diplomacy.bots import WAIVE
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.scoring import (
+from leaguezero.diplomacy.game.bots import WAIVE
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.scoring import (
     calculate_final_scores,
     running_scores,
     sum_of_squares_scores,
 )
+from leaguezero.diplomacy.game.seats import AgentResolver, Policy, agent_label, resolve_agent
 
 
 @dataclass
@@ -170,7 +172,7 @@ def run_rollout(
     or ``resolver(name)``). The finished game is saved as saved-game JSON in ``save_dir``
     (default ``cfg.games_dir``; no file when both are None) as
     ``group{group_idx:04d}_game{game_idx:04d}.json``. Raises ``ValueError`` for a bad seating
-    and :class:`~leaguezero.diplomacy.agents.UnknownAgentError` for an agent nobody can play.
+    and :class:`~leaguezero.diplomacy.game.seats.UnknownAgentError` for an agent nobody can play.
     """
     _check_seats(power_adapters, hero_power)
     started = time.perf_counter()

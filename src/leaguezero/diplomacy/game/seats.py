@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from leaguezero.league.types import BASE_MODEL  # the seat value None (no adapter)
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.env import DiplomacyEnv
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 __all__ = [
     "BASE_MODEL",
@@ -63,7 +63,7 @@ def resolve_agent(
     and there is no resolver, or the resolver cannot provide it (it may raise ``KeyError`` or
     :class:`UnknownAgentError`, or return None).
     """
-    from leaguezero.diplomacy.bots import BOTS, make_bot
+    from leaguezero.diplomacy.game.bots import BOTS, make_bot
 
     if name in BOTS:
         return make_bot(name, seed)

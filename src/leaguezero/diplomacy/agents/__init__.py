@@ -1,0 +1,1 @@
+"""Learned agents that play a seat: the policy network (the LLM agents live in ``llm/``)."""

@@ -1,0 +1,106 @@
+"""Goldens a reviewer can read in a diff: a bot-game transcript and a GRPO loss curve.
+
+Regenerate both with one command (then read the diff before committing it)::
+
+    PYTHONPATH=src python -m tests.diplomacy.goldens
+
+``bot_game.txt``: one seeded two-year game of the three bots through the real rollout
+(every phase's orders, the final centres and scores). ``grpo_loss_curve.txt``: 25 GRPO steps
+of :class:`~leaguezero.diplomacy.train.grpo.GRPOTrainer` on a three-armed bandit (arm rewards
+0, 1, 2; groups of 4 seeded draws), one line of metrics per step — the reward mean climbs
+towards 2 as probability moves to the best arm. ``tests/diplomacy/test_goldens.py`` compares
+fresh output with both files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent / "goldens"
+BOT_GAME = HERE / "bot_game.txt"
+LOSS_CURVE = HERE / "grpo_loss_curve.txt"
+METRICS = ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean", "grad_norm", "score_mean")
+
+
+def bot_game_transcript() -> str:
+    """The seeded bot game, as text: a header, one block per phase, the result."""
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game.env import POWERS
+    from leaguezero.diplomacy.game.rollout import run_rollout
+
+    cfg = DiplomacyConfig(seed=11, max_years=2, games_dir=None)
+    bots = ("greedy_bot", "chaos_bot", "random_bot")
+    seating = {power: bots[i % 3] for i, power in enumerate(POWERS)}
+    result = run_rollout(cfg, 0, 0, seating, "AUSTRIA")
+    lines = [f"seed {cfg.seed}, max_years {cfg.max_years}, game seed {result.seed}"]
+    lines += [f"{power:8} {seating[power]}" for power in POWERS]
+    for phase in result.order_history:
+        lines.append("")
+        lines.append(phase["phase"])
+        for power in POWERS:
+            orders = phase["orders"].get(power) or []
+            lines.append(f"  {power:8} {', '.join(orders) if orders else '-'}")
+    lines.append("")
+    lines.append(f"ended by {result.ended_by} after {result.phases} phases, {result.final_year}")
+    for power in POWERS:
+        lines.append(
+            f"{power:8} centres {result.centers[power]:2d}  score {result.scores[power]:.2f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Arms:
+    """A three-armed softmax policy with the GRPO interface; a record's payload is its arm."""
+
+    logits: torch.nn.Parameter
+    recompute_old_log_probs: bool = False
+
+    def log_prob(self, records):
+        arms = torch.tensor([r.payload for r in records])
+        return torch.log_softmax(self.logits, 0)[arms]
+
+    def trainable_parameters(self):
+        return [self.logits]
+
+    @staticmethod
+    def record_size(record) -> int:
+        return 1
+
+
+def grpo_loss_curve(steps: int = 25) -> str:
+    """The bandit's per-step metrics, one line per step (6 decimals)."""
+    from leaguezero.diplomacy.train.grpo import ActionRecord, GameSample, GRPOTrainer
+
+    policy = _Arms(torch.nn.Parameter(torch.zeros(3)))
+    trainer = GRPOTrainer(policy, lr=0.1, epochs=2)  # type: ignore[arg-type]
+    gen = torch.Generator().manual_seed(5)
+    lines = ["step " + " ".join(METRICS) + " p_best"]
+    for step in range(1, steps + 1):
+        group = []
+        with torch.no_grad():
+            log_p = torch.log_softmax(policy.logits, 0)
+        for _ in range(4):
+            arm = int(torch.multinomial(log_p.exp(), 1, generator=gen))
+            record = ActionRecord("AUSTRIA", "S1901M", float(log_p[arm]), arm)
+            group.append(GameSample(hero_score=float(arm), records=[record]))
+        metrics = trainer.step([group])
+        p_best = float(torch.softmax(policy.logits.detach(), 0)[2])
+        values = " ".join(f"{metrics[m]:.6f}" for m in METRICS)
+        lines.append(f"{step} {values} {p_best:.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Write both goldens."""
+    HERE.mkdir(exist_ok=True)
+    BOT_GAME.write_text(bot_game_transcript())
+    LOSS_CURVE.write_text(grpo_loss_curve())
+    print(f"wrote {BOT_GAME} and {LOSS_CURVE}")
+
+
+if __name__ == "__main__":
+    main()
