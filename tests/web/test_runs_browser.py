@@ -55,7 +55,7 @@ def test_the_yatzy_run_page_shows_the_report(live_server, browser, tmp_path):
     d.switch_to.frame(d.find_element(By.ID, "report"))
     try:
         wait_for(d, lambda d: len(d.find_elements(By.TAG_NAME, "img")) >= 3, "report charts")
-        assert "Learning curves" in d.find_element(By.TAG_NAME, "body").text
+        assert "Training losses" in d.find_element(By.TAG_NAME, "body").text
     finally:
         d.switch_to.default_content()
     screenshot(d, "web_run_yatzy", tmp_path)
