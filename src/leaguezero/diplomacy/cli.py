@@ -158,7 +158,10 @@ def eval_cmd(
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """
-    from leaguezero.diplomacy.game.tournament import run_tournament
+    try:
+        from leaguezero.diplomacy.game.tournament import run_tournament
+    except ImportError as err:  # the optional engine is missing: one line, not a traceback
+        raise fail(str(err)) from None
 
     overrides = list(set_ or [])
     if seed is not None:
@@ -272,7 +275,10 @@ def bench_cmd(
     One row per opponent: win rate ± SE, mean score, mean supply centres, survival, the tier's
     floor and pass/fail (docs/diplomacy_bench.md). Games are not saved.
     """
-    from leaguezero.diplomacy.game.bench import bench_report, run_bench, suite_with_checkpoints
+    try:
+        from leaguezero.diplomacy.game.bench import bench_report, run_bench, suite_with_checkpoints
+    except ImportError as err:  # the optional engine is missing: one line, not a traceback
+        raise fail(str(err)) from None
 
     overrides = [*(set_ or []), "games_dir=null"]
     if seed is not None:
