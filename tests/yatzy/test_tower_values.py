@@ -11,7 +11,7 @@ from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.search.turn import TurnSearch
 from leaguezero.yatzy.train.net import build_net
-from leaguezero.yatzy.train.tower_values import ME_COLS, TowerValues, board_runs
+from leaguezero.yatzy.train.tower_values import ME_COLS, OPP_COLS, TowerValues, board_runs_pair
 
 
 class PlainEvaluator:
@@ -70,16 +70,16 @@ def test_board_runs_numbers_consecutive_equal_rows() -> None:
     x[2:4, ME_COLS[0]] = 1.0
     x[5, ME_COLS[-1]] = 1.0
     x[:, 160] = np.arange(6)  # a shared column does not split a board's run
-    runs, starts = np.empty(6, np.int64), np.empty(6, np.int64)
-    assert board_runs(x, ME_COLS, runs, starts) == 4
-    assert runs.tolist() == [0, 0, 1, 1, 2, 3] and starts[:4].tolist() == [0, 2, 4, 5]
+    runs, starts = np.empty((2, 6), np.int64), np.empty((2, 6), np.int64)
+    assert board_runs_pair(x, ME_COLS, OPP_COLS, runs, starts) == (4, 1)
+    assert runs[0].tolist() == [0, 0, 1, 1, 2, 3] and starts[0, :4].tolist() == [0, 2, 4, 5]
 
 
 def test_successor_batches_repeat_boards(successor_batches) -> None:
     # What makes the value-only forward pay: few distinct boards per call.
     x = max(successor_batches, key=len)
-    runs, starts = np.empty(len(x), np.int64), np.empty(len(x), np.int64)
-    assert board_runs(x, ME_COLS, runs, starts) <= len(x) // 50
+    runs, starts = np.empty((2, len(x)), np.int64), np.empty((2, len(x)), np.int64)
+    assert board_runs_pair(x, ME_COLS, OPP_COLS, runs, starts)[0] <= len(x) // 50
 
 
 @pytest.mark.parametrize("seed", [5, 6])
