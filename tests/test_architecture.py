@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "leaguezero"
 GAME_AGNOSTIC = ("league", "az", "common")
 GAMES = ("leaguezero.yatzy", "leaguezero.diplomacy")
 # The command-line layer of each game: the only modules that may choose a backend.
-CLI_LAYER = ("yatzy/cli/", "diplomacy/cli.py", "diplomacy/llm/cli.py")
+CLI_LAYER = ("yatzy/cli/", "diplomacy/cli/")
 
 # Known violations: none left (each entry would be exact, so nothing new could slip in).
 KNOWN_CYCLES: set[frozenset[str]] = set()
@@ -234,7 +234,7 @@ DIPLOMACY_LAYERS: dict[str, tuple[str, ...]] = {
 }
 # The places that parse the configuration or a command line: the only modules that may compare
 # a kind/mode/backend/agent string (everywhere else holds the object the edge built).
-STRING_SWITCH_EDGE = ("diplomacy/config.py", "diplomacy/cli.py", "diplomacy/llm/cli.py")
+STRING_SWITCH_EDGE = ("diplomacy/config.py", "diplomacy/cli/")
 SWITCH_NAMES = ("backend", "mode", "kind", "agent", "learn_from", "credit")
 # Known violations, each exact (so nothing new slips in); the list only shrinks.
 # Left for the decoding-strategy object, backend and agent objects built at the edge, and the
@@ -301,7 +301,7 @@ def test_no_string_switch_on_a_kind_mode_or_backend_outside_the_config_edge():
     offenders = []
     for path in _house_files():
         rel = _rel(path)
-        if rel in STRING_SWITCH_EDGE:
+        if rel.startswith(STRING_SWITCH_EDGE):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Compare):

@@ -13,8 +13,8 @@ import typer
 
 from leaguezero import __version__
 from leaguezero.common.cli import fail
-from leaguezero.diplomacy.cli import app as diplomacy_app
-from leaguezero.diplomacy.llm.cli import app as llm_app
+from leaguezero.diplomacy.cli.app import app as diplomacy_app
+from leaguezero.diplomacy.cli.llm import app as llm_app
 from leaguezero.distributed.cli import app as cluster_app
 from leaguezero.league.cli import app as league_app
 from leaguezero.web.cli import app as web_app

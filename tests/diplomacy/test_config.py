@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.common.config import ConfigError, commented_yaml, load_config
-from leaguezero.diplomacy.cli import CONFIG_HEADER
+from leaguezero.diplomacy.cli.app import CONFIG_HEADER
 from leaguezero.diplomacy.config import DiplomacyConfig
 
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "diplomacy_local_cpu.yaml"

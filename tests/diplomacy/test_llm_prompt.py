@@ -66,8 +66,8 @@ def test_shipped_llm_configs_are_current_and_documented(name: str) -> None:
     from pathlib import Path
 
     from leaguezero.common.config import commented_yaml, load_config
+    from leaguezero.diplomacy.cli import llm as cli
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.llm import cli
 
     shipped = Path(__file__).resolve().parents[2] / "configs" / name
     cfg = load_config(DiplomacyConfig, shipped)

@@ -38,7 +38,7 @@ def _resolver(names: list[str], seed: int):
 
     Raises ValueError for a name that is neither a bot, a file nor an LLM folder.
     """
-    from leaguezero.diplomacy.cli import _checkpoint_resolver, load_diplomacy_config
+    from leaguezero.diplomacy.cli.app import _checkpoint_resolver, load_diplomacy_config
     from leaguezero.diplomacy.llm.league import is_llm_folder
 
     unknown = [n for n in names if n not in BOTS and not Path(n).is_file() and not is_llm_folder(n)]

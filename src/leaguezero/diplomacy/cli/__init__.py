@@ -1,0 +1,1 @@
+"""The `leaguezero diplomacy` and `leaguezero llm` command lines (typer apps)."""
