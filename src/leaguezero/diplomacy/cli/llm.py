@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from leaguezero.common.cli import fail
+from leaguezero.diplomacy.llm.server_http import API_KEY_ENV, DEFAULT_MAX_CONNECTIONS
 
 app = typer.Typer(
     name="llm",
@@ -131,13 +132,35 @@ def serve(
         int | None,
         typer.Option(help="Adapters resident at once; a load beyond it is refused (507)."),
     ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=API_KEY_ENV,
+            show_envvar=True,
+            help="Require 'Authorization: Bearer KEY' on every /v1 route, as vLLM's --api-key "
+            "(prefer the environment variable: a command line is visible to other users).",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int, typer.Option(help="Connections served at once; more are answered 503.")
+    ] = DEFAULT_MAX_CONNECTIONS,
+    max_prompt_tokens: Annotated[
+        int | None,
+        typer.Option(help="Longest prompt accepted, in tokens (default: the model's positions)."),
+    ] = None,
 ) -> None:
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
     from leaguezero.diplomacy.llm.server import LLMServer
 
     settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
     backend = _load_backend(base_model, served_model_name, device, dtype, settings, bf16_autocast)
-    for bound, label in ((max_loras, "--max-loras"), (max_cpu_loras, "--max-cpu-loras")):
+    limits = (
+        (max_loras, "--max-loras"),
+        (max_cpu_loras, "--max-cpu-loras"),
+        (max_connections, "--max-connections"),
+        (max_prompt_tokens, "--max-prompt-tokens"),
+    )
+    for bound, label in limits:
         if bound is not None and bound < 1:
             raise fail(f"{label} must be at least 1")
     for spec in lora or []:
@@ -150,14 +173,21 @@ def serve(
             raise fail(f"--lora {spec}: {err}") from None
     try:
         server = LLMServer(
-            backend, host=host, port=port, max_loras=max_loras, max_cpu_loras=max_cpu_loras
+            backend,
+            host=host,
+            port=port,
+            max_loras=max_loras,
+            max_cpu_loras=max_cpu_loras,
+            api_key=api_key,
+            max_connections=max_connections,
+            max_prompt_tokens=max_prompt_tokens,
         )
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err}") from None
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         typer.secho(
-            "warning: this server has no authentication and loads adapters from its own "
-            "filesystem on request; expose it only to trusted networks",
+            "warning: without --api-key this server has no authentication and loads adapters "
+            "from its own filesystem on request; expose it only to trusted networks",
             err=True,
             fg=typer.colors.YELLOW,
         )

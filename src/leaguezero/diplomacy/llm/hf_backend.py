@@ -18,7 +18,6 @@ name, rank, prompt version), written to a temporary folder and renamed into plac
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import warnings
@@ -29,6 +28,7 @@ from pathlib import Path
 import torch
 
 from leaguezero.common.atomic import atomic_folder, atomic_write_json
+from leaguezero.diplomacy.llm.adapter_files import read_adapter_folder
 from leaguezero.diplomacy.llm.client import (
     Completion,
     GenerationRequest,
@@ -99,6 +99,7 @@ class HFBackend:
         self.bf16_autocast = bf16_autocast
         self._lock = threading.RLock()
         self._trainable: str | None = None
+        self._pending: set[str] = set()  # adapters being loaded (see load_adapter)
         model.to(self.device)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         with warnings.catch_warnings():
@@ -161,7 +162,9 @@ class HFBackend:
     # ------------------------------------------------------------------ adapters
     def list_adapters(self) -> list[str]:
         """Names of the loaded adapters (the placeholder is not one)."""
-        return [n for n in self.model.peft_config if n != _PLACEHOLDER]
+        # An adapter being loaded is not listed until all its weights are in.
+        pending = self._pending
+        return [n for n in self.model.peft_config if n != _PLACEHOLDER and n not in pending]
 
     def _check_name(self, name: str) -> None:
         if not name or name in (BASE, _PLACEHOLDER, self.model_name) or "." in name:
@@ -177,30 +180,49 @@ class HFBackend:
             self._freeze()
 
     def load_adapter(self, name: str, path: str | os.PathLike) -> None:
-        """Load the adapter saved in folder ``path`` as ``name`` (a peft folder, ours or not)."""
+        """Load the adapter saved in folder ``path`` as ``name`` (a peft folder, ours or not).
+
+        All or nothing: the folder is read and checked outside the lock
+        (:func:`.adapter_files.read_adapter_folder`: regular files of ours only, size-bounded,
+        safetensors only, every rank <= ``max_lora_rank``), then the adapter is created and
+        filled under the lock and listed only once every LoRA weight is in; on any failure it
+        is deleted again, so the name can be loaded later. Raises :class:`LLMError` (one line)
+        or ``ValueError`` (bad or taken name).
+        """
+        from peft.utils import set_peft_model_state_dict
+
         self._check_name(name)
-        folder = Path(path)
-        if not (folder / "adapter_config.json").exists():
-            raise LLMError(f"adapter folder {folder} has no adapter_config.json")
-        meta_path = folder / ADAPTER_META
-        if meta_path.exists():
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            if meta.get("schema_version") != ADAPTER_SCHEMA_VERSION:
-                raise LLMError(
-                    f"adapter {folder} has schema_version {meta.get('schema_version')!r}; this "
-                    f"leaguezero reads {ADAPTER_SCHEMA_VERSION}"
-                )
-        rank = int(json.loads((folder / "adapter_config.json").read_text())["r"])
-        if rank > self.lora.max_lora_rank:
-            raise LLMError(
-                f"adapter {folder} has rank {rank} > max_lora_rank {self.lora.max_lora_rank}"
-            )
+        files = read_adapter_folder(
+            path, max_rank=self.lora.max_lora_rank, schema_version=ADAPTER_SCHEMA_VERSION
+        )
         with self._lock:
             if name in self.model.peft_config:
                 raise ValueError(f"adapter {name!r} is already loaded; names are immutable")
-            self.model.load_adapter(str(folder), adapter_name=name, is_trainable=False)
-            self.model.to(self.device)
-            self._freeze()
+            self._pending.add(name)
+            try:
+                try:
+                    self.model.add_adapter(name, files.config)
+                    result = set_peft_model_state_dict(self.model, files.weights, adapter_name=name)
+                except (RuntimeError, ValueError, KeyError, TypeError) as err:
+                    detail = str(err).strip().splitlines()[0][:160] if str(err) else ""
+                    raise LLMError(
+                        f"adapter {path} does not fit the base model ({type(err).__name__}: "
+                        f"{detail})"
+                    ) from None
+                missing = [k for k in result.missing_keys if "lora_" in k and f".{name}" in k]
+                if missing or result.unexpected_keys:
+                    raise LLMError(
+                        f"adapter {path}: {len(missing)} LoRA weight(s) missing (e.g. "
+                        f"{(missing or ['-'])[0][:80]}), {len(result.unexpected_keys)} unexpected"
+                    )
+                self.model.to(self.device)
+                self._freeze()
+            except BaseException:
+                if name in self.model.peft_config:
+                    self.model.delete_adapter(name)
+                raise
+            finally:
+                self._pending.discard(name)
 
     def unload_adapter(self, name: str) -> None:
         """Delete adapter ``name`` from the model."""
@@ -315,7 +337,8 @@ class HFBackend:
 
     def generate_rows(self, rows: Sequence[GenerationRequest]) -> list[Completion]:
         """Complete requests that may differ in adapter, length, temperature and seed."""
-        encoded = [self.encode(r.prompt) for r in rows]
+        # The server tokenises in its request threads (extra["prompt_ids"]), not in the batcher's.
+        encoded = [list(r.extra.get("prompt_ids") or self.encode(r.prompt)) for r in rows]
         for r, ids in zip(rows, encoded, strict=True):
             if r.max_new_tokens < 1:
                 raise ValueError("max_new_tokens must be at least 1")

@@ -19,6 +19,7 @@ servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens s
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from leaguezero.diplomacy.llm.client import (
     make_requests,
 )
 from leaguezero.diplomacy.llm.constrained import OrderChoices
+from leaguezero.diplomacy.llm.server_http import API_KEY_ENV
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -54,7 +56,9 @@ class OpenAIClient:
 
     ``endpoint``: the server's base URL (``http://127.0.0.1:8000``; a trailing ``/v1`` is
     accepted); ``base_model``: the name the server gives the base model (asked from
-    ``/v1/models`` when None); ``concurrency``: requests in flight at once; ``retries``: how
+    ``/v1/models`` when None); ``api_key``: sent as ``Authorization: Bearer KEY`` (what
+    ``llm serve --api-key`` and vLLM's ``--api-key`` require; None: the environment variable
+    ``LEAGUEZERO_LLM_API_KEY``, if set); ``concurrency``: requests in flight at once; ``retries``: how
     often a reset or refused connection is retried (growing pauses, 3 s in all).
     """
 
@@ -71,6 +75,8 @@ class OpenAIClient:
         self.retries = retries
         url = endpoint.rstrip("/")
         self.endpoint = url.removesuffix("/v1")
+        # None: the key of `llm serve --api-key` from the environment, if set there.
+        api_key = os.environ.get(API_KEY_ENV) if api_key is None else api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self._http = httpx.Client(

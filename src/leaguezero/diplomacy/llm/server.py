@@ -21,34 +21,47 @@ wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it g
 
 Requests are handled in threads and their rows go through one
 :class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
-The server binds to loopback by default and has no authentication: anyone who can reach it can
-load adapters from its filesystem.
+The server binds to loopback by default. With ``api_key`` (``--api-key``, as vLLM's) every
+``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards all of ``/v1``, completions and
+model listing included); ``/health`` and ``/stats`` stay open. Without one, anyone who can reach
+the server can load adapters from its filesystem (but only folders and regular files owned by the
+server's user: :mod:`.adapter_files`).
+
+Hostile input is bounded (:mod:`.server_http`): a body needs a ``Content-Length`` of at most
+8 MiB, connections served at once are bounded, prompts are tokenised in the request's thread
+and bounded in tokens, and bad input gets a 4xx with a short message.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.server_http import (
+    DEFAULT_MAX_CONNECTIONS,
+    MAX_BODY_BYTES,
+    SOCKET_TIMEOUT_S,
+    BoundedHTTPServer,
+    RequestError,
+    authorized,
+    error_body,
+    log_line,
+    read_body,
+)
 
-MAX_BODY_BYTES = 8 << 20
-
-
-class RequestError(ValueError):
-    """A malformed request; becomes a 400 (or the given status) with the message."""
-
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
-        super().__init__(message)
-        self.status = status
+__all__ = ["MAX_BODY_BYTES", "LLMServer", "RequestError"]
+MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows; vLLM's epsilon
+CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
@@ -62,12 +75,6 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
     return value
 
 
-class _Server(ThreadingHTTPServer):
-    # The standard library's listen backlog is 5: a group of games sends dozens of requests
-    # at once, and connections beyond the backlog were reset.
-    request_queue_size = 1024
-
-
 class LLMServer:
     """An HTTP server for one :class:`HFBackend`; :meth:`start` runs it in a thread."""
 
@@ -79,8 +86,17 @@ class LLMServer:
         *,
         max_loras: int | None = None,
         max_cpu_loras: int | None = None,
+        api_key: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_prompt_tokens: int | None = None,
     ) -> None:
         self.backend = backend
+        self.api_key = api_key or None
+        # Prompts longer than this are refused before they reach the batcher.
+        self.max_prompt_tokens = max_prompt_tokens or min(backend.max_positions, 1 << 15)
+        # Loads are serialised (a name is checked and registered by one load at a time); they
+        # read files outside the backend lock, so completions go on meanwhile.
+        self._load_lock = threading.Lock()
         # vLLM's two limits: adapters in one batch (others wait for a later batch), and
         # adapters resident at once (a load beyond it is refused: 507, the client's
         # AdapterCapacityError, which the league answers with cluster seating).
@@ -92,8 +108,7 @@ class LLMServer:
         class Handler(_Handler):
             owner = server
 
-        self.httpd = _Server((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = BoundedHTTPServer((host, port), Handler, max_connections)
         self._thread: threading.Thread | None = None
 
     @property
@@ -165,7 +180,11 @@ class LLMServer:
         if _field(body, "n", int, 1) != 1:
             raise RequestError("only n = 1 is supported")
         max_tokens = _field(body, "max_tokens", int, 16)
-        temperature = float(_field(body, "temperature", (int, float), 1.0))
+        temperature = _field(body, "temperature", (int, float), 1.0)
+        if not isinstance(temperature, float):
+            temperature = float(temperature) if abs(temperature) < 1 << 53 else math.inf
+        if not math.isfinite(temperature) or 0 < temperature < MIN_TEMPERATURE:
+            raise RequestError(f"'temperature' must be 0 (greedy) or in [{MIN_TEMPERATURE}, inf)")
         seed = _field(body, "seed", int, None)
         if seed is None:
             seed = uuid.uuid4().int & 0x7FFF_FFFF
@@ -173,7 +192,11 @@ class LLMServer:
         want_ids = bool(body.get("return_token_ids"))
         if max_tokens < 1 or temperature < 0:
             raise RequestError("'max_tokens' must be >= 1 and 'temperature' >= 0")
+        if not 0 <= seed < 1 << 63:
+            raise RequestError("'seed' must be in [0, 2**63)")
         rows = [GenerationRequest(p, adapter, max_tokens, temperature, seed) for p in prompts]
+        for row in rows:
+            row.extra["prompt_ids"] = self._tokenize(row.prompt, max_tokens)
         constrained = body.get("leaguezero_choices") is not None
         if constrained:
             if len(prompts) != 1:
@@ -219,24 +242,41 @@ class LLMServer:
             },
         }
 
+    def _tokenize(self, prompt: str, max_tokens: int) -> list[int]:
+        # Here, in the request's thread: a long prompt costs its sender, not every request
+        # waiting on the batcher.
+        bound = self.max_prompt_tokens
+        if len(prompt) > bound * CHARS_PER_TOKEN_BOUND:
+            raise RequestError(f"prompt of {len(prompt)} characters is too long ({bound} tokens)")
+        ids = self.backend.encode(prompt)
+        if len(ids) > bound:
+            raise RequestError(f"prompt of {len(ids)} tokens exceeds --max-prompt-tokens {bound}")
+        if len(ids) + max_tokens > self.backend.max_positions:
+            raise RequestError(
+                f"prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds the model's "
+                f"{self.backend.max_positions} positions"
+            )
+        return ids
+
     def load_lora_adapter(self, body: dict[str, Any]) -> str:
         name = _field(body, "lora_name", str, None)
         path = _field(body, "lora_path", str, None)
         if not name or not path:
             raise RequestError("'lora_name' and 'lora_path' are required")
-        loaded = self.backend.list_adapters()
-        if name in loaded:
-            raise RequestError(f"The lora adapter '{name}' has already been loaded.")
-        if self.max_cpu_loras is not None and len(loaded) >= self.max_cpu_loras:
-            raise RequestError(
-                f"cannot load adapter {name!r}: {len(loaded)} adapters are loaded and "
-                f"--max-cpu-loras is {self.max_cpu_loras}; unload one first",
-                status=HTTPStatus.INSUFFICIENT_STORAGE,
-            )
-        try:
-            self.backend.load_adapter(name, path)
-        except (LLMError, ValueError, OSError) as err:
-            raise RequestError(f"cannot load adapter {name!r}: {err}") from None
+        with self._load_lock:
+            loaded = self.backend.list_adapters()
+            if name in loaded:
+                raise RequestError(f"The lora adapter '{name}' has already been loaded.")
+            if self.max_cpu_loras is not None and len(loaded) >= self.max_cpu_loras:
+                raise RequestError(
+                    f"cannot load adapter {name!r}: {len(loaded)} adapters are loaded and "
+                    f"--max-cpu-loras is {self.max_cpu_loras}; unload one first",
+                    status=HTTPStatus.INSUFFICIENT_STORAGE,
+                )
+            try:
+                self.backend.load_adapter(name, path)
+            except (LLMError, ValueError, OSError) as err:
+                raise RequestError(f"cannot load adapter {name!r}: {err}") from None
         return f"Success: LoRA adapter '{name}' added successfully."
 
     def unload_lora_adapter(self, body: dict[str, Any]) -> str:
@@ -255,6 +295,7 @@ class LLMServer:
 class _Handler(BaseHTTPRequestHandler):
     owner: LLMServer
     protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT_S  # per socket operation; read_body bounds the whole body
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: a training run makes thousands of requests
@@ -269,12 +310,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: HTTPStatus, message: str) -> None:
-        kind = "NotFoundError" if status == HTTPStatus.NOT_FOUND else "BadRequestError"
-        if status >= 500:
-            kind = "InternalServerError"
-        self._send(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+        self._send(status, error_body(status, message))
+
+    def _authorized(self) -> bool:
+        if not self.path.startswith("/v1") or authorized(self, self.owner.api_key):
+            return True
+        self.close_connection = True  # its body, if any, is not read
+        self._error(HTTPStatus.UNAUTHORIZED, "Unauthorized")
+        return False
 
     def do_GET(self) -> None:
+        if not self._authorized():
+            return
         if self.path == "/v1/models":
             self._send(HTTPStatus.OK, self.owner.models())
         elif self.path == "/health":
@@ -301,24 +348,36 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/unload_lora_adapter": self.owner.unload_lora_adapter,
         }
         handler = routes.get(self.path)
+        if not self._authorized():
+            return
         if handler is None:
+            self.close_connection = True  # the body is not read
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
             return
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                raise RequestError("request body too large")
-            body = json.loads(self.rfile.read(length) or b"{}")
+            try:
+                data = read_body(self)
+            except RequestError:
+                self.close_connection = True  # what is left of the body is not a request
+                raise
+            body = json.loads(data or b"{}")
             if not isinstance(body, dict):
                 raise RequestError("the request body must be a JSON object")
-            self._send(HTTPStatus.OK, handler(body))
+            result = handler(body)
         except RequestError as err:
             self._error(err.status, str(err))
         except json.JSONDecodeError as err:
             self._error(HTTPStatus.BAD_REQUEST, f"the request body is not JSON ({err.msg})")
+        except RecursionError:
+            self._error(HTTPStatus.BAD_REQUEST, "the request body nests too deeply")
         except UnknownAdapterError as err:  # unloaded between the check and the batch
             self._error(HTTPStatus.NOT_FOUND, str(err))
         except (LLMError, ValueError) as err:
-            self._error(HTTPStatus.BAD_REQUEST, str(err))
-        except Exception as err:  # keep serving; report what broke
-            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(err).__name__}: {err}")
+            self._error(HTTPStatus.BAD_REQUEST, str(err).splitlines()[0][:300] if str(err) else "")
+        except (ConnectionError, TimeoutError):
+            raise  # the client went away: BoundedHTTPServer logs one line
+        except Exception as err:  # keep serving; the details go to the log, not the client
+            log_line(f"{self.path}: {type(err).__name__}: {err}")
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error ({type(err).__name__})")
+        else:
+            self._send(HTTPStatus.OK, result)

@@ -1,0 +1,231 @@
+"""Read an adapter folder safely, before anything is allocated in the model (``llm serve``).
+
+A load request names a folder on the server's filesystem, and anyone who can reach the server
+may send one. :func:`read_adapter_folder` therefore
+
+- opens each file relative to the folder without following symlinks and without blocking
+  (``O_NOFOLLOW | O_NONBLOCK``), and reads only regular files owned by the server's user in a
+  folder owned by it: a FIFO named like a weights file cannot hang the server, and a symlinked
+  or foreign ``leaguezero_adapter.json`` cannot make it read (and echo) another user's file;
+- reads each file with a size bound;
+- loads weights only from ``adapter_model.safetensors``: a pickled ``adapter_model.bin`` is
+  refused, never unpickled;
+- checks every rank the LoRA config can express (``r`` and ``rank_pattern``) against
+  ``max_lora_rank``, and the rank dimension of every tensor, before the model allocates a byte;
+- builds the peft config from a fixed list of fields (others are ignored; weights that then
+  do not fit the model are refused when they are installed, see ``HFBackend.load_adapter``).
+
+Raises :class:`AdapterFileError` (an :class:`~.client.LLMError`, one short line) for all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leaguezero.diplomacy.llm.client import LLMError
+
+CONFIG_FILE = "adapter_config.json"
+META_FILE = "leaguezero_adapter.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+PICKLED_WEIGHTS_FILE = "adapter_model.bin"
+MAX_JSON_BYTES = 1 << 20
+DEFAULT_MAX_WEIGHTS_BYTES = 2 << 30
+
+# The peft LoraConfig fields an adapter folder may set; the rest are dropped (the exotic ones
+# allocate or rewrite base weights: layer_replication, modules_to_save, init_lora_weights="pissa").
+_LORA_FIELDS = (
+    "r",
+    "lora_alpha",
+    "lora_dropout",
+    "target_modules",
+    "exclude_modules",
+    "rank_pattern",
+    "alpha_pattern",
+    "fan_in_fan_out",
+    "use_rslora",
+    "layers_to_transform",
+    "layers_pattern",
+    "task_type",
+)
+
+
+class AdapterFileError(LLMError):
+    """An adapter folder that cannot (or must not) be loaded; the message is one line."""
+
+
+@dataclass
+class AdapterFiles:
+    """What :func:`read_adapter_folder` read: a peft ``LoraConfig`` and the weights."""
+
+    config: Any
+    weights: dict[str, Any]
+    meta: dict[str, Any] | None
+
+
+def _open_dir(folder: Path) -> int:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise AdapterFileError(
+            f"adapter folder {folder} has no {CONFIG_FILE} (no such folder)"
+        ) from None
+    except OSError as err:
+        raise AdapterFileError(f"cannot open adapter folder {folder}: {err.strerror}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid():
+        os.close(fd)
+        raise AdapterFileError(
+            f"adapter folder {folder} belongs to uid {st.st_uid}, not this server's user"
+        )
+    return fd
+
+
+def read_private_file(dir_fd: int, name: str, limit: int, folder: Path) -> bytes | None:
+    """The bytes of regular file ``name`` in the folder ``dir_fd``; None if it is absent.
+
+    Raises :class:`AdapterFileError` for a symlink, a non-regular file (FIFO, device), a file
+    owned by another user or one larger than ``limit`` bytes.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # ELOOP: a symlink
+        why = "is a symlink" if os.path.islink(folder / name) else err.strerror
+        raise AdapterFileError(f"refusing {folder / name}: {why}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AdapterFileError(f"refusing {folder / name}: not a regular file")
+        if st.st_uid != os.geteuid():
+            raise AdapterFileError(
+                f"refusing {folder / name}: owned by uid {st.st_uid}, not this server's user"
+            )
+        if st.st_size > limit:
+            raise AdapterFileError(f"{folder / name} is larger than {limit} bytes")
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # grew since the fstat
+                raise AdapterFileError(f"{folder / name} is larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _json_object(data: bytes, path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        raise AdapterFileError(f"{path} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise AdapterFileError(f"{path} must hold a JSON object")
+    return value
+
+
+def _rank(value: Any, where: str, max_rank: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdapterFileError(f"{where} must be an integer rank, got {type(value).__name__}")
+    if not 1 <= value <= max_rank:
+        raise AdapterFileError(f"{where} = {value} is outside 1..max_lora_rank ({max_rank})")
+    return value
+
+
+def _number(value: Any, where: str) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value):
+        raise AdapterFileError(f"{where} must be a finite number")
+
+
+def check_lora_config(raw: dict[str, Any], max_rank: int) -> dict[str, Any]:
+    """The allowed fields of ``raw`` (an ``adapter_config.json``), every rank checked."""
+    if raw.get("peft_type", "LORA") != "LORA":
+        raise AdapterFileError(f"peft_type {str(raw.get('peft_type'))[:40]!r} is not LORA")
+    if "r" not in raw:
+        raise AdapterFileError("adapter_config.json has no 'r' (the LoRA rank)")
+    _rank(raw["r"], "r", max_rank)
+    for key in ("rank_pattern", "alpha_pattern"):
+        pattern = raw.get(key) or {}
+        if not isinstance(pattern, dict):
+            raise AdapterFileError(f"{key} must be an object")
+        for module, value in pattern.items():
+            if key == "rank_pattern":
+                _rank(value, f"rank_pattern[{module[:60]!r}]", max_rank)
+            else:
+                _number(value, f"alpha_pattern[{module[:60]!r}]")
+    _number(raw.get("lora_alpha", 8), "lora_alpha")
+    _number(raw.get("lora_dropout", 0.0), "lora_dropout")
+    return {k: raw[k] for k in _LORA_FIELDS if raw.get(k) is not None}
+
+
+def _check_weights(weights: dict[str, Any], max_rank: int, path: Path) -> None:
+    # peft stores lora_A as (r, in) and lora_B as (out, r); the config's ranks were checked,
+    # and a tensor whose rank dimension disagrees is refused before it reaches the model.
+    for key, tensor in weights.items():
+        if "lora_A" in key:
+            rank = tensor.shape[0] if tensor.dim() >= 1 else 0
+        elif "lora_B" in key:
+            rank = tensor.shape[1] if tensor.dim() >= 2 else 0
+        else:
+            raise AdapterFileError(f"{path} holds {key[:80]!r}, which is not a LoRA weight")
+        if not 1 <= rank <= max_rank:
+            raise AdapterFileError(f"{path}: {key[:80]!r} has rank {rank} (max {max_rank})")
+
+
+def read_adapter_folder(
+    path: str | os.PathLike,
+    *,
+    max_rank: int,
+    schema_version: int,
+    max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
+) -> AdapterFiles:
+    """Read and check the adapter in folder ``path`` (see module doc); touches no model."""
+    from peft import LoraConfig
+    from safetensors import SafetensorError
+    from safetensors.torch import load as load_safetensors
+
+    folder = Path(path)
+    dir_fd = _open_dir(folder)
+    try:
+        raw_config = read_private_file(dir_fd, CONFIG_FILE, MAX_JSON_BYTES, folder)
+        if raw_config is None:
+            raise AdapterFileError(f"adapter folder {folder} has no {CONFIG_FILE}")
+        meta_bytes = read_private_file(dir_fd, META_FILE, MAX_JSON_BYTES, folder)
+        meta = None if meta_bytes is None else _json_object(meta_bytes, folder / META_FILE)
+        if meta is not None and meta.get("schema_version") != schema_version:
+            raise AdapterFileError(
+                f"adapter {folder} has schema_version {str(meta.get('schema_version'))[:20]}; "
+                f"this leaguezero reads {schema_version}"
+            )
+        fields = check_lora_config(_json_object(raw_config, folder / CONFIG_FILE), max_rank)
+        data = read_private_file(dir_fd, WEIGHTS_FILE, max_weights_bytes, folder)
+        if data is None:
+            if os.path.lexists(folder / PICKLED_WEIGHTS_FILE):
+                raise AdapterFileError(
+                    f"adapter {folder} has only {PICKLED_WEIGHTS_FILE} (a pickle, which this "
+                    f"server never loads); save it as {WEIGHTS_FILE}"
+                )
+            raise AdapterFileError(f"adapter folder {folder} has no {WEIGHTS_FILE}")
+    finally:
+        os.close(dir_fd)
+    try:
+        weights = load_safetensors(data)
+    except (SafetensorError, ValueError, RuntimeError) as err:
+        detail = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+        raise AdapterFileError(f"{folder / WEIGHTS_FILE} is damaged ({detail})") from None
+    if not weights:
+        raise AdapterFileError(f"{folder / WEIGHTS_FILE} holds no tensors")
+    _check_weights(weights, max_rank, folder / WEIGHTS_FILE)
+    try:
+        config = LoraConfig(**fields, bias="none", inference_mode=True)
+    except (TypeError, ValueError) as err:
+        raise AdapterFileError(f"adapter_config.json: {str(err)[:160]}") from None
+    return AdapterFiles(config=config, weights=weights, meta=meta)

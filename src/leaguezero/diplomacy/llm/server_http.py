@@ -1,0 +1,141 @@
+"""The HTTP plumbing of ``llm serve`` that keeps hostile clients bounded (:mod:`.server`).
+
+- :class:`BoundedHTTPServer`: at most ``max_connections`` connections are served at once (one
+  thread each); a connection beyond it is answered 503 at once and closed, so slow clients
+  cannot pile up threads. A client that goes away is logged in one line, not a traceback.
+- :func:`read_body`: a request body needs a ``Content-Length`` (missing: 411; negative or not a
+  number: 400; above the bound: 413) and must arrive within ``BODY_DEADLINE_S`` in all.
+- :func:`authorized`: the ``Authorization: Bearer KEY`` check of ``--api-key``, in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+import sys
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# The API key of `llm serve --api-key` and of the client (OpenAIClient), from the environment.
+API_KEY_ENV = "LEAGUEZERO_LLM_API_KEY"
+MAX_BODY_BYTES = 8 << 20
+DEFAULT_MAX_CONNECTIONS = 128
+BODY_DEADLINE_S = 30.0  # the whole body, however slowly it trickles in
+SOCKET_TIMEOUT_S = 30.0  # any one read or write (an idle keep-alive connection too)
+
+
+class RequestError(ValueError):
+    """A malformed request; becomes a 400 (or the given status) with the message."""
+
+    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def log_line(message: str) -> None:
+    """One line on stderr (the server's log)."""
+    print(f"llm serve: {message}", file=sys.stderr, flush=True)
+
+
+def error_body(status: HTTPStatus, message: str) -> dict[str, Any]:
+    """vLLM's error object."""
+    kind = {
+        HTTPStatus.NOT_FOUND: "NotFoundError",
+        HTTPStatus.UNAUTHORIZED: "AuthenticationError",
+    }.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    return {"error": {"message": message, "type": kind, "code": int(status)}}
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server with a bound on connections served at once (see module doc)."""
+
+    # The standard library's listen backlog is 5: a group of games sends dozens of requests
+    # at once, and connections beyond the backlog were reset.
+    request_queue_size = 1024
+    daemon_threads = True
+
+    def __init__(self, address, handler, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        # Answered from the accepting thread: a short write to a fresh socket's empty buffer.
+        message = f"server busy: {self.max_connections} connections are open; retry later"
+        data = json.dumps(error_body(HTTPStatus.SERVICE_UNAVAILABLE, message)).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            request.settimeout(1.0)
+            request.sendall(head.encode() + data)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        err = sys.exc_info()[1]
+        if isinstance(err, (ConnectionError, TimeoutError)):
+            log_line(f"client {client_address[0]}:{client_address[1]} went away ({err!r})")
+        else:  # keep serving; one line, not a traceback per request
+            log_line(f"error serving {client_address[0]}: {type(err).__name__}: {err}")
+
+
+def read_body(handler: BaseHTTPRequestHandler, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body (see module doc); raises :class:`RequestError`."""
+    if handler.headers.get("Transfer-Encoding"):
+        raise RequestError("chunked bodies are not accepted; send a Content-Length",
+                           HTTPStatus.LENGTH_REQUIRED)  # fmt: skip
+    raw = handler.headers.get("Content-Length")
+    if raw is None:
+        raise RequestError("a Content-Length header is required", HTTPStatus.LENGTH_REQUIRED)
+    if not raw.strip().isdigit():
+        raise RequestError("Content-Length must be a non-negative integer")
+    length = int(raw)
+    if length > limit:
+        raise RequestError(
+            f"request body of {length} bytes is larger than {limit}",
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        )
+    deadline = time.monotonic() + BODY_DEADLINE_S
+    chunks, size = [], 0
+    while size < length:
+        if time.monotonic() > deadline:
+            raise RequestError("request body not received in time", HTTPStatus.REQUEST_TIMEOUT)
+        chunk = handler.rfile.read1(min(length - size, 1 << 16))
+        if not chunk:
+            raise ConnectionResetError("client closed the connection mid-body")
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def authorized(handler: BaseHTTPRequestHandler, api_key: str | None) -> bool:
+    """Whether the request carries ``Authorization: Bearer api_key`` (always, without a key)."""
+    if not api_key:
+        return True
+    given = handler.headers.get("Authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode())
