@@ -23,7 +23,7 @@ from typing import Any
 # The API key of `llm serve --api-key` and of the client (OpenAIClient), from the environment.
 API_KEY_ENV = "LEAGUEZERO_LLM_API_KEY"
 MAX_BODY_BYTES = 8 << 20
-DEFAULT_MAX_CONNECTIONS = 128
+DEFAULT_MAX_CONNECTIONS = 256  # above a 200-request flood; the client opens 32 per process
 BODY_DEADLINE_S = 30.0  # the whole body, however slowly it trickles in
 SOCKET_TIMEOUT_S = 30.0  # any one read or write (an idle keep-alive connection too)
 
