@@ -58,8 +58,8 @@ class OpenAIClient:
     accepted); ``base_model``: the name the server gives the base model (asked from
     ``/v1/models`` when None); ``api_key``: sent as ``Authorization: Bearer KEY`` (what
     ``llm serve --api-key`` and vLLM's ``--api-key`` require; None: the environment variable
-    ``LEAGUEZERO_LLM_API_KEY``, if set); ``concurrency``: requests in flight at once; ``retries``: how
-    often a reset or refused connection is retried (growing pauses, 3 s in all).
+    ``LEAGUEZERO_LLM_API_KEY``, if set); ``concurrency``: requests in flight at once;
+    ``retries``: how often a reset or refused connection is retried (growing pauses, 3 s in all).
     """
 
     def __init__(
