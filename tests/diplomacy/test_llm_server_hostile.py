@@ -270,7 +270,7 @@ def test_slow_clients_cannot_hold_more_than_max_connections(server) -> None:
         assert time.monotonic() < deadline
 
 
-def test_prompts_are_tokenised_outside_the_batcher_thread(tiny_lm) -> None:
+def test_prompts_are_tokenised_outside_the_batcher_thread_and_health_is_true(tiny_lm) -> None:
     from leaguezero.diplomacy.llm.server import LLMServer
 
     backend = HFBackend.from_pretrained(tiny_lm, model_name="tiny")
@@ -285,6 +285,9 @@ def test_prompts_are_tokenised_outside_the_batcher_thread(tiny_lm) -> None:
     server = LLMServer(backend).start()
     try:
         assert complete(server.url, "tiny")[0] == 200
+        assert request(server.url, "GET", "/health")[0] == 200
+        server.batcher.close()  # no thread left to answer completions: /health must say so
+        assert request(server.url, "GET", "/health")[0] == 503
     finally:
         server.shutdown()
     batcher_threads = {t.name for t in threading.enumerate() if "batch" in t.name.lower()}

@@ -4,9 +4,10 @@ A load request names a folder on the server's filesystem, and anyone who can rea
 may send one. :func:`read_adapter_folder` therefore
 
 - opens each file relative to the folder without following symlinks and without blocking
-  (``O_NOFOLLOW | O_NONBLOCK``), and reads only regular files owned by the server's user in a
-  folder owned by it: a FIFO named like a weights file cannot hang the server, and a symlinked
-  or foreign ``leaguezero_adapter.json`` cannot make it read (and echo) another user's file;
+  (``O_NOFOLLOW | O_NONBLOCK``), and reads only regular files owned by the server's user (or
+  root) in a folder owned by it (or root): a FIFO named like a weights file cannot hang the
+  server, and a symlinked or foreign ``leaguezero_adapter.json`` cannot make it read (and
+  echo) another user's file;
 - reads each file with a size bound;
 - loads weights only from ``adapter_model.safetensors``: a pickled ``adapter_model.bin`` is
   refused, never unpickled;
@@ -55,6 +56,11 @@ _LORA_FIELDS = (
 )
 
 
+def _trusted_uids() -> tuple[int, int]:
+    # Root's files are no attacker's (and root could read ours anyway): models under /opt.
+    return (os.geteuid(), 0)
+
+
 class AdapterFileError(LLMError):
     """An adapter folder that cannot (or must not) be loaded; the message is one line."""
 
@@ -78,10 +84,11 @@ def _open_dir(folder: Path) -> int:
     except OSError as err:
         raise AdapterFileError(f"cannot open adapter folder {folder}: {err.strerror}") from None
     st = os.fstat(fd)
-    if st.st_uid != os.geteuid():
+    if st.st_uid not in _trusted_uids():
         os.close(fd)
         raise AdapterFileError(
-            f"adapter folder {folder} belongs to uid {st.st_uid}, not this server's user"
+            f"adapter folder {folder} belongs to uid {st.st_uid}, "
+            "neither this server's user nor root"
         )
     return fd
 
@@ -104,9 +111,10 @@ def read_private_file(dir_fd: int, name: str, limit: int, folder: Path) -> bytes
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise AdapterFileError(f"refusing {folder / name}: not a regular file")
-        if st.st_uid != os.geteuid():
+        if st.st_uid not in _trusted_uids():
             raise AdapterFileError(
-                f"refusing {folder / name}: owned by uid {st.st_uid}, not this server's user"
+                f"refusing {folder / name}: owned by uid {st.st_uid}, "
+                "neither this server's user nor root"
             )
         if st.st_size > limit:
             raise AdapterFileError(f"{folder / name} is larger than {limit} bytes")

@@ -325,7 +325,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self._send(HTTPStatus.OK, self.owner.models())
         elif self.path == "/health":
-            self._send(HTTPStatus.OK, {"status": "ok"})
+            # Unhealthy once the batcher thread is gone: completions could never be answered.
+            worker = getattr(self.owner.batcher, "_worker", None)
+            if worker is not None and not worker.is_alive():
+                self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the batcher thread has stopped")
+            else:
+                self._send(HTTPStatus.OK, {"status": "ok"})
         elif self.path == "/stats":  # ours, not vLLM's: what the batcher has done
             batcher = self.owner.batcher
             stats = {
