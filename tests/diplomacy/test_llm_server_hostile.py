@@ -216,6 +216,8 @@ def test_bodies_and_bad_input_get_short_4xx(server) -> None:
         assert status == 400 and "temperature" in body["error"]["message"]
     status, body = complete(url, "tiny", prompt="A VIE H " * 200)  # > --max-prompt-tokens 256
     assert status == 400 and "max-prompt-tokens" in body["error"]["message"]
+    status, body = complete(url, "tiny", prompt=["A"] * 100_000)
+    assert status == 400 and "at most 256 prompts" in body["error"]["message"]
     status, body = complete(url, "tiny", prompt="x" * 7_000_000)  # refused before tokenising
     assert status == 400 and "too long" in body["error"]["message"]
     assert complete(url, "tiny")[0] == 200

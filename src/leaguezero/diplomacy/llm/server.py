@@ -61,6 +61,7 @@ from leaguezero.diplomacy.llm.server_http import (
 
 __all__ = ["MAX_BODY_BYTES", "LLMServer", "RequestError"]
 MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows; vLLM's epsilon
+MAX_PROMPTS_PER_REQUEST = 256  # one request's rows all enter the batcher's queue at once
 CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
 
 
@@ -175,6 +176,8 @@ class LLMServer:
             or not all(isinstance(p, str) for p in prompts)
         ):
             raise RequestError("'prompt' must be a string or a non-empty list of strings")
+        if len(prompts) > MAX_PROMPTS_PER_REQUEST:
+            raise RequestError(f"at most {MAX_PROMPTS_PER_REQUEST} prompts per request")
         if body.get("stream"):
             raise RequestError("streaming is not supported by this server")
         if _field(body, "n", int, 1) != 1:
