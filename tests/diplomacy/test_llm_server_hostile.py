@@ -297,6 +297,36 @@ def test_prompts_are_tokenised_outside_the_batcher_thread_and_health_is_true(tin
     assert all(name.startswith("Thread-") for name in seen), seen
 
 
+def test_a_trickling_client_is_cut_off_at_the_read_deadline(tiny_lm) -> None:
+    from leaguezero.diplomacy.llm.server import LLMServer
+
+    server = LLMServer(HFBackend.from_pretrained(tiny_lm, model_name="tiny"))
+    server.httpd.read_deadline_s = 1.0  # 60 s by default
+    server.start()
+    parts = urlsplit(server.url)
+    head = b"POST /v1/completions HTTP/1.1\r\nX-Slow: " + b"a" * 200
+    closed = False
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+            for byte in head:  # a byte every 0.1 s: no single read ever times out
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.1)  # the trickle itself, not a wait for the server
+            if not closed:
+                sock.settimeout(60)
+                try:
+                    closed = sock.recv(1) == b""
+                except ConnectionResetError:
+                    closed = True
+        assert closed  # 20 s of trickling: the 1 s deadline shut the socket
+        assert complete(server.url, "tiny")[0] == 200
+    finally:
+        server.shutdown()
+
+
 def test_api_key_guards_every_v1_route(tiny_lm, good_adapter, monkeypatch) -> None:
     proc, url = start_llm_server(tiny_lm, "--api-key", "s3cret")
     try:

@@ -315,6 +315,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: HTTPStatus, message: str) -> None:
         self._send(status, error_body(status, message))
 
+    def handle_one_request(self) -> None:
+        # The read deadline runs from waiting for the request line until the body is in.
+        self.server.reading(self.connection, True)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.reading(self.connection, False)
+
     def _authorized(self) -> bool:
         if not self.path.startswith("/v1") or authorized(self, self.owner.api_key):
             return True
@@ -323,6 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
+        self.server.reading(self.connection, False)
         if not self._authorized():
             return
         if self.path == "/v1/models":
@@ -365,6 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             try:
                 data = read_body(self)
+                self.server.reading(self.connection, False)  # a completion may take long
             except RequestError:
                 self.close_connection = True  # what is left of the body is not a request
                 raise

@@ -2,7 +2,10 @@
 
 - :class:`BoundedHTTPServer`: at most ``max_connections`` connections are served at once (one
   thread each); a connection beyond it is answered 503 at once and closed, so slow clients
-  cannot pile up threads. A client that goes away is logged in one line, not a traceback.
+  cannot pile up threads. A request must be read (request line, headers and body) within
+  ``read_deadline_s`` of the server starting to wait for it, else a watchdog shuts its socket:
+  a client trickling a byte at a time cannot hold a thread for long. A client that goes away
+  is logged in one line, not a traceback.
 - :func:`read_body`: a request body needs a ``Content-Length`` (missing: 411; negative or not a
   number: 400; above the bound: 413) and must arrive within ``BODY_DEADLINE_S`` in all.
 - :func:`authorized`: the ``Authorization: Bearer KEY`` check of ``--api-key``, in constant time.
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import socket
@@ -26,6 +30,7 @@ MAX_BODY_BYTES = 8 << 20
 DEFAULT_MAX_CONNECTIONS = 256  # above a 200-request flood; the client opens 32 per process
 BODY_DEADLINE_S = 30.0  # the whole body, however slowly it trickles in
 SOCKET_TIMEOUT_S = 30.0  # any one read or write (an idle keep-alive connection too)
+READ_DEADLINE_S = 60.0  # waiting for a request and reading it, however it trickles in
 
 
 class RequestError(ValueError):
@@ -57,13 +62,41 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     # at once, and connections beyond the backlog were reset.
     request_queue_size = 1024
     daemon_threads = True
+    read_deadline_s = READ_DEADLINE_S
 
     def __init__(self, address, handler, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._reading: dict[socket.socket, float] = {}  # socket -> when its read must be done
+        self._reading_lock = threading.Lock()
+        self._stop_watchdog = threading.Event()
         super().__init__(address, handler)
+        threading.Thread(target=self._watchdog, name="llm-read-watchdog", daemon=True).start()
+
+    def reading(self, sock: socket.socket, active: bool) -> None:
+        """Arm (``active``) or disarm the read deadline of connection ``sock``."""
+        with self._reading_lock:
+            if active:
+                self._reading[sock] = time.monotonic() + self.read_deadline_s
+            else:
+                self._reading.pop(sock, None)
+
+    def _watchdog(self) -> None:
+        while not self._stop_watchdog.wait(min(1.0, self.read_deadline_s / 4)):
+            now = time.monotonic()
+            with self._reading_lock:
+                late = [sock for sock, deadline in self._reading.items() if deadline < now]
+                for sock in late:
+                    del self._reading[sock]
+            for sock in late:  # unblocks the handler's recv: it sees the end of the stream
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._stop_watchdog.set()
+        super().server_close()
 
     def process_request(self, request, client_address) -> None:
         if not self._slots.acquire(blocking=False):
