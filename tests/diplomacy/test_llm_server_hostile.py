@@ -134,6 +134,9 @@ def test_failed_loads_leave_no_ghost_and_can_be_retried(server, good_adapter, tm
     status, body = load(url, "hero-v0001", good_adapter)
     assert status == 200, body
     assert "hero-v0001" in models(url) and complete(url, "hero-v0001")[0] == 200
+    status, body = load(url, "hero", good_adapter)  # a name that prefixes a loaded one
+    assert status == 200, body
+    assert request(url, "POST", "/v1/unload_lora_adapter", {"lora_name": "hero"})[0] == 200
     assert request(url, "POST", "/v1/unload_lora_adapter", {"lora_name": "hero-v0001"})[0] == 200
 
 

@@ -209,7 +209,7 @@ class HFBackend:
                         f"adapter {path} does not fit the base model ({type(err).__name__}: "
                         f"{detail})"
                     ) from None
-                missing = [k for k in result.missing_keys if "lora_" in k and f".{name}" in k]
+                missing = [k for k in result.missing_keys if "lora_" in k and f".{name}." in k]
                 if missing or result.unexpected_keys:
                     raise LLMError(
                         f"adapter {path}: {len(missing)} LoRA weight(s) missing (e.g. "
