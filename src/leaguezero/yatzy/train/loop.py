@@ -7,6 +7,7 @@ pieces talk through files)::
     RUN/config.yaml                      resolved config (the one --resume uses)
     RUN/run_state.json                   last finished iteration and phases (atomic)
     RUN/models/best.pt                   current best; best_0000.pt is the initial net
+    RUN/lineage.json                     where best_0000.pt came from (``--init-from`` only)
     RUN/models/candidate_0003.pt         candidate trained in iteration 3
     RUN/replay/iter_0003/shard_*.safetensors (+ .meta.json)
     RUN/gate/iter_0003.json              gating result; RUN/gate/seedsets/<name>.json
@@ -39,6 +40,7 @@ from leaguezero.yatzy.train.kinds import (
     selfplay_function,
     shard_schema,
 )
+from leaguezero.yatzy.train.lineage import checkpoint_lineage, start_from, write_lineage
 from leaguezero.yatzy.train.slots import SelfPlayStats
 from leaguezero.yatzy.train.workers import run_selfplay_workers
 
@@ -98,8 +100,17 @@ class RunDir:
         )  # fmt: skip
 
 
-def init_run(cfg: YatzyConfig, run: RunDir) -> None:
-    """Create a run directory with its resolved config and the initial best network."""
+def init_run(cfg: YatzyConfig, run: RunDir, init_from: Path | None = None) -> YatzyConfig:
+    """Create a run directory with its resolved config and the initial best network.
+
+    ``init_from`` (a new run only): start from that checkpoint instead of a random network;
+    the returned config has the network's ``model`` section and ``RUN/lineage.json`` says
+    where it came from (:mod:`leaguezero.yatzy.train.lineage`; raises ``LineageError``
+    before writing anything when the checkpoint does not fit). Returns the config the run uses.
+    """
+    if init_from is not None and not run.best.exists():
+        cfg, record = start_from(cfg, run.models, init_from)
+        write_lineage(run.root, record)
     for folder in (run.models, run.replay, run.gate, run.eval, run.logs):
         folder.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, run.root)
@@ -111,6 +122,7 @@ def init_run(cfg: YatzyConfig, run: RunDir) -> None:
         shutil.copyfile(run.models / "best_0000.pt", run.best)
     if not run.state_path.exists():
         run.write_state(0, [])
+    return cfg
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
@@ -241,7 +253,8 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
     save_checkpoint(
         run.candidate(it), model, kind=model.kind, kwargs=model.kwargs(),
         schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
-        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
+        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json"),
+               "lineage": checkpoint_lineage(run.root, cfg)},
     )  # fmt: skip
     return {**asdict(rep), "window": window}
 
