@@ -66,6 +66,14 @@ class SearchSection(Section):
         "backup_t + lambda * (-G_t+1), G after the last turn = the final utility: 0 = the "
         "one-turn DP backup alone, 1 = the game outcome (train.q_weight then blends in z).",
     )
+    target_depth2_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="turn: share of self-play turn starts whose backup is two turns deep (the "
+        "opponent's next turn searched exactly over the network's values; ~100x the "
+        "evaluations of a one-turn backup); play itself stays one turn deep. 0 = off.",
+    )
 
 
 class MctsSection(Section):
