@@ -9,6 +9,7 @@ pieces talk through files)::
     RUN/models/best.pt                   current best; best_0000.pt is the initial net
     RUN/lineage.json                     where best_0000.pt came from (``--init-from`` only)
     RUN/models/candidate_0003.pt         candidate trained in iteration 3
+    RUN/models/anchor.pt                 gate.mode continuous: the best of the last check
     RUN/replay/iter_0003/shard_*.safetensors (+ .meta.json)
     RUN/gate/iter_0003.json              gating result; RUN/gate/seedsets/<name>.json
     RUN/eval/iter_0003.json              oracle evaluation
@@ -79,6 +80,7 @@ class RunDir:
         self.eval = self.root / "eval"
         self.logs = self.root / "logs"
         self.best = self.models / "best.pt"
+        self.anchor = self.models / "anchor.pt"  # gate.mode continuous: the last checked best
         self.state_path = self.root / "run_state.json"
 
     def candidate(self, it: int) -> Path:
@@ -196,6 +198,11 @@ def run_iteration(
         league.after_train(it, run.candidate(it))
         done("league")
 
+    if "gate" not in phases and cfg.gate.mode == "continuous":
+        record["gate"] = _continuous_gate(cfg, run, it, report)
+        atomic_write_json(run.gate / f"iter_{it:04d}.json", record["gate"])
+        done("gate")
+
     if "gate" not in phases:
         from leaguezero.yatzy.train.gate import load_seed_set, run_gate
 
@@ -225,6 +232,10 @@ def run_iteration(
         if promote:
             _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
             _copy_atomic(run.candidate(it), run.best)
+        if reason == "rollback":
+            _copy_atomic(run.anchor, run.best)
+        elif reason == "check_passed":  # the new anchor: the best that passed this check
+            _copy_atomic(run.best, run.anchor)
         record["promoted"] = promote
         record["promotion_reason"] = reason
         done("promote")
@@ -234,6 +245,26 @@ def run_iteration(
     if league is not None:
         league.end_iteration(it)
     return record
+
+
+def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+    """``gate.mode: continuous``: promote every candidate; every ``check_every`` iterations the
+    candidate first plays the anchor (the best at the last check; the initial network before
+    the first) over ``check_games`` fresh paired games and a significant loss of points rolls
+    the best back to the anchor instead (:func:`~leaguezero.yatzy.train.gate.run_check`)."""
+    if it % cfg.gate.check_every:
+        return {"promote": True, "reason": "continuous"}
+    from leaguezero.yatzy.train.gate import check_seeds, run_check
+
+    if not run.anchor.exists():
+        _copy_atomic(run.models / "best_0000.pt", run.anchor)
+    settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+    cand = ModelAgent.from_settings(run.candidate(it), settings)
+    anchor = ModelAgent.from_settings(run.anchor, settings)
+    seeds = check_seeds(cfg.gate.seed_set, it, cfg.gate.check_games // 2)
+    report("gate", 0, 2 * len(seeds))
+    result = run_check(cand, anchor, seeds, progress=lambda n: report("gate", n, 0))
+    return result.to_dict()
 
 
 def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
