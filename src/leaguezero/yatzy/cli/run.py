@@ -88,7 +88,7 @@ def _init_from_path(text: str) -> Path:
         spec = parse_agent_spec(text, bare_path=True)
     except AgentSpecError as err:
         raise fail(f"--init-from: {err}") from None
-    if spec.path is None or spec.query:
+    if spec.path is None or "?" in text:
         raise fail(f"--init-from needs a network: pretrained or a checkpoint path, not {text!r}")
     return spec.path
 
