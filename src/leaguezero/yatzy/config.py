@@ -66,6 +66,14 @@ class SearchSection(Section):
         "backup_t + lambda * (-G_t+1), G after the last turn = the final utility: 0 = the "
         "one-turn DP backup alone, 1 = the game outcome (train.q_weight then blends in z).",
     )
+    target_depth2_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="turn: share of self-play turn starts whose backup is two turns deep (the "
+        "opponent's next turn searched exactly over the network's values; ~100x the "
+        "evaluations of a one-turn backup); play itself stays one turn deep. 0 = off.",
+    )
 
 
 class MctsSection(Section):
@@ -173,8 +181,22 @@ class TrainSection(Section):
 
 
 class GateSection(Section):
-    """Paired, side-swapped gating with a sequential test (PRD §12)."""
+    """Paired, side-swapped gating with a sequential test (PRD §12), or continuous promotion
+    with a periodic regression check (docs/alphazero.md#promotion)."""
 
+    mode: Literal["sprt", "continuous"] = Field(
+        "sprt",
+        description="sprt: each candidate plays the best (max_games, sequential test) and is "
+        "promoted if it wins; continuous: every candidate is promoted (AlphaZero) and every "
+        "check_every iterations the best plays the anchor (the best of the last check) over "
+        "check_games fresh paired games — significantly fewer points (z < -2) rolls back.",
+    )
+    check_every: int = Field(
+        10, ge=1, description="continuous: iterations between regression checks."
+    )
+    check_games: int = Field(
+        2000, ge=2, description="continuous: paired games of each regression check."
+    )
     max_games: int = Field(
         400, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
     )

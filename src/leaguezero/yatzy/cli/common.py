@@ -47,8 +47,8 @@ def search_settings(cfg, sims: int | None = None):
 
 
 # The agent names every command accepts (the catalogue: leaguezero.yatzy.agents.registry).
-AGENT_NAMES = "random | greedy | oracle | pretrained | pretrained?depth=2 | model:PATH"
-CHECKPOINT_NAMES = "a .pt file, model:PATH, pretrained or pretrained?depth=2"
+AGENT_NAMES = "random | greedy | oracle | pretrained (two turns deep) | pretrained?depth=1 | model:PATH"
+CHECKPOINT_NAMES = "a .pt file, model:PATH, pretrained or pretrained?depth=1"
 
 
 def build_cli_agent(text: str, settings, *, seed: int = 0, checkpoint: bool = False, **kw):

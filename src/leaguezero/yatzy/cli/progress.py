@@ -307,6 +307,9 @@ GATE_REASONS = {  # train/gate.py's reasons, as a reader of the summary line wou
     "sprt_h0": "significantly not better",
     "threshold": "undecided after the most games; judged by win rate",
     "guardrail": "blocked: its solitaire score dropped",
+    "check_passed": "continuous promotion; the regression check passed",
+    "rollback": "continuous promotion; the regression check found fewer points: rolled back "
+    "to the anchor",
 }
 
 
@@ -323,6 +326,22 @@ def loss_text(train: dict, *, trains_policy: bool) -> str:
         f"training loss {_num(train.get('first_loss_total'), '.2f')} -> "
         f"{_num(train.get('loss_total'), '.2f')} (policy {_num(train.get('loss_policy'), '.3g')}, "
         f"{heads})"
+    )
+
+
+def _gate_text(gt: dict, decision: str, reason, max_gate_games: int | None) -> str:
+    if reason == "continuous":
+        return "promoted without a gate (continuous promotion)"
+    if reason in ("check_passed", "rollback"):
+        return (
+            f"regression check: {_num(gt.get('score_diff_mean'), '+.2f')} ± "
+            f"{_num(gt.get('score_diff_se'), '.2f')} points a game against the anchor over "
+            f"{_num(gt.get('games'), 'd')} games: {decision} ({GATE_REASONS[reason]})"
+        )
+    return (
+        f"candidate won {_pct(gt.get('a_win_rate'))} ± {_pct(gt.get('a_win_rate_se'))} of "
+        f"{_num(gt.get('games'), 'd')} games against the best: {decision} "
+        f"({GATE_REASONS.get(str(reason), str(reason))}{_early(gt, max_gate_games)})"
     )
 
 
@@ -353,9 +372,7 @@ def summary_text(
         f"iteration {record['iteration']}/{last} took {took}",
         f"self-play {_num(games, 'd')} games at {_num(sp.get('sims_per_s'), ',.0f')} sims/s",
         loss_text(tr, trains_policy=trains_policy),
-        f"candidate won {_pct(gt.get('a_win_rate'))} ± {_pct(gt.get('a_win_rate_se'))} of "
-        f"{_num(gt.get('games'), 'd')} games against the best: {decision} "
-        f"({GATE_REASONS.get(str(reason), str(reason))}{_early(gt, max_gate_games)})",
+        _gate_text(gt, decision, reason, max_gate_games),
     ]
     if "candidate" in ev:
         cand = ev["candidate"]

@@ -80,6 +80,19 @@ def _progress(enabled: bool = True):
         yield report, progress
 
 
+def _init_from_path(text: str) -> Path:
+    """The checkpoint file ``--init-from`` names (``pretrained``, ``model:PATH`` or a path)."""
+    from leaguezero.yatzy.agents.registry import AgentSpecError, parse_agent_spec
+
+    try:
+        spec = parse_agent_spec(text, bare_path=True)
+    except AgentSpecError as err:
+        raise fail(f"--init-from: {err}") from None
+    if spec.path is None or "?" in text:
+        raise fail(f"--init-from needs a network: pretrained or a checkpoint path, not {text!r}")
+    return spec.path
+
+
 @app.command("run")
 def run(
     config: ConfigOpt = None,
@@ -105,6 +118,14 @@ def run(
             "docs/cluster.md).",
         ),
     ] = None,
+    init_from: Annotated[
+        str | None,
+        typer.Option(
+            "--init-from",
+            help="Start a new run from a trained network instead of a random one: pretrained, "
+            "or a checkpoint path (its shape sets the model section; RUN/lineage.json records it).",
+        ),
+    ] = None,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
     from leaguezero.az.replay import games_on_disk
@@ -125,7 +146,10 @@ def run(
         set_ = [*(set_ or []), "league.enabled=true"]
     if backend is not None:
         set_ = [*(set_ or []), f"run.backend={backend}"]
+    init_path = _init_from_path(init_from) if init_from is not None else None
     if resume:
+        if init_path is not None:
+            raise fail("--init-from starts a new run; a resumed run keeps its own networks")
         if not (run_dir.root / "config.yaml").exists():
             raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
         if config is not None:
@@ -148,7 +172,12 @@ def run(
             raise fail(str(err)) from None
     if resume:
         _check_run_state(run_dir)
-    init_run(cfg, run_dir)
+    from leaguezero.yatzy.train.lineage import LineageError
+
+    try:
+        cfg = init_run(cfg, run_dir, init_from=init_path)
+    except LineageError as err:
+        raise fail(str(err)) from None
     oracle = load_oracle_with_notice(oracle_table)
     start = _check_run_state(run_dir) + 1
     backend = choose_backend(cfg.run.backend)

@@ -59,9 +59,9 @@ def load_seed_set(folder: str | Path, name: str, pairs: int) -> np.ndarray:
 @dataclass
 class GateResult:
     promote: bool
-    reason: str  # "sprt_h1" | "sprt_h0" | "threshold" | "guardrail"
+    reason: str  # "sprt_h1" | "sprt_h0" | "threshold" | "check_passed" | "rollback"
     summary: PairedSummary
-    sprt: SprtResult
+    sprt: SprtResult | None  # None for continuous promotion's regression check
     seconds: float
 
     def to_dict(self) -> dict:
@@ -69,7 +69,7 @@ class GateResult:
             "promote": self.promote,
             "reason": self.reason,
             **self.summary.to_dict(),
-            "sprt": asdict(self.sprt),
+            "sprt": asdict(self.sprt) if self.sprt is not None else None,
             "seconds": self.seconds,
         }
 
@@ -110,3 +110,39 @@ def run_gate(
     else:
         promote, reason = summary.a_win_rate > cfg.threshold, "threshold"
     return GateResult(promote, reason, summary, sprt, time.perf_counter() - t0)
+
+
+def check_seeds(seed_set: str, iteration: int, pairs: int) -> np.ndarray:
+    """Fresh episode seeds for the regression check of ``iteration`` (a pure function of the
+    seed-set name and the iteration: a resumed check replays the same deals, and no two checks
+    share theirs, so no network is selected for a lucky set of deals)."""
+    master = int.from_bytes(seed_set.encode("utf-8")[:8].ljust(8, b"\0"), "little")
+    return episode_seeds((master * 1_000_003 + iteration) % 2**63, pairs)
+
+
+def run_check(
+    current: Agent,
+    anchor: Agent,
+    seeds: np.ndarray,
+    progress: Callable[[int], None] | None = None,
+) -> GateResult:
+    """Continuous promotion's regression check: ``current`` against ``anchor`` on ``seeds``.
+
+    ``promote`` is False (roll back to the anchor) when the current network scores
+    significantly fewer points per game: paired score difference below -2 standard errors.
+    Points, not wins, decide: every game's margin counts, so the test separates smaller
+    differences than a win rate over the same games.
+    """
+    t0 = time.perf_counter()
+    a_scores, b_scores = [], []
+    for pos in range(0, len(seeds), CHUNK_PAIRS):
+        chunk = seeds[pos : pos + CHUNK_PAIRS]
+        result = play_match(current, anchor, 2 * len(chunk), 0, seeds=chunk)
+        a_scores.append(result.a_scores)
+        b_scores.append(result.b_scores)
+        if progress is not None:
+            progress(2 * len(chunk))
+    summary = paired_summary(np.concatenate(a_scores), np.concatenate(b_scores))
+    worse = summary.score_diff_mean < -2.0 * summary.score_diff_se
+    reason = "rollback" if worse else "check_passed"
+    return GateResult(not worse, reason, summary, None, time.perf_counter() - t0)

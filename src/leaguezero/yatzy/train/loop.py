@@ -7,7 +7,9 @@ pieces talk through files)::
     RUN/config.yaml                      resolved config (the one --resume uses)
     RUN/run_state.json                   last finished iteration and phases (atomic)
     RUN/models/best.pt                   current best; best_0000.pt is the initial net
+    RUN/lineage.json                     where best_0000.pt came from (``--init-from`` only)
     RUN/models/candidate_0003.pt         candidate trained in iteration 3
+    RUN/models/anchor.pt                 gate.mode continuous: the best of the last check
     RUN/replay/iter_0003/shard_*.safetensors (+ .meta.json)
     RUN/gate/iter_0003.json              gating result; RUN/gate/seedsets/<name>.json
     RUN/eval/iter_0003.json              oracle evaluation
@@ -39,6 +41,7 @@ from leaguezero.yatzy.train.kinds import (
     selfplay_function,
     shard_schema,
 )
+from leaguezero.yatzy.train.lineage import checkpoint_lineage, start_from, write_lineage
 from leaguezero.yatzy.train.slots import SelfPlayStats
 from leaguezero.yatzy.train.workers import run_selfplay_workers
 
@@ -77,6 +80,7 @@ class RunDir:
         self.eval = self.root / "eval"
         self.logs = self.root / "logs"
         self.best = self.models / "best.pt"
+        self.anchor = self.models / "anchor.pt"  # gate.mode continuous: the last checked best
         self.state_path = self.root / "run_state.json"
 
     def candidate(self, it: int) -> Path:
@@ -98,8 +102,17 @@ class RunDir:
         )  # fmt: skip
 
 
-def init_run(cfg: YatzyConfig, run: RunDir) -> None:
-    """Create a run directory with its resolved config and the initial best network."""
+def init_run(cfg: YatzyConfig, run: RunDir, init_from: Path | None = None) -> YatzyConfig:
+    """Create a run directory with its resolved config and the initial best network.
+
+    ``init_from`` (a new run only): start from that checkpoint instead of a random network;
+    the returned config has the network's ``model`` section and ``RUN/lineage.json`` says
+    where it came from (:mod:`leaguezero.yatzy.train.lineage`; raises ``LineageError``
+    before writing anything when the checkpoint does not fit). Returns the config the run uses.
+    """
+    if init_from is not None and not run.best.exists():
+        cfg, record = start_from(cfg, run.models, init_from)
+        write_lineage(run.root, record)
     for folder in (run.models, run.replay, run.gate, run.eval, run.logs):
         folder.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, run.root)
@@ -111,6 +124,7 @@ def init_run(cfg: YatzyConfig, run: RunDir) -> None:
         shutil.copyfile(run.models / "best_0000.pt", run.best)
     if not run.state_path.exists():
         run.write_state(0, [])
+    return cfg
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
@@ -184,6 +198,11 @@ def run_iteration(
         league.after_train(it, run.candidate(it))
         done("league")
 
+    if "gate" not in phases and cfg.gate.mode == "continuous":
+        record["gate"] = _continuous_gate(cfg, run, it, report)
+        atomic_write_json(run.gate / f"iter_{it:04d}.json", record["gate"])
+        done("gate")
+
     if "gate" not in phases:
         from leaguezero.yatzy.train.gate import load_seed_set, run_gate
 
@@ -213,6 +232,10 @@ def run_iteration(
         if promote:
             _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
             _copy_atomic(run.candidate(it), run.best)
+        if reason == "rollback":
+            _copy_atomic(run.anchor, run.best)
+        elif reason == "check_passed":  # the new anchor: the best that passed this check
+            _copy_atomic(run.best, run.anchor)
         record["promoted"] = promote
         record["promotion_reason"] = reason
         done("promote")
@@ -222,6 +245,26 @@ def run_iteration(
     if league is not None:
         league.end_iteration(it)
     return record
+
+
+def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+    """``gate.mode: continuous``: promote every candidate; every ``check_every`` iterations the
+    candidate first plays the anchor (the best at the last check; the initial network before
+    the first) over ``check_games`` fresh paired games and a significant loss of points rolls
+    the best back to the anchor instead (:func:`~leaguezero.yatzy.train.gate.run_check`)."""
+    if it % cfg.gate.check_every:
+        return {"promote": True, "reason": "continuous"}
+    from leaguezero.yatzy.train.gate import check_seeds, run_check
+
+    if not run.anchor.exists():
+        _copy_atomic(run.models / "best_0000.pt", run.anchor)
+    settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+    cand = ModelAgent.from_settings(run.candidate(it), settings)
+    anchor = ModelAgent.from_settings(run.anchor, settings)
+    seeds = check_seeds(cfg.gate.seed_set, it, cfg.gate.check_games // 2)
+    report("gate", 0, 2 * len(seeds))
+    result = run_check(cand, anchor, seeds, progress=lambda n: report("gate", n, 0))
+    return result.to_dict()
 
 
 def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
@@ -241,7 +284,8 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
     save_checkpoint(
         run.candidate(it), model, kind=model.kind, kwargs=model.kwargs(),
         schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
-        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json")},
+        extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json"),
+               "lineage": checkpoint_lineage(run.root, cfg)},
     )  # fmt: skip
     return {**asdict(rep), "window": window}
 

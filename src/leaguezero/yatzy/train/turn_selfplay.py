@@ -135,6 +135,15 @@ class TurnHero:
         self.cfg = cfg
         self.settings = SearchSettings.from_config(cfg)
         self.search = TurnSearch(evaluator, margin_scale=self.settings.margin_scale)
+        # Deeper targets on a sample of turn starts (play stays one turn deep): the value
+        # network's errors are noise that one more exact turn averages out.
+        self.deep_share = cfg.search.target_depth2_share
+        self.deep = (
+            TurnSearch(evaluator, margin_scale=self.settings.margin_scale, depth=2)
+            if self.deep_share > 0
+            else None
+        )
+        self.deep_targets = 0
         self.records = TurnRecords(num_slots)
         self.explore_marks = 2 * self.settings.temperature_turns  # marks before greedy play
         self.decisions = 0
@@ -148,7 +157,13 @@ class TurnHero:
         """Best moves of ``states[rows]`` (sampled while exploring); records the turn starts
         among the rows where ``record`` (bool [n])."""
         actions, action_values, turn_values = self.search.decide(states, rows)
-        for j in np.flatnonzero(record & (states[rows, S_REROLLS] == 2)):
+        starts = np.flatnonzero(record & (states[rows, S_REROLLS] == 2))
+        if self.deep is not None and starts.size:
+            deep = starts[rng.random(starts.size) < self.deep_share]
+            if deep.size:
+                _, _, turn_values[deep] = self.deep.decide(states, rows[deep])
+                self.deep_targets += int(deep.size)
+        for j in starts:
             self.records.record(int(rows[j]), states[rows[j]], float(turn_values[j]))
         temperature = self.settings.turn_temperature
         exploring = np.flatnonzero(states[rows, S_MARKS] < self.explore_marks)
@@ -172,19 +187,21 @@ class TurnHero:
         self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float
     ) -> dict[str, float | int]:
         """The :class:`~leaguezero.yatzy.train.slots.SelfPlayStats` fields ("sims" counts the
-        successor positions evaluated, "evals" the evaluator calls)."""
-        search = self.search
+        successor positions evaluated, "evals" the evaluator calls; both include the
+        two-turn targets' searches)."""
+        searches = [self.search] + ([self.deep.inner] if self.deep is not None else [])
+        evaluations = sum(s.evaluations for s in searches)
         return {
             "games": games,
             "decisions": self.decisions,
             "samples": samples,
-            "sims": search.evaluations,
-            "evals": search.calls,
+            "sims": evaluations,
+            "evals": sum(s.calls for s in searches),
             "fallbacks": 0,
             "collisions": 0,
             "seconds": seconds,
-            "evaluate_seconds": search.evaluate_seconds,
-            "sims_per_s": search.evaluations / max(seconds, 1e-9),
+            "evaluate_seconds": sum(s.evaluate_seconds for s in searches),
+            "sims_per_s": evaluations / max(seconds, 1e-9),
             "decisions_per_s": self.decisions / max(seconds, 1e-9),
             "mean_score": float(np.mean(scores)) if scores else float("nan"),
             "seat0_win_rate": seat0_points / games if games else float("nan"),
