@@ -47,7 +47,7 @@ def search_settings(cfg, sims: int | None = None):
 
 
 # The agent names every command accepts (the catalogue: leaguezero.yatzy.agents.registry).
-AGENT_NAMES = "random | greedy | oracle | pretrained (two turns deep) | pretrained?depth=1 | model:PATH"
+AGENT_NAMES = "random | greedy | oracle | pretrained (2 turns) | pretrained?depth=1 | model:PATH"
 CHECKPOINT_NAMES = "a .pt file, model:PATH, pretrained or pretrained?depth=1"
 
 
