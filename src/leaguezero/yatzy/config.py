@@ -197,6 +197,12 @@ class GateSection(Section):
     check_games: int = Field(
         2000, ge=2, description="continuous: paired games of each regression check."
     )
+
+    @property
+    def continuous(self) -> bool:
+        """Whether every candidate is promoted (``mode: continuous``), parsed here once."""
+        return self.mode == "continuous"
+
     max_games: int = Field(
         400, ge=2, description="Most gating games (pairs of side-swapped games = max/2)."
     )

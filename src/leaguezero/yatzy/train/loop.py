@@ -198,7 +198,7 @@ def run_iteration(
         league.after_train(it, run.candidate(it))
         done("league")
 
-    if "gate" not in phases and cfg.gate.mode == "continuous":
+    if "gate" not in phases and cfg.gate.continuous:
         record["gate"] = _continuous_gate(cfg, run, it, report)
         atomic_write_json(run.gate / f"iter_{it:04d}.json", record["gate"])
         done("gate")
