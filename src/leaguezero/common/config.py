@@ -18,6 +18,54 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from leaguezero.common.atomic import atomic_write_text
 
 SCHEMA_VERSION = 1
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few KB; a bound keeps a hostile file cheap to refuse
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases: ``*name`` is refused where it is met, so a
+    "billion laughs" document (a few hundred bytes of nested aliases expanding to gigabytes)
+    costs nothing. Configs never need aliases; ``--set`` values go through it too."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in config files", mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """One line for a YAML error (never the document: it may be huge)."""
+    problem = getattr(err, "problem", None) or type(err).__name__
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}".replace("\n", " ")
+
+
+def read_yaml_file(path: str | os.PathLike) -> Any:
+    """The YAML document in ``path``: size-bounded, UTF-8, no aliases; ConfigError (one line)
+    for anything else."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"config error: cannot read {path} ({err.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config error: {path} is over {MAX_CONFIG_BYTES} bytes; not a config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"config error: {path} is not UTF-8 text (byte {err.start} cannot be decoded)"
+        ) from None
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)
+    except yaml.YAMLError as err:
+        raise ConfigError(
+            f"config error: {path} is not valid YAML ({_yaml_problem(err)})"
+        ) from None
 
 
 class Section(BaseModel):
@@ -43,7 +91,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {text!r}: empty key; expected dotted.key=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_NoAliasLoader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.split("."), value
@@ -114,16 +162,18 @@ def load_config(
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config error: file {path} does not exist")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config error: {path} is not valid YAML ({err})") from None
+        loaded = read_yaml_file(path)
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"config error: {path} must hold a mapping at the top level")
         data = loaded
-    data.pop("schema_version", None)
+    version = data.pop("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(
+            f"config error: {path} has schema_version {version!r}; this version of leaguezero "
+            f"reads schema_version {SCHEMA_VERSION}"
+        )
     apply_overrides(data, overrides or [])
     return validate_config(model_cls, data)
 

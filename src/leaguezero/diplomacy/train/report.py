@@ -23,8 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from leaguezero.common.config import read_yaml_file
 from leaguezero.common.events import iter_events
 from leaguezero.league.matchlog import MatchLog
 
@@ -37,9 +36,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     events_path = run / "events.ndjson"
     if not events_path.exists():
         raise FileNotFoundError(f"{events_path} does not exist; is {run} a training run?")
-    config = (
-        yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").exists() else {}
-    )
+    config = (read_yaml_file(run / "config.yaml") or {}) if (run / "config.yaml").exists() else {}
     min_checkpoints = int((config.get("league") or {}).get("min_checkpoints", 2))
 
     draws: dict[int, list[str]] = defaultdict(list)
