@@ -68,6 +68,10 @@ class EventWriter:
             self.close()
 
 
+class CorruptLogError(ValueError):
+    """A line of an append-only NDJSON log that is not JSON (the message names file and line)."""
+
+
 def iter_ndjson(
     path: str | os.PathLike,
     corrupt: Callable[[Path, int, json.JSONDecodeError], Exception] | None = None,
@@ -76,8 +80,8 @@ def iter_ndjson(
 
     The one reader of the append-only NDJSON files (events, the league match log): a missing
     file is empty; a torn final line (a writer killed mid-write: no newline, not JSON) is
-    skipped; any other line that is not JSON raises ``corrupt(path, lineno, error)`` (default: a
-    ``ValueError`` naming the line).
+    skipped; any other line that is not JSON raises ``corrupt(path, lineno, error)`` (default:
+    :class:`CorruptLogError` naming the line).
     """
     path = Path(path)
     if not path.exists():
@@ -94,7 +98,7 @@ def iter_ndjson(
                 return  # torn tail
             if corrupt is not None:
                 raise corrupt(path, lineno, err) from None
-            raise ValueError(f"{path}:{lineno}: not a JSON object ({err})") from err
+            raise CorruptLogError(f"{path}:{lineno}: not a JSON object ({err})") from None
         yield lineno, record
 
 

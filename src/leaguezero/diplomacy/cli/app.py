@@ -419,11 +419,17 @@ def train_cmd(
         raise fail(str(err)) from None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from leaguezero.common.events import CorruptLogError
     from leaguezero.distributed.runtime import RayUnavailableError
+    from leaguezero.league.matchlog import MatchLogError
+    from leaguezero.league.registry import RegistryError
 
+    # A damaged league.json, match log or event log of the run is one line naming the file, as
+    # in `leaguezero league show` (the three error types carry the path).
+    damaged = (RegistryError, MatchLogError, CorruptLogError)
     try:
         trainer = make_trainer(cfg, out, resume=resume, backend=backend, ray_address=ray_address)
-    except (TrainError, RayUnavailableError) as err:
+    except (TrainError, RayUnavailableError, *damaged) as err:
         raise fail(str(err)) from None
     columns = (
         TextColumn("[bold]train"),
@@ -445,7 +451,10 @@ def train_cmd(
                 ),
             )
 
-        summary = trainer.run(on_step=on_step)
+        try:
+            summary = trainer.run(on_step=on_step)
+        except damaged as err:
+            raise fail(str(err)) from None
     typer.echo(json.dumps(summary))
 
 
@@ -494,12 +503,15 @@ def train_report_cmd(
 ) -> None:
     """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
     random_bot; writes training_summary.json and training.png into the run."""
+    from leaguezero.common.config import ConfigError
     from leaguezero.diplomacy.train.report import write_report
 
     try:
         summary = write_report(run_dir)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ConfigError) as err:
         raise fail(str(err)) from None
+    except ValueError as err:  # a damaged events.ndjson / match log line: the reader names it
+        raise fail(str(err).splitlines()[0]) from None
     if json_out:
         typer.echo(json.dumps(summary))
         return
