@@ -206,6 +206,7 @@ def run(
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.replay import ReplayError
     from leaguezero.az.train import TrainError
+    from leaguezero.yatzy.train.gate import SeedSetError
 
     idle_s, busy_s = expected_iteration_seconds(cfg)
     progress = RunProgress(
@@ -244,7 +245,8 @@ def run(
                 err=True,
             )
             raise typer.Exit(130) from None
-        if isinstance(err, (ReplayError, CheckpointError, TrainError)):  # e.g. a damaged shard
+        if isinstance(err, (ReplayError, CheckpointError, TrainError, SeedSetError, LineageError)):
+            # a damaged shard, seed set or lineage file: one line naming it
             raise fail(f"iteration {it}: {err}") from None
         raise
     finally:

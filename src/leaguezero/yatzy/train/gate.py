@@ -32,19 +32,29 @@ SEED_SET_VERSION = 1
 CHUNK_PAIRS = 50
 
 
+class SeedSetError(ValueError):
+    """A persisted seed set that cannot be read (the message names the file)."""
+
+
 def load_seed_set(folder: str | Path, name: str, pairs: int) -> np.ndarray:
     """The first ``pairs`` episode seeds of the named seed set, created and persisted if new.
 
     A seed set is a pure function of its name, written once to ``folder/<name>.json`` and read
     back ever after, so every gate of a run (and of other runs sharing the folder) plays the
-    same deals. Raises ValueError for a corrupt or wrong-version file.
+    same deals. Raises :class:`SeedSetError` for a corrupt or wrong-version file.
     """
     path = Path(folder) / f"{name}.json"
     if path.exists():
-        data = json.loads(path.read_text())
-        if data.get("schema_version") != SEED_SET_VERSION or data.get("name") != name:
-            raise ValueError(f"seed set {path} is not a version-{SEED_SET_VERSION} seed set")
-        seeds = np.array(data["seeds"], dtype=np.int64)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("schema_version") != SEED_SET_VERSION or data.get("name") != name:
+                raise ValueError(f"not a version-{SEED_SET_VERSION} seed set named {name!r}")
+            seeds = np.array(data["seeds"], dtype=np.int64).reshape(-1)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise SeedSetError(
+                f"seed set {path} is damaged ({reason}); delete it to re-create it from its name"
+            ) from None
         if len(seeds) >= pairs:
             return seeds[:pairs]
     # Derive from the name so that re-creating a lost file gives the same seeds.
