@@ -22,3 +22,17 @@ def test_a_garbage_seed_set_stops_the_gate_with_one_line(tmp_path) -> None:
     result = _yz("run", "--out", str(out), "--resume", "--set", "run.iterations=2")
     assert result.returncode == 0, result.stderr
     assert "iteration 2/2 took" in result.stdout
+
+
+def test_gate_refuses_a_candidate_of_another_search_kind_as_train_does(tmp_path) -> None:
+    from leaguezero.yatzy.agents.registry import PRETRAINED_PATH
+
+    # configs/yatzy_smoke.yaml is a PUCT config; the pretrained network is a turn-search one.
+    result = _yz("gate", "--config", str(SMOKE), "--best", str(PRETRAINED_PATH), "--cand",
+                 str(PRETRAINED_PATH), "--seed-sets", str(tmp_path / "seeds"))  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "turn-search network" in lines[0], result.stderr
+    trained = _yz("train", "--config", str(SMOKE), "--best", str(PRETRAINED_PATH), "--replay",
+                  str(tmp_path), "--out", str(tmp_path / "c.pt"))  # fmt: skip
+    assert trained.returncode == 2 and "turn-search network" in trained.stderr

@@ -369,18 +369,21 @@ def gate(
     json_out: JsonOpt = False,
 ) -> None:
     """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
-    from leaguezero.yatzy.agents.model import ModelAgent
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
     from leaguezero.yatzy.train.gate import load_seed_set, run_gate
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
     try:
+        for path in (best, cand):  # the config's search kind, as `yz train` checks
+            load_yatzy_model(path, cfg.run.device, kind=cfg.search.kind)
         settings = search_settings(cfg, cfg.gate.sims)
         cand_agent = ModelAgent.from_settings(cand, settings)
         best_agent = ModelAgent.from_settings(best, settings)
-    except (FileNotFoundError, ValueError) as err:
+        seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
+    except (FileNotFoundError, CheckpointError, ValueError) as err:  # ValueError: SeedSetError too
         raise fail(str(err)) from None
-    seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
     with _progress(sys.stderr.isatty() and not json_out) as (report, _):
         report("gate", 0, 2 * len(seeds))
         result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
