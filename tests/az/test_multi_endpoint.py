@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from leaguezero.az.inference.admin import with_default_token
+from leaguezero.az.inference.admin import read_token
 from tests.az.test_server import client_for, expected, make_checkpoint, random_batch, start_server
 
 
@@ -48,7 +48,7 @@ def test_spread_failover_and_recovery_lose_no_request(tmp_path) -> None:
         # (the old assert here raced that connection: 1 failure in 7 runs).
         _wait_for(lambda: all(s["up"] for s in client.endpoint_status()))
         # remembered: a recovered server must serve it too (TCP: an admin op needs the token)
-        client.load_model(0, with_default_token(str(good)))
+        client.load_model(0, str(good), admin_token=read_token())
         futures = [client.submit(f, legal) for f, legal in batches[:300]]
         before = client.endpoint_status()  # no sleep: the replies are held for 2 s
         assert before[0]["pending_rows"] > 0 and before[1]["pending_rows"] > 0  # both used

@@ -135,7 +135,16 @@ def test_parse_endpoints() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "unix://rel.sock", "tcp://host", "tcp://:80", "tcp://h:99999", "http://x:1"]
+    "text",
+    [
+        "",
+        "unix://sub/rel.sock",
+        "unix://..",
+        "tcp://host",
+        "tcp://:80",
+        "tcp://h:99999",
+        "http://x:1",
+    ],
 )
 def test_bad_endpoints_are_clear(text: str) -> None:
     from leaguezero.az.inference.endpoint import EndpointError, parse_endpoints

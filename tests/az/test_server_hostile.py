@@ -129,12 +129,14 @@ class _InProcessServer:
     """An InferenceServer on its own event-loop thread, so a test can look at its buffers."""
 
     def __init__(self, settings: ServerSettings, path: str) -> None:
+        """``path``: a Unix socket path, or a ``tcp://`` address."""
         net = build_net(hidden=32, blocks=1, margin_head=True, seed=1)
         self.server = InferenceServer({0: ServedModel(net, FEATURE_SCHEMA_ID, "seed 1")}, settings)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.address = self.call(self.server.start(parse_endpoint(f"unix://{path}")))
+        address = path if path.startswith("tcp://") else f"unix://{path}"
+        self.address = self.call(self.server.start(parse_endpoint(address)))
 
     def call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
@@ -202,7 +204,7 @@ def test_client_that_never_reads_is_bounded_and_freed_when_it_leaves(tmp_path) -
             sender.join(timeout=60)
             # Everything it held is released once it is gone.
             _wait_for(lambda: len(server.stats()[0]) == 1, what="the connection to be dropped")
-            assert server.stats() == ([{"pending": 0, "unsent_bytes": 0}], 0)
+            assert server.stats() == ([{"pending": 0, "unsent_bytes": 0, "held_bytes": 0}], 0)
             f, lg = random_batch(np.random.default_rng(7), 2)
             np.testing.assert_allclose(
                 client.evaluate(f, lg)[1], expected(1, f, lg).values, atol=1e-5

@@ -239,11 +239,24 @@ class OracleEvalSection(Section):
 class InferSection(Section):
     """Batched inference server and client (PRD §9)."""
 
-    bind: str = Field("unix:///tmp/leaguezero-yatzy.sock", description="Inference server address.")
+    bind: str = Field(
+        "unix://yatzy.sock",
+        description="Inference server address (a bare unix:// name lives in this user's private "
+        "runtime directory: $XDG_RUNTIME_DIR/leaguezero or ~/.leaguezero/run).",
+    )
     max_batch: int = Field(256, ge=1, description="Server flushes a batch at this size...")
     max_wait_us: int = Field(500, ge=0, description="...or when the oldest request is this old.")
     max_pending_total: int = Field(
         4096, ge=1, description="Client backpressure: most requests in flight per worker."
+    )
+    max_connections: int = Field(
+        128, ge=1, description="Server: most client connections (more are answered BUSY)."
+    )
+    max_held_mb: int = Field(
+        256,
+        ge=1,
+        description="Server: most MiB of queued requests and unread replies over all "
+        "connections; past it the connection holding the most is closed (its client reconnects).",
     )
 
 

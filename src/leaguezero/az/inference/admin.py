@@ -5,11 +5,15 @@ operation. Over TCP any local user (and, with ``--public``, other machines) can 
 there it needs the server's **admin token**: a random secret in a file only its owner can read
 (default ``~/.leaguezero/infer_admin_token``, or ``$LEAGUEZERO_ADMIN_TOKEN_FILE``), created by
 the first server that needs it. A Unix socket is owner-only (0o600), so there the token is
-optional. The token travels in the control argument, ahead of the path::
+needed only when the server was started with one for its Unix socket
+(``yz infer-server --admin-token-file``, :attr:`ServerSettings.unix_needs_token`). The token
+travels in the control argument, ahead of the path::
 
     lz-admin-token <64 hex digits>\\n/path/to/checkpoint.pt
 
-so every client (including one that replays its models after a reconnect) sends it unchanged.
+The client sends it over TCP, and over a Unix socket only after the server refused the load
+without it (and only to a socket this user serves, :func:`~.endpoint.check_unix_peer`), so a
+token never reaches a process that did not ask for it.
 """
 
 from __future__ import annotations
@@ -87,11 +91,6 @@ def with_token(argument: str, token: str | None) -> str:
     return argument if token is None else f"{TOKEN_PREFIX}{token}\n{argument}"
 
 
-def with_default_token(argument: str, token_file: str | os.PathLike | None = None) -> str:
-    """``argument`` with the token from ``token_file`` (default location) when there is one."""
-    return with_token(argument, read_token(token_file))
-
-
 def split_token(argument: str) -> tuple[str | None, str]:
     """(token or None, the rest) of a control argument."""
     if argument.startswith(TOKEN_PREFIX):
@@ -105,13 +104,16 @@ def token_matches(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
-def admin_refusal(expected: str | None, token: str | None, owner_only_socket: bool) -> str:
+def admin_refusal(
+    expected: str | None, token: str | None, owner_only_socket: bool, unix_needs_token: bool = False
+) -> str:
     """Why an admin operation sent with ``token`` is refused, or "" when it may run.
 
     Args:
         expected: the server's admin token (None: the server has none).
         token: the token the request carried (None: none).
         owner_only_socket: the request came over the owner-only Unix socket.
+        unix_needs_token: the Unix socket, too, needs the token (ignored without one).
 
     The message is the same whatever the request asked for, so a refused client learns nothing.
     """
@@ -119,7 +121,9 @@ def admin_refusal(expected: str | None, token: str | None, owner_only_socket: bo
         if owner_only_socket:
             return ""
         return "this server accepts no admin operations over TCP (it has no admin token)"
-    if token_matches(token, expected) or (owner_only_socket and token is None):
+    if token_matches(token, expected):
+        return ""
+    if owner_only_socket and token is None and not unix_needs_token:
         return ""
     return (
         "admin operations need this server's admin token: run the command as the user who "

@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from leaguezero.az.evaluator import mix_utility
-from leaguezero.az.inference.endpoint import Endpoint, connect, parse_endpoints
+from leaguezero.az.inference.admin import with_token
+from leaguezero.az.inference.endpoint import (
+    Endpoint,
+    UntrustedSocketError,
+    connect,
+    parse_endpoints,
+)
 from leaguezero.az.inference.links import Link, Ticket, recv_frame, shutdown_socket
 from leaguezero.az.inference.protocol import (
     ControlOp,
@@ -135,7 +141,8 @@ class InferenceClient:
         self._pending_rows = 0
         self._ids = itertools.count(1)
         self._generations = itertools.count(1)
-        self._models: dict[int, str] = {}  # loaded through this client; replayed on reconnect
+        # Loaded through this client, with their admin tokens; replayed on reconnect.
+        self._models: dict[int, tuple[str, str | None]] = {}
         self._closed = False
         self._stopping = threading.Event()  # wakes the health thread at close
         self._failure: BaseException | None = None
@@ -154,6 +161,8 @@ class InferenceClient:
             ok = self._ever_up
         if not ok:
             self.close()
+            if isinstance(self._failure, UntrustedSocketError):
+                raise UntrustedSocketError(str(self._failure))
             where = ", ".join(str(e) for e in endpoints)
             raise ConnectionError(
                 f"no inference server at {where} after {connect_timeout_s:.0f} s; "
@@ -223,23 +232,40 @@ class InferenceClient:
         """An Evaluator view of this client that asks ``model_id`` (shares the connections)."""
         return ModelEvaluator(self, model_id)
 
-    def load_model(self, model_id: int, path: str, timeout_s: float = 120.0) -> dict:
+    def load_model(
+        self, model_id: int, path: str, admin_token: str | None = None, timeout_s: float = 120.0
+    ) -> dict:
         """Make every server load checkpoint ``path`` (a server-side path) as ``model_id``.
 
-        A server that is down now, or restarts later, loads it when it (re)connects. Returns
-        the first server's answer; raises :class:`InferenceError` if any live server refuses.
+        ``admin_token`` (the server's, see :mod:`~.admin`) goes with the load over TCP; over a
+        Unix socket (served by this user: the connection checked) only when the server refuses
+        the load without it. A server that is down now, or restarts later, loads it when it
+        (re)connects. Returns the first server's answer; raises :class:`InferenceError` if any
+        live server refuses.
         """
         with self._lock:
             # Recorded first, so that a server reconnecting meanwhile replays it as well.
             previous = self._models.get(model_id)
-            self._models[model_id] = path
+            self._models[model_id] = (path, admin_token)
             live = [link for link in self.links if link.up]
-        futures = [self._control(link, ControlOp.LOAD_MODEL, model_id, path) for link in live]
+        first = {link.index: _load_argument(link.endpoint, path, admin_token) for link in live}
+        futures = [
+            (link, self._control(link, ControlOp.LOAD_MODEL, model_id, first[link.index]))
+            for link in live
+        ]
         answers = []
         try:
-            for fut in futures:
+            for link, fut in futures:
                 try:
-                    answers.append(json.loads(fut.result(timeout_s).message))
+                    try:
+                        reply = fut.result(timeout_s)
+                    except InferenceError as err:
+                        if not _retry_with_token(err.status, link.endpoint, admin_token):
+                            raise
+                        argument = with_token(path, admin_token)
+                        retry = self._control(link, ControlOp.LOAD_MODEL, model_id, argument)
+                        reply = retry.result(timeout_s)
+                    answers.append(json.loads(reply.message))
                 except ConnectionError:
                     continue  # died meanwhile: it reloads on reconnect
         except InferenceError:
@@ -368,8 +394,11 @@ class InferenceClient:
         while not self._closed and self._failure is None:
             try:
                 sock = connect(link.endpoint)
-                self._replay_models(sock)
+                self._replay_models(link.endpoint, sock)
                 return sock
+            except UntrustedSocketError as err:  # retrying cannot help: say so at once
+                self._fail_all(err)
+                return None
             except (OSError, EOFError, ProtocolError, InferenceError) as err:
                 with self._lock:
                     down_for = time.monotonic() - self._all_down_since
@@ -385,7 +414,7 @@ class InferenceClient:
             delay = min(delay * 2, 0.5)
         return None
 
-    def _replay_models(self, sock: socket.socket) -> None:
+    def _replay_models(self, endpoint: Endpoint, sock: socket.socket) -> None:
         """Load this client's models on a fresh connection before it takes traffic.
 
         A restarted server may serve something else; routing search traffic to it before it
@@ -396,19 +425,25 @@ class InferenceClient:
             models = sorted(self._models.items())
         sock.settimeout(120.0)
         try:
-            for model_id, path in models:
-                rid = next(self._ids)
-                sock.sendall(encode_control_request(rid, ControlOp.LOAD_MODEL, model_id, path))
-                while True:
-                    reply = decode_reply(recv_frame(sock))
-                    if reply.request_id == rid:
-                        break
+            for model_id, (path, token) in models:
+                reply = self._load_on(sock, model_id, _load_argument(endpoint, path, token))
+                if not reply.ok and _retry_with_token(reply.status, endpoint, token):
+                    reply = self._load_on(sock, model_id, with_token(path, token))
                 if not reply.ok:
                     raise InferenceError(reply.status, reply.message)
         except BaseException:
             shutdown_socket(sock)
             raise
         sock.settimeout(None)
+
+    def _load_on(self, sock: socket.socket, model_id: int, argument: str) -> Reply:
+        """Send one LOAD_MODEL on a connection not yet in service; its reply."""
+        rid = next(self._ids)
+        sock.sendall(encode_control_request(rid, ControlOp.LOAD_MODEL, model_id, argument))
+        while True:
+            reply = decode_reply(recv_frame(sock))
+            if reply.request_id == rid:
+                return reply
 
     def _bring_up(self, link: Link, sock: socket.socket, reconnect: bool) -> None:
         with link.send_lock:
@@ -525,6 +560,16 @@ class InferenceClient:
         for ticket in tickets:
             if not ticket.future.done():
                 ticket.future.set_exception(ConnectionError(str(err)))
+
+
+def _load_argument(endpoint: Endpoint, path: str, token: str | None) -> str:
+    """The first LOAD_MODEL argument: with the token over TCP, without it over a Unix socket."""
+    return with_token(path, token) if endpoint.scheme == "tcp" else path
+
+
+def _retry_with_token(status: Status, endpoint: Endpoint, token: str | None) -> bool:
+    """Whether a refused load over a Unix socket is sent again, now with the token."""
+    return status == Status.UNAUTHORIZED and endpoint.scheme == "unix" and token is not None
 
 
 def softmax_masked_logits(logits: np.ndarray) -> np.ndarray:

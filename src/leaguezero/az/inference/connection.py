@@ -2,7 +2,9 @@
 
 The server stops reading from a connection while ``pending`` or ``unsent_bytes`` is over its
 bound (``ServerSettings.max_pending_per_connection`` / ``max_unsent_bytes``); ``room`` wakes the
-reader when an answer frees a slot.
+reader when an answer frees a slot. :meth:`Connection.held_bytes` is what the connection costs
+the server's memory, which the server bounds over all connections
+(``ServerSettings.max_held_bytes``).
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import asyncio
 
 
 class Connection:
-    """One client's stream and what it holds of the server: unanswered requests (``pending``)
-    and reply bytes it has not read (``unsent_bytes``). Replies to a closed connection are
-    dropped."""
+    """One client's stream and what it holds of the server: unanswered requests (``pending``,
+    ``queued_bytes`` of their frames), the frame being read (``reading_bytes``) and reply bytes it
+    has not read (``unsent_bytes``). Replies to a closed connection are dropped."""
 
     def __init__(self, writer: asyncio.StreamWriter, is_unix: bool) -> None:
         self.writer = writer
         self.is_unix = is_unix  # owner-only socket: the admin token is optional
         self.closed = False
         self.pending = 0  # eval requests read but not answered yet
+        self.queued_bytes = 0  # frame bytes of the requests waiting in a batch queue
+        self.reading_bytes = 0  # length of the frame being read now (0 between frames)
         self.room = asyncio.Event()  # set when an answer frees room for one more request
 
     def send(self, frame: bytes) -> None:
@@ -33,3 +37,8 @@ class Connection:
     def unsent_bytes(self) -> int:
         transport = self.writer.transport
         return 0 if transport.is_closing() else transport.get_write_buffer_size()
+
+    def held_bytes(self) -> int:
+        """Server memory this connection holds: its frame being read, its queued requests and
+        the replies it has not read."""
+        return self.reading_bytes + self.queued_bytes + self.unsent_bytes()

@@ -54,6 +54,7 @@ class Status(IntEnum):
     UNKNOWN_OP = 9
     UNAUTHORIZED = 10  # an admin op (LOAD_MODEL) without the server's admin token
     NON_FINITE = 11  # the request's features (or the model's outputs) hold NaN or infinity
+    BUSY = 12  # the server holds its most connections; the connection is closed after this reply
 
 
 class ControlOp(IntEnum):

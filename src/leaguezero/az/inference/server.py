@@ -2,7 +2,10 @@
 
 One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
 a batcher task that flushes when the queued rows reach ``max_batch`` or the oldest frame has
-waited ``max_wait_us``. A flush concatenates whole frames (a frame is never split; a frame larger
+waited ``max_wait_us``. The queue keeps one lane per connection and forms a batch round-robin
+over the lanes (one frame from each connection in turn), so a client with a thousand frames
+queued delays another client's request by at most one frame per connection ahead of it, never
+by its whole backlog. A flush concatenates whole frames (a frame is never split; a frame larger
 than ``max_batch`` is one batch) and runs the forward pass *and* reply encoding on a single
 executor thread, so the loop keeps reading and writing while the model works; one thread also
 serialises forward passes of several models on one device.
@@ -20,7 +23,13 @@ stream cannot be resynchronised, closes that one connection.
 One connection may hold at most ``max_pending_per_connection`` unanswered requests and
 ``max_unsent_bytes`` of replies it has not read; past either bound the server stops reading
 from it (the client's sends block) until it catches up. When a connection closes, its queued
-requests and unsent replies are dropped at once.
+requests and unsent replies are dropped at once. Over all connections (at most
+``max_connections``), the frames being read, the queued requests and the unread replies hold
+at most ``max_held_bytes``: past it the server closes the connection that holds the most (as
+Redis closes a client over its output-buffer limit); the client library reconnects and sends
+its unanswered requests again, so only a client that does not read its replies loses anything.
+The server's request and reply memory is therefore at most ``max_held_bytes`` plus one frame
+(``max_frame_bytes``) plus the replies of one batch.
 """
 
 from __future__ import annotations
@@ -108,11 +117,44 @@ class ServerSettings:
     max_wait_us: int = 500  # ...or when the oldest frame is this old
     device: str = "cpu"
     public: bool = False  # allow TCP binds that other machines can reach
-    max_frame_bytes: int = MAX_FRAME_BYTES
-    # LOAD_MODEL needs this token over TCP (None: refused over TCP); optional on a Unix socket.
+    # Longest request frame (the turn search's 8,192-row values-only frames are ~5.5 MB).
+    max_frame_bytes: int = 64 * 1024 * 1024
+    # LOAD_MODEL needs this token over TCP (None: refused over TCP); optional on a Unix socket...
     admin_token: str | None = None
+    unix_needs_token: bool = False  # ...unless this is set (yz infer-server --admin-token-file)
     max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...
     max_unsent_bytes: int = 16 * 1024 * 1024  # ...and reply bytes it has not read yet
+    max_connections: int = 128  # more are answered BUSY and closed
+    # Frames being read + queued requests + unread replies over all connections; past it the
+    # connection holding the most is closed.
+    max_held_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        self.max_frame_bytes = min(self.max_frame_bytes, MAX_FRAME_BYTES)
+
+
+class RateLimitedLog:
+    """At most one log line per ``interval_s`` for a repeated event; the next line says how many
+    were left out (a refused client cannot fill the log)."""
+
+    def __init__(self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.interval_s = interval_s
+        self.clock = clock
+        self._last = -float("inf")
+        self._skipped = 0
+
+    def warning(self, message: str, *args: object) -> bool:
+        """Log ``message % args`` unless a line went out less than ``interval_s`` ago; returns
+        whether it was logged."""
+        now = self.clock()
+        if now - self._last < self.interval_s:
+            self._skipped += 1
+            return False
+        if self._skipped:
+            message += f" ({self._skipped} more like this in the last {now - self._last:.0f} s)"
+        self._last, self._skipped = now, 0
+        log.warning(message, *args)
+        return True
 
 
 LOAD_FAILED_MESSAGE = (
@@ -126,13 +168,64 @@ class _Pending:
     request: EvalRequest
     conn: Connection
     arrival: float  # time.perf_counter() when the frame was read
+    nbytes: int  # frame length (what the request holds of the server's memory)
 
 
 @dataclass
 class _Queue:
-    items: deque[_Pending] = field(default_factory=deque)
+    """One model's queued requests: a FIFO lane per connection, in round-robin order (a lane
+    moves to the back when it gives a frame to a batch)."""
+
+    lanes: dict[Connection, deque[_Pending]] = field(default_factory=dict)
     rows: int = 0
+    count: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, pending: _Pending) -> None:
+        lane = self.lanes.get(pending.conn)
+        if lane is None:
+            lane = self.lanes[pending.conn] = deque()
+        lane.append(pending)
+        self.rows += pending.request.rows
+        self.count += 1
+
+    def oldest_arrival(self) -> float:
+        return min(lane[0].arrival for lane in self.lanes.values())
+
+    def take_batch(self, max_batch: int) -> tuple[list[_Pending], int]:
+        """Whole frames round-robin over the connections until ``max_batch`` rows (at least one
+        frame; a connection whose next frame does not fit keeps its place at the front)."""
+        batch: list[_Pending] = []
+        rows = 0
+        progress = True
+        while progress and rows < max_batch:
+            progress = False
+            for conn in list(self.lanes):
+                lane = self.lanes[conn]
+                head = lane[0]
+                if batch and rows + head.request.rows > max_batch:
+                    continue
+                lane.popleft()
+                batch.append(head)
+                rows += head.request.rows
+                progress = True
+                del self.lanes[conn]
+                if lane:
+                    self.lanes[conn] = lane  # back of the round
+                if rows >= max_batch:
+                    break
+        self.rows -= rows
+        self.count -= len(batch)
+        return batch, rows
+
+    def drop(self, conn: Connection) -> int:
+        """Forget ``conn``'s queued requests; returns how many."""
+        lane = self.lanes.pop(conn, None)
+        if not lane:
+            return 0
+        self.rows -= sum(p.request.rows for p in lane)
+        self.count -= len(lane)
+        return len(lane)
 
 
 class InferenceServer:
@@ -159,6 +252,8 @@ class InferenceServer:
         self._server: asyncio.base_events.Server | None = None
         self._unix_inode: tuple[str, int] | None = None
         self.address = ""
+        self._refusals = RateLimitedLog()  # refused admin operations
+        self._sheds = RateLimitedLog()  # connections closed for memory or refused as too many
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self, endpoint: Endpoint) -> str:
@@ -213,23 +308,37 @@ class InferenceServer:
 
     # ---------------------------------------------------------------- connections
     def connection_stats(self) -> list[dict[str, int]]:
-        """Per open connection: unanswered requests and reply bytes not yet read by the client."""
-        return [{"pending": c.pending, "unsent_bytes": c.unsent_bytes()} for c in self._connections]
+        """Per open connection: unanswered requests, reply bytes not yet read by the client, and
+        all the bytes it holds (:meth:`Connection.held_bytes`)."""
+        return [
+            {"pending": c.pending, "unsent_bytes": c.unsent_bytes(), "held_bytes": c.held_bytes()}
+            for c in self._connections
+        ]
+
+    def held_bytes(self) -> int:
+        """Bytes of frames being read, queued requests and unread replies, all connections."""
+        return sum(c.held_bytes() for c in self._connections)
 
     def queued_requests(self) -> int:
         """Eval requests waiting in the batch queues (of all models)."""
-        return sum(len(q.items) for q in self._queues.values())
+        return sum(q.count for q in self._queues.values())
 
     async def _wait_for_room(self, conn: Connection) -> None:
         """Stop reading from ``conn`` while it holds too many unanswered requests or unread
         replies; its client's sends then block in the kernel instead of growing our memory."""
-        while conn.pending >= self.settings.max_pending_per_connection:
+        while conn.pending >= self.settings.max_pending_per_connection and not conn.closed:
             conn.room.clear()
             await conn.room.wait()
         await conn.writer.drain()  # returns at once below the write buffer's high-water mark
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(writer, is_unix=self._unix_inode is not None)
+        if len(self._connections) >= self.settings.max_connections:
+            limit = self.settings.max_connections
+            self._sheds.warning("refused a connection: %d are open (the most)", limit)
+            self._error(conn, 0, Status.BUSY, f"the server has its most ({limit}) connections")
+            writer.close()
+            return
         limit = self.settings.max_unsent_bytes
         writer.transport.set_write_buffer_limits(high=limit, low=limit // 2)
         self._connections.add(conn)
@@ -243,27 +352,53 @@ class InferenceServer:
                     self._error(conn, 0, Status.FRAME_TOO_LARGE, f"frame of {length} bytes")
                     await writer.drain()
                     break
-                self._dispatch(conn, await reader.readexactly(length))
+                conn.reading_bytes = length  # counted before it is read: a slow sender holds it
+                self._enforce_budget()
+                body = await reader.readexactly(length)
+                conn.reading_bytes = 0
+                self._dispatch(conn, body)
         except (asyncio.IncompleteReadError, ConnectionError):
             gone = True  # the client went away: nobody will read what it asked for
         finally:
-            conn.closed = True
-            self._connections.discard(conn)
-            self._drop_queued(conn)
-            if gone:
-                writer.transport.abort()  # frees unsent replies now (close() would wait for them)
-            else:
-                writer.close()  # e.g. after FRAME_TOO_LARGE: the error reply still goes out
+            self._close_connection(conn, abort=gone)
+
+    def _close_connection(self, conn: Connection, abort: bool) -> None:
+        """Forget ``conn``: drop its queued requests, then close it (``abort``: at once, freeing
+        its unsent replies; else after they went out, e.g. a FRAME_TOO_LARGE reply)."""
+        conn.closed = True
+        conn.reading_bytes = 0
+        conn.room.set()  # a reader waiting for room sees the connection closed
+        self._connections.discard(conn)
+        self._drop_queued(conn)
+        if abort:
+            conn.writer.transport.abort()
+        else:
+            conn.writer.close()
+
+    def _enforce_budget(self) -> None:
+        """Close the connections holding the most until all together hold at most
+        ``max_held_bytes`` (see the module docstring)."""
+        limit = self.settings.max_held_bytes
+        while self._connections:
+            held = {conn: conn.held_bytes() for conn in self._connections}
+            total = sum(held.values())
+            if total <= limit:
+                return
+            victim = max(held, key=held.__getitem__)
+            self._sheds.warning(
+                "closed a connection holding %d bytes (queued %d, unread replies %d): the "
+                "connections held %d bytes, the most is %d (max_held_bytes)",
+                held[victim], victim.queued_bytes, victim.unsent_bytes(), total, limit,
+            )  # fmt: skip
+            self.metrics.errors.labels("SHED").inc()
+            self._close_connection(victim, abort=True)
 
     def _drop_queued(self, conn: Connection) -> None:
         """Forget the queued requests of a closed connection (nobody will read their replies)."""
         for model_id, queue in self._queues.items():
-            mine = [p for p in queue.items if p.conn is conn]
-            if not mine:
-                continue
-            queue.items = deque(p for p in queue.items if p.conn is not conn)
-            queue.rows -= sum(p.request.rows for p in mine)
-            self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
+            if queue.drop(conn):
+                self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
+        conn.queued_bytes = 0
 
     def _error(self, conn: Connection, request_id: int, status: Status, message: str) -> None:
         self.metrics.errors.labels(status.name).inc()
@@ -311,8 +446,8 @@ class InferenceServer:
             return
         queue = self._queues[request.model_id]
         conn.pending += 1
-        queue.items.append(_Pending(request, conn, arrival))
-        queue.rows += request.rows
+        conn.queued_bytes += len(body)
+        queue.push(_Pending(request, conn, arrival, len(body)))
         self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
         queue.wake.set()
 
@@ -326,25 +461,23 @@ class InferenceServer:
         queue = self._queues[model_id]
         max_batch, max_wait = self.settings.max_batch, self.settings.max_wait_us * 1e-6
         while True:
-            if not queue.items:
+            if not queue.lanes:
                 queue.wake.clear()
                 await queue.wake.wait()
                 continue
             if queue.rows < max_batch:
-                delay = queue.items[0].arrival + max_wait - time.perf_counter()
+                delay = queue.oldest_arrival() + max_wait - time.perf_counter()
                 if delay > 0:
                     queue.wake.clear()  # woken early by new frames: re-check the row count
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(queue.wake.wait(), delay)
                     continue
-            batch = [queue.items.popleft()]
-            rows = batch[0].request.rows
-            while queue.items and rows + queue.items[0].request.rows <= max_batch:
-                batch.append(queue.items.popleft())
-                rows += batch[-1].request.rows
-            queue.rows -= rows
+            batch, rows = queue.take_batch(max_batch)
+            for p in batch:
+                p.conn.queued_bytes -= p.nbytes
             self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
             await self._flush(model_id, batch, rows)
+            self._enforce_budget()  # the replies now sit in the connections' write buffers
 
     async def _flush(self, model_id: int, batch: list[_Pending], rows: int) -> None:
         served = self.models[model_id]
@@ -390,9 +523,12 @@ class InferenceServer:
             conn.send(text_reply(rid, json.dumps({"models": info, "address": self.address})))
         elif request.op == ControlOp.LOAD_MODEL:
             token, path = split_token(request.argument)
-            refusal = admin_refusal(self.settings.admin_token, token, conn.is_unix)
+            refusal = admin_refusal(
+                self.settings.admin_token, token, conn.is_unix, self.settings.unix_needs_token
+            )
             if refusal:
-                log.warning("refused LOAD_MODEL of model %s: %s", request.model_id, refusal)
+                msg = "refused LOAD_MODEL of model %s: %s"
+                self._refusals.warning(msg, request.model_id, refusal)
                 self._error(conn, rid, Status.UNAUTHORIZED, refusal)
                 return
             error = await self._load(request.model_id, path)

@@ -71,7 +71,11 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
 def infer_server(
     model: ModelOpt = None,
     bind: Annotated[
-        str | None, typer.Option(help="unix:///path.sock or tcp://HOST:PORT (default: infer.bind)")
+        str | None,
+        typer.Option(
+            help="unix://NAME.sock (in your private runtime directory), unix:///path.sock or "
+            "tcp://HOST:PORT (default: infer.bind)"
+        ),
     ] = None,
     device: Annotated[str, typer.Option(help="Torch device: cpu or cuda.")] = "cpu",
     metrics_port: Annotated[
@@ -95,7 +99,8 @@ def infer_server(
         typer.Option(
             help="Owner-only file with the admin token that infer-load needs over TCP (created "
             "if missing). Default: $LEAGUEZERO_ADMIN_TOKEN_FILE or ~/.leaguezero/"
-            "infer_admin_token for TCP; a Unix socket needs no token unless this is given.",
+            "infer_admin_token for TCP; a Unix socket needs no token unless this is given "
+            "(then it needs this one).",
         ),
     ] = None,
     config: ConfigOpt = None,
@@ -148,6 +153,9 @@ def infer_server(
         device=device,
         public=public,
         admin_token=admin_token,
+        unix_needs_token=endpoint.scheme == "unix" and admin_token is not None,
+        max_connections=cfg.infer.max_connections,
+        max_held_bytes=cfg.infer.max_held_mb * 1024 * 1024,
     )
     server = InferenceServer(models, settings, loader=loader)
     metrics_bind = None
@@ -187,19 +195,20 @@ def infer_load(
         Path | None,
         typer.Option(
             help="The server's admin token file (default: $LEAGUEZERO_ADMIN_TOKEN_FILE or "
-            "~/.leaguezero/infer_admin_token); needed over TCP."
+            "~/.leaguezero/infer_admin_token); sent over TCP, and over a Unix socket only when "
+            "the server asks for it."
         ),
     ] = None,
 ) -> None:
     """Hot-swap one model of a running server (the path is read by the server)."""
-    from leaguezero.az.inference.admin import AdminTokenError, with_default_token
+    from leaguezero.az.inference.admin import AdminTokenError, read_token
     from leaguezero.az.inference.client import InferenceError
 
     try:
         ((model_id, path),) = parse_model_specs([model]).items()
-        argument = with_default_token(path, token_file)
+        token = read_token(token_file)
         with _client(bind) as client:
-            typer.echo(json.dumps(client.load_model(model_id, argument)))
+            typer.echo(json.dumps(client.load_model(model_id, path, admin_token=token)))
     except (ValueError, ConnectionError, InferenceError, AdminTokenError) as err:
         raise fail(str(err)) from None
 

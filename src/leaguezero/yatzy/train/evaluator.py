@@ -47,9 +47,9 @@ def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
     )
     client.margin_weight = margin_weight
     if best_path is not None and best_path.is_file():
-        # The server may have started with another model: make it serve this run's best
-        # (an admin op: over TCP it carries this user's admin token).
-        from leaguezero.az.inference.admin import with_default_token
+        # The server may have started with another model: make it serve this run's best (an
+        # admin op: the client sends this user's admin token where the server needs it).
+        from leaguezero.az.inference.admin import read_token
 
-        client.load_model(0, with_default_token(str(best_path.resolve())))
+        client.load_model(0, str(best_path.resolve()), admin_token=read_token())
     return client
