@@ -62,27 +62,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     bind = args.bind or f"unix://{tempfile.mkdtemp()}/bench.sock"
-    cmd = [
-        sys.executable,
-        "-m",
-        "leaguezero",
-        "yatzy",
-        "infer-server",
-        "--model",
-        "dummy",
-        "--bind",
-        bind,
-        "--device",
-        args.device,
-        "--metrics-port",
-        "0",
-        "--set",
-        "model.hidden=256",
-        "--set",
-        "model.blocks=2",
-        "--dtype",
-        "float32",
-    ]  # fmt: skip  (float32: compared with the local float32 net)
+    # float32: the answers are compared with the local float32 net below.
+    cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", "dummy",
+           "--bind", bind, "--device", args.device, "--metrics-port", "0",
+           "--set", "model.hidden=256", "--set", "model.blocks=2",
+           "--dtype", "float32"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                               env=env)  # fmt: skip
