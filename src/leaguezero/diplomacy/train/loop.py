@@ -55,6 +55,7 @@ import torch
 from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
+from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
@@ -272,6 +273,7 @@ class LeagueTrainer:
             opponents.append(names)
             powers.append(hero_power)
         session.record(step, results)
+        crash_point("diplomacy.recorded", step)
         play_seconds = time.perf_counter() - started
         lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
         self.trainer.set_lr(lr)
@@ -312,6 +314,7 @@ class LeagueTrainer:
         self._save_state()
         session.maybe_evaluate(step)
         session.end_step(step)
+        crash_point("diplomacy.step_done", step)
         return record
 
     def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
