@@ -135,12 +135,20 @@ def test_kills_between_record_and_save_and_after_the_last_step_lose_and_duplicat
     print(f"killed twice and resumed in {time.monotonic() - started:.1f} s")
 
 
+@pytest.fixture(scope="module")
+def unkilled(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("unkilled") / "run"
+    _run(run)
+    _check_complete(run)
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "crash_at",
     ["diplomacy.recorded:2", "diplomacy.step_done:2", "diplomacy.recorded:4", "evaluating:2"],
 )
-def test_a_run_killed_anywhere_ends_as_an_unkilled_run(tmp_path, crash_at) -> None:
+def test_a_run_killed_anywhere_ends_as_an_unkilled_run(tmp_path, unkilled, crash_at) -> None:
     run = tmp_path / "run"
     if crash_at.startswith("evaluating:"):
         # Killed from outside while the step's evaluation job runs.
@@ -159,3 +167,5 @@ def test_a_run_killed_anywhere_ends_as_an_unkilled_run(tmp_path, crash_at) -> No
         _run(run, crash_at=crash_at)
     _run(run, resume=True)
     _check_complete(run)
+    assert _evaluations(run) == _evaluations(unkilled)
+    assert _training_counts(run) == _training_counts(unkilled)
