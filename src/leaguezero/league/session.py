@@ -319,7 +319,7 @@ class LeagueSession:
     # ----- resuming a killed run -------------------------------------------------------------
     def resume(self, step: int) -> dict[str, Any]:
         """Make the league's files agree with a run resumed after ``step`` (the saved state's,
-        0 for none; call after :meth:`load_state_dict`), and emit ``league.resumed``.
+        0 for none; call after :meth:`load_state_dict`); ``league.resumed`` reports what it did.
 
         * Training games of later steps are taken out of the match log: they were logged by
           steps whose state was never saved, which the resumed run plays again (logged twice
@@ -348,7 +348,8 @@ class LeagueSession:
             resubmitted.append([name, at])
         self._pending = []
         done = {"step": step, "dropped": dropped, "resubmitted": resubmitted}
-        self.events.emit(RESUMED_EVENT, **done)
+        if dropped or resubmitted:  # a fresh run, or a clean stop, has nothing to report
+            self.events.emit(RESUMED_EVENT, **done)
         return done
 
     # ----- tracking --------------------------------------------------------------------------
