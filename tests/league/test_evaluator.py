@@ -197,3 +197,21 @@ def test_failing_tournament_gives_up_after_retries_and_leaves_registry_untouched
     assert len(errors) == 2 and "the game blew up" in errors[0]["error"]
     assert evaluator.failed and not evaluator.completed
     assert LeagueRegistry(run_dir / "league.json").load().to_dict() == before
+
+
+def test_an_evaluation_is_rated_once_however_often_it_runs(run_dir):
+    """A resumed run resubmits the jobs its killed predecessor had pending; one that finished
+    (or an orphan that finishes first) must not log its seeded games twice."""
+    add_checkpoint(run_dir, "c10", 10, 1300.0)
+    job = _job(run_dir, "c10", 10, gatekeepers=("random",), bootstrap=0)
+    first = run_evaluation(job)
+    before = LeagueRegistry(run_dir / "league.json").load().agents["c10"]
+    again = run_evaluation(job)
+    assert first["games"] > 0 and again == {"challenger": "c10", "step": 10, "already_rated": True}
+    results = read_matches(run_dir / "matches.ndjson")
+    assert len(results) == first["games"]
+    assert all(r.meta["challenger"] == "c10" for r in results)
+    assert LeagueRegistry(run_dir / "league.json").load().agents["c10"] == before
+    assert len(read_events(run_dir / "events.ndjson", "league.evaluation_already_rated")) == 1
+    # Another step of the same checkpoint is another evaluation.
+    assert run_evaluation(_job(run_dir, "c10", 12, gatekeepers=("random",), bootstrap=0))["games"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 
@@ -119,3 +120,27 @@ def test_many_processes_append_without_losing_or_interleaving_lines(tmp_path):
     for w in range(4):
         steps = [m.step for m in results if m.participants[0].agent == f"w{w}"]
         assert steps == list(range(100))
+
+
+def test_drop_takes_out_what_read_would_return_and_keeps_the_rest_byte_for_byte(tmp_path):
+    path = tmp_path / "m.ndjson"
+    log = MatchLog(path)
+    log.extend([_match("a", "b", 1, 0, step=s) for s in range(1, 4)])
+    training = [
+        dataclasses.replace(_match("h", "b", 1, 0, step=s), kind="training") for s in (2, 3, 3)
+    ]
+    log.extend(training)
+    before = path.read_bytes()
+    assert log.drop(kind="training", min_step=4) == 0  # nothing to drop: no rewrite
+    assert path.read_bytes() == before
+    with path.open("a") as f:
+        f.write('{"schema_version": 1, "partic')  # a torn tail goes with the rewrite
+    assert log.drop(kind="training", min_step=3) == 2
+    kept = [line + "\n" for line in before.decode().splitlines()]
+    assert path.read_text() == "".join(kept[:4])
+    assert [(m.kind, m.step) for m in log.read()] == [
+        ("evaluation", 1),
+        ("evaluation", 2),
+        ("evaluation", 3),
+        ("training", 2),
+    ]

@@ -240,3 +240,49 @@ def test_renamed_league_keys_are_read_with_a_warning_or_refused_when_they_disagr
     with pytest.raises(ValueError, match=r"keep only league\.elo_k"):
         LeagueSection.model_validate({"k_factor": 16, "elo_k": 20})
     assert LeagueSection().bootstrap == 100 and LeagueSection().elo_k == 32.0
+
+
+def test_resume_drops_unsaved_training_games_and_resubmits_a_killed_evaluation(tmp_path):
+    """A run killed with an evaluation running and a step's games logged but its state
+    unsaved: the resumed session logs each step's games once and still rates the checkpoint."""
+    import signal
+    import time
+
+    run, rng = tmp_path / "run", np.random.default_rng(0)
+    session = _session(run, eval_every=2)
+    for step in (1, 2):
+        session.record(step, _games(step, 1400.0, ["random", "greedy"], rng))
+        session.checkpoint(step, _save(run))
+        session.maybe_evaluate(step)
+    saved = session.state_dict()  # the state of step 2: its evaluation pending
+    latest = session.registry.load().latest_checkpoint.name  # the newest, at step 1 or 2
+    assert [(j["challenger"], j["step"]) for j in saved["pending_evaluations"]] == [(latest, 2)]
+    session.record(3, _games(3, 1400.0, ["random"], rng))  # step 3 logged, never saved
+    os.kill(session.evaluator.running_pid(), signal.SIGKILL)  # the kill takes the job too
+    deadline = time.monotonic() + 60
+    while session.evaluator.runner.outcome(session.evaluator._running.handle) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    session.events.close()
+
+    again = _session(run, eval_every=2)
+    try:
+        again.load_state_dict(saved)
+        done = again.resume(2)
+        assert done == {"step": 2, "dropped": 1, "resubmitted": [[latest, 2]]}
+        assert not again.evaluate(2, latest)  # submitted once
+    finally:
+        again.close(timeout=120)
+    training = read_matches(run / "league_matches.ndjson", kind="training")
+    assert sorted(r.step for r in training) == [1, 1, 2, 2]
+    evaluation = read_matches(run / "league_matches.ndjson", kind="evaluation")
+    assert evaluation and {(r.meta["challenger"], r.step) for r in evaluation} == {(latest, 2)}
+    (resumed,) = read_events(run / "events.ndjson", "league.resumed")
+    assert resumed["resubmitted"] == [[latest, 2]]
+    # Nothing left to do: a second resume changes nothing.
+    third = _session(run, eval_every=2)
+    try:
+        third.load_state_dict(saved)
+        assert third.resume(2) == {"step": 2, "dropped": 0, "resubmitted": []}
+    finally:
+        third.close(timeout=60)

@@ -13,12 +13,19 @@ The job:
    so that a fresh process can find it, called as
    ``fn(challenger: AgentInfo, gatekeepers: list[AgentInfo], seed=..., **tournament_kwargs)``
    and returning ``list[MatchResult]`` (agent paths are resolved to absolute paths first);
-3. appends the results to the match log (kind ``"evaluation"``, the challenger's step);
-4. recomputes ratings — by default the batch Bradley–Terry refit of the whole evaluation log
-   anchored at the registry's anchor, with bootstrap intervals (``method="refit"``), or the
-   spec's online multi-player Elo over the new games (``method="elo"``) — and stores them in
-   ``league.json`` under the file lock;
+3. recomputes ratings — by default the batch Bradley–Terry refit of the whole evaluation log
+   and the new games, anchored at the registry's anchor, with bootstrap intervals
+   (``method="refit"``), or the spec's online multi-player Elo over the new games
+   (``method="elo"``) — and stores them in ``league.json``;
+4. appends the games to the match log (kind ``"evaluation"``, the challenger's step,
+   ``meta["challenger"]``); 3 and 4 are one transaction under the registry's file lock;
 5. emits ``league.elo_updated``.
+
+An evaluation is done when its games are in the log (:func:`evaluation_logged`), and a job
+finds that out before it plays and again under the lock before it writes: a (challenger, step)
+pair is rated once however often it is submitted (a resumed run resubmits the jobs its
+killed predecessor had pending, which may still have finished, or still be running as an
+orphan) — the extra job only emits ``league.evaluation_already_rated``.
 
 The registry is only written through :meth:`LeagueRegistry.update` (atomic replace under a
 lock), so a job that crashes or is killed at any point leaves it readable and consistent. A job
@@ -36,7 +43,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -123,24 +130,38 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
     tournament = import_callable(job.tournament)
     challenger = _with_absolute_path(registry, state.agents[job.challenger])
     keepers = [_with_absolute_path(registry, state.agents[g]) for g in gatekeepers]
+    log = MatchLog(job.matchlog_path)
+    if evaluation_logged(log.read(kind="evaluation"), job.challenger, job.step):
+        return _already_rated(job, events)  # e.g. a resubmitted job whose first run finished
     started = time.time()
     results = tournament(challenger, keepers, seed=job.seed, **job.tournament_kwargs)
     results = [
-        dataclasses.replace(r, step=job.step, kind="evaluation", meta={**r.meta, "eval": True})
+        dataclasses.replace(
+            r,
+            step=job.step,
+            kind="evaluation",
+            meta={**r.meta, "eval": True, "challenger": job.challenger},
+        )
         for r in results
     ]
-    log = MatchLog(job.matchlog_path)
-    log.extend(results)
 
     intervals: dict[str, tuple[float, float]] = {}
     games: dict[str, float] = {}
-    with registry.update() as state:
+    # One transaction under the writers' lock: check, rate, save league.json, then log the
+    # games. The logged games mark the evaluation done, so they go last: a job killed before
+    # them is redone on resume (the same seeded games, the same refit) and a second job for
+    # the same (challenger, step) — a resubmitted one beside a survivor — logs nothing.
+    with registry.locked():
+        logged = log.read(kind="evaluation")
+        if evaluation_logged(logged, job.challenger, job.step):
+            return _already_rated(job, events)
+        state = registry.load()
         anchor = state.anchor
         if job.method == "refit":
             if anchor is None:
                 raise ValueError("league has no rating anchor; recreate it with baselines")
             fit = fit_ratings(
-                log.read(kind="evaluation"),
+                [*logged, *results],
                 anchor=anchor[0],
                 anchor_elo=anchor[1],
                 bootstrap=job.bootstrap,
@@ -160,6 +181,8 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
         state.set_ratings(ratings, intervals=intervals, step=job.step)
         baselines = [a.name for a in state.baselines]
         known = {n: v for n, v in ratings.items() if n in state.agents}
+        registry.save(state)
+        log.extend(results)
     emit_elo_updated(
         events,
         step=job.step,
@@ -180,6 +203,27 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
     }
     if events is not None:
         events.emit("league.evaluation_finished", **summary)
+        events.close()
+    return summary
+
+
+def evaluation_logged(results: Iterable[MatchResult], challenger: str, step: int) -> bool:
+    """Whether the evaluation games ``results`` (``MatchLog.read(kind="evaluation")``) hold an
+    evaluation of ``challenger`` at ``step``: games tagged ``meta["challenger"]``, or (logs
+    from before the tag) games of that step it played in."""
+    for r in results:
+        if r.step != step:
+            continue
+        tagged = r.meta.get("challenger")
+        if tagged == challenger or (tagged is None and challenger in r.agents):
+            return True
+    return False
+
+
+def _already_rated(job: EvalJob, events: EventWriter | None) -> dict[str, Any]:
+    summary = {"challenger": job.challenger, "step": job.step, "already_rated": True}
+    if events is not None:
+        events.emit("league.evaluation_already_rated", **summary)
         events.close()
     return summary
 
@@ -383,6 +427,21 @@ class AsyncEvaluator:
     @property
     def busy(self) -> bool:
         return self._running is not None or self._waiting is not None
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The running and the waiting job (challenger, step, gatekeepers), oldest first: what
+        a training state saves, so that a run killed with them unfinished submits them again
+        (:meth:`leaguezero.league.session.LeagueSession.resume`)."""
+        jobs = [self._running.job] if self._running is not None else []
+        jobs += [self._waiting] if self._waiting is not None else []
+        return [
+            {
+                "challenger": job.challenger,
+                "step": job.step,
+                "gatekeepers": None if job.gatekeepers is None else list(job.gatekeepers),
+            }
+            for job in jobs
+        ]
 
     def running_pid(self) -> int | None:
         """The running job's process id (None when idle or when the runner has none)."""

@@ -9,6 +9,11 @@ Each line is ``{"schema_version": 1, "match_id": ..., "step": ..., "timestamp": 
 Lines are appended with one ``write`` on a descriptor opened with ``O_APPEND``, so many
 processes (trainer, evaluator, rollout workers) may append to one log without a lock. A writer
 killed mid-line leaves a torn final line, which the reader skips.
+
+The one exception to append-only is :meth:`MatchLog.drop`, used when a killed run resumes: the
+training games of steps after the saved state are taken out (the resumed run plays those steps
+again), by an atomic rewrite under the registry's writers' lock, the lock the evaluator also
+appends under (:meth:`leaguezero.league.registry.LeagueRegistry.locked`).
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from leaguezero.common.atomic import atomic_write_text
 from leaguezero.common.events import iter_ndjson
 from leaguezero.league.types import MatchResult
 
@@ -93,7 +99,13 @@ class MatchLog:
         A missing file is an empty log. Raises :class:`MatchLogError` for a line with another
         schema version or a corrupt line that is not the (torn) last line.
         """
-        out: list[MatchResult] = []
+        return [
+            result
+            for _, result in self._records()
+            if _selected(result, kind=kind, min_step=min_step, max_step=max_step)
+        ]
+
+    def _records(self) -> Iterator[tuple[int, MatchResult]]:
         for lineno, record in iter_ndjson(self.path, _corrupt):
             version = record.get("schema_version") if isinstance(record, dict) else None
             if version != MATCHLOG_SCHEMA_VERSION:
@@ -102,20 +114,56 @@ class MatchLog:
                     f"leaguezero reads {MATCHLOG_SCHEMA_VERSION}; use a matching version"
                 )
             try:
-                result = MatchResult.from_dict(record)
+                yield lineno, MatchResult.from_dict(record)
             except ValueError as err:
                 raise MatchLogError(f"{self.path}:{lineno}: {err}") from None
-            if kind is not None and result.kind != kind:
-                continue
-            if min_step is not None and result.step < min_step:
-                continue
-            if max_step is not None and result.step > max_step:
-                continue
-            out.append(result)
-        return out
+
+    def drop(
+        self,
+        *,
+        kind: str | None = None,
+        min_step: int | None = None,
+        max_step: int | None = None,
+    ) -> int:
+        """Take the results :meth:`read` would return for these filters out of the log;
+        returns how many.
+
+        The file is rewritten atomically (the other lines byte for byte, a torn tail left out)
+        and only when something is dropped. The caller holds the writers' lock
+        (:meth:`~leaguezero.league.registry.LeagueRegistry.locked`): an append that came in
+        between the read and the replace would be lost. Raises :class:`MatchLogError` like
+        :meth:`read`.
+        """
+        records = dict(self._records())
+        doomed = {
+            n
+            for n, result in records.items()
+            if _selected(result, kind=kind, min_step=min_step, max_step=max_step)
+        }
+        if not doomed:
+            return 0
+        with self.path.open("r", encoding="utf-8") as f:  # split as iter_ndjson splits
+            lines = f.readlines()
+        kept = [
+            line if line.endswith("\n") else line + "\n"
+            for n, line in enumerate(lines, start=1)
+            if n in records and n not in doomed
+        ]
+        atomic_write_text(self.path, "".join(kept))
+        return len(doomed)
 
     def __len__(self) -> int:
         return len(self.read())
+
+
+def _selected(
+    result: MatchResult, *, kind: str | None, min_step: int | None, max_step: int | None
+) -> bool:
+    return (
+        (kind is None or result.kind == kind)
+        and (min_step is None or result.step >= min_step)
+        and (max_step is None or result.step <= max_step)
+    )
 
 
 def append_matches(path: str | os.PathLike, results: Iterable[MatchResult]) -> list[MatchResult]:

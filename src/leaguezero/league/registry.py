@@ -314,6 +314,18 @@ class LeagueRegistry:
             yield state
             self._write(state)
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the writers' lock for a longer transaction: load, :meth:`save`, and the match
+        log changes that must not interleave with another writer's (the evaluator's appends,
+        :meth:`~leaguezero.league.matchlog.MatchLog.drop`)."""
+        with self._locked():
+            yield
+
+    def save(self, state: LeagueState) -> None:
+        """Write ``state`` atomically; only inside :meth:`locked` (:meth:`update` does both)."""
+        self._write(state)
+
     def reconcile(self) -> list[str]:
         """Drop checkpoints whose file no longer exists; returns the dropped names.
 

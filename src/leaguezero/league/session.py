@@ -14,7 +14,14 @@ gives it only what is its own — its baselines and their ratings, the evaluator
     <the game updates the hero>
     session.checkpoint(step, save)           # by the schedule (then session.retire(step))
     session.maybe_evaluate(step)             # every eval_every steps, in the background
+    <the game saves its state, with session.state_dict()>
     session.end_step(step)                   # step summary event + WandB, reap evaluations
+
+and a resumed run calls ``session.load_state_dict(saved)`` and ``session.resume(saved_step)``:
+the training games of steps after the saved one leave the match log (they are played again),
+and the evaluations the saved state had pending are submitted again, so a kill anywhere
+neither duplicates games nor loses an evaluation (an evaluation is rated once per
+(challenger, step) however often it is submitted, :func:`~.evaluator.evaluation_logged`).
 
 The live hero's rating (:attr:`LeagueSession.hero_elo`, league spec §3 "peers" and "exploitable",
 §1 "elite") comes from games the hero played: it starts at the rating of the agent the hero
@@ -44,6 +51,7 @@ from leaguezero.league.evaluator import (
     AsyncEvaluator,
     JobRunner,
     choose_gatekeepers,
+    evaluation_logged,
     evaluator_paths,
 )
 from leaguezero.league.matchlog import MatchLog
@@ -71,6 +79,7 @@ __all__ = ["BASE_MODEL", "HERO", "LeagueSession", "checkpoint_name", "evaluator_
 HERO = "hero"  # the live, training hero's league name (its mirror seats)
 RETIRED_EVENT = "league.checkpoints_retired"
 DROPPED_EVENT = "league.checkpoints_dropped"
+RESUMED_EVENT = "league.resumed"
 SESSION_STATE_VERSION = 1
 
 
@@ -163,6 +172,7 @@ class LeagueSession:
             else None
         )
         self._submitted: set[tuple[str, int]] = set()
+        self._pending: list[dict[str, Any]] = []  # a loaded state's unfinished evaluations
         self._draws: list[Draw] = []
         self._results: list[MatchResult] = []
 
@@ -304,9 +314,43 @@ class LeagueSession:
         return True
 
     def _rated(self, name: str, step: int) -> bool:
-        return any(
-            r.step == step and name in r.agents for r in self.matchlog.read(kind="evaluation")
-        )
+        return evaluation_logged(self.matchlog.read(kind="evaluation"), name, step)
+
+    # ----- resuming a killed run -------------------------------------------------------------
+    def resume(self, step: int) -> dict[str, Any]:
+        """Make the league's files agree with a run resumed after ``step`` (the saved state's,
+        0 for none; call after :meth:`load_state_dict`); ``league.resumed`` reports what it did.
+
+        * Training games of later steps are taken out of the match log: they were logged by
+          steps whose state was never saved, which the resumed run plays again (logged twice
+          otherwise). The rewrite holds the writers' lock, under which the evaluator appends.
+        * The evaluations the saved state had pending (running or waiting,
+          :meth:`~.evaluator.AsyncEvaluator.pending`) and that never logged their games are
+          submitted again, with their gatekeepers — the job a kill took down, or the last
+          step's, which no later step would submit. One that finished, or finishes now as an
+          orphan of the killed run, is not rated twice (the job checks the log under the lock).
+
+        Returns what was done (``dropped`` training games, ``resubmitted`` (challenger, step)).
+        """
+        with self.registry.locked():
+            dropped = self.matchlog.drop(kind="training", min_step=step + 1)
+        agents = self.registry.load().agents
+        resubmitted = []
+        for job in sorted(self._pending, key=lambda j: int(j["step"])):
+            name, at = str(job["challenger"]), int(job["step"])
+            if name not in agents or (name, at) in self._submitted or self._rated(name, at):
+                continue
+            keepers = job.get("gatekeepers")
+            if keepers is not None:
+                keepers = [g for g in keepers if g in agents and g != name]
+            self._submitted.add((name, at))
+            self.evaluator.submit(at, name, gatekeepers=keepers)
+            resubmitted.append([name, at])
+        self._pending = []
+        done = {"step": step, "dropped": dropped, "resubmitted": resubmitted}
+        if dropped or resubmitted:  # a fresh run, or a clean stop, has nothing to report
+            self.events.emit(RESUMED_EVENT, **done)
+        return done
 
     # ----- tracking --------------------------------------------------------------------------
     def end_step(self, step: int) -> dict[str, Any]:
@@ -367,12 +411,14 @@ class LeagueSession:
 
     # ----- state and shutdown ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """What a resumed run needs: matchmaker RNG, win-rate table, the live hero's rating."""
+        """What a resumed run needs: matchmaker RNG, win-rate table, the live hero's rating,
+        the evaluations not finished yet (``pending_evaluations``, for :meth:`resume`)."""
         return {
             "session_version": SESSION_STATE_VERSION,
             "matchmaker_rng": self.matchmaker.rng.bit_generator.state,
             "win_rates": self.win_rates.to_dict(),
             "hero_elo": self.hero_elo,
+            "pending_evaluations": self.evaluator.pending(),
         }
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
@@ -385,6 +431,8 @@ class LeagueSession:
             self.win_rates = WinRateTable.from_dict(data["win_rates"])
         if data.get("hero_elo") is not None:
             self.hero_elo = float(data["hero_elo"])
+        if data.get("pending_evaluations") is not None:
+            self._pending = [dict(job) for job in data["pending_evaluations"]]
 
     def close(self, timeout: float = 900.0) -> None:
         """Wait for the evaluator's last job, write the chart and WandB logs, close files."""

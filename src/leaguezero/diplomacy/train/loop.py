@@ -23,11 +23,13 @@ docs/diplomacy_training.md):
 5. the session's checkpointer saves ``checkpoints/ckpt_NNNNNN.pt`` and adds it to the league
    when the schedule says so (first, every 10 steps, every 100, or a new best rating); stale
    curriculum snapshots are retired (``league.checkpoints_retired``);
-6. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, the hero's rating,
-   step) is written atomically to ``state.pt``, so a killed run resumes from the last finished
-   step;
-7. every ``league.eval_every`` steps the session has the async evaluator rate the newest
-   checkpoint against the gatekeepers in the background (training goes on), and it logs
+6. every ``league.eval_every`` steps the session has the async evaluator rate the newest
+   checkpoint against the gatekeepers in the background (training goes on);
+7. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, the hero's rating,
+   the evaluations not finished yet, step) is written atomically to ``state.pt``, so a killed
+   run resumes from the last finished step: the session takes the training games of later
+   steps out of the match log and submits the pending evaluations again
+   (:meth:`~leaguezero.league.session.LeagueSession.resume`); then the session logs
    ``league.step_summary`` (and WandB with ``league.wandb``).
 
 The hero is one of the two classes of :mod:`leaguezero.diplomacy.train.heroes` (the small policy
@@ -55,6 +57,7 @@ import torch
 from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
+from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
@@ -153,6 +156,9 @@ class LeagueTrainer:
         if resume and self.state_path.exists():
             self._load_state()
             self.session.events.emit("diplomacy.train_resumed", step=self.step)
+        # Steps after the saved state are played again: their training games leave the match
+        # log, and the evaluations the state had pending run again (LeagueSession.resume).
+        self.session.resume(self.step)
         # Training games are many and short: keep them in memory only.
         self.game_cfg = cfg.model_copy(update={"games_dir": None, "record_observations": False})
 
@@ -272,6 +278,7 @@ class LeagueTrainer:
             opponents.append(names)
             powers.append(hero_power)
         session.record(step, results)
+        crash_point("diplomacy.recorded", step)
         play_seconds = time.perf_counter() - started
         lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
         self.trainer.set_lr(lr)
@@ -309,9 +316,13 @@ class LeagueTrainer:
         # between redoes the step, and the report drops events past the resume point, so the
         # step is logged exactly once either way (state first could lose its event).
         session.events.emit(TRAIN_STEP_EVENT, **record)
-        self._save_state()
+        # The evaluation is submitted before the state is saved, so the state lists it among
+        # the pending ones until it finishes: a kill after the save (the last step's
+        # included) has the resumed run submit it again, a kill before redoes the step.
         session.maybe_evaluate(step)
+        self._save_state()
         session.end_step(step)
+        crash_point("diplomacy.step_done", step)
         return record
 
     def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
