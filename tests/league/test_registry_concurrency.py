@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import random
 import signal
 import time
 from pathlib import Path
@@ -56,8 +57,16 @@ def test_parallel_updates_lose_nothing_and_survive_sigkill(tmp_path):
     started = time.monotonic()
     for p in [*writers, *victims.values()]:
         p.start()
+    rng = random.Random(7)
     for i, (v, proc) in enumerate(victims.items()):
-        time.sleep(0.2 + 0.15 * i)
+        # Killed once it has committed a few updates (a condition, not a sleep: under load a
+        # fixed delay can pass before a victim wrote anything), at a moment of its loop the
+        # scheduler picks: mid-update, mid-write or between updates.
+        deadline = time.monotonic() + 300
+        while not Path(acks[v]).exists() or len(Path(acks[v]).read_text()) < 1 + 2 * i:
+            assert time.monotonic() < deadline, f"victim {v} wrote nothing in 300 s"
+            time.sleep(0.005)
+        time.sleep(rng.random() * 0.01)
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(10)
         assert proc.exitcode == -signal.SIGKILL, f"victim {v} was not killed"
