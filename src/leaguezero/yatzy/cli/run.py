@@ -321,39 +321,21 @@ def train(
 ) -> None:
     """Train a candidate from the best net on the replay window (fresh optimizer)."""
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
-    from leaguezero.az.replay import ReplayError, load_window, window_iterations
-    from leaguezero.az.train import TrainError, TrainSettings, train_candidate
-    from leaguezero.yatzy.agents.model import load_yatzy_model
-    from leaguezero.yatzy.train.kinds import checkpoint_schema, shard_schema
+    from leaguezero.az.replay import ReplayError
+    from leaguezero.az.train import TrainError
+    from leaguezero.yatzy.train.kinds import checkpoint_schema
+    from leaguezero.yatzy.train.loop import train_from
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
-    try:
-        model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
-        iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
-        if not iters:
-            raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
-        window = window_iterations(replay, iters[-1], cfg.train.window_iterations)
-        data = load_window(replay, window, shard_schema(cfg.search.kind))
-    except (CheckpointError, ReplayError) as err:
-        raise fail(str(err)) from None
-    settings = TrainSettings(
-        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
-        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
-        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
-        q_weight=cfg.train.q_weight, seed=cfg.run.seed, device=cfg.run.device,
-    )  # fmt: skip
     with _progress(sys.stderr.isatty()) as (report, _):
-        report("train", 0, settings.steps)
-        try:
-            rep = train_candidate(
-                model, data, settings, progress=lambda s, _l: report("train", 1, 0)
-            )
-        except TrainError as err:
+        try:  # the newest replay iteration's window, seeded with run.seed
+            model, meta, window, rep = train_from(cfg, best, replay, None, cfg.run.seed, report)
+        except (CheckpointError, ReplayError, TrainError) as err:
             raise fail(str(err)) from None
     schema = checkpoint_schema(cfg.search.kind)
     save_checkpoint(out, model, kind=model.kind, kwargs=model.kwargs(), schema=schema,
-                    train_step=meta.train_step + settings.steps)  # fmt: skip
+                    train_step=meta.train_step + cfg.train.steps)  # fmt: skip
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
 
@@ -370,23 +352,21 @@ def gate(
 ) -> None:
     """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
     from leaguezero.az.checkpoint import CheckpointError
-    from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
-    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+    from leaguezero.yatzy.agents.model import load_yatzy_model
+    from leaguezero.yatzy.train.loop import gate_phase
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
     try:
         for path in (best, cand):  # the config's search kind, as `yz train` checks
             load_yatzy_model(path, cfg.run.device, kind=cfg.search.kind)
-        settings = search_settings(cfg, cfg.gate.sims)
-        cand_agent = ModelAgent.from_settings(cand, settings)
-        best_agent = ModelAgent.from_settings(best, settings)
-        seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
-    except (FileNotFoundError, CheckpointError, ValueError) as err:  # ValueError: SeedSetError too
+    except (FileNotFoundError, CheckpointError, ValueError) as err:
         raise fail(str(err)) from None
     with _progress(sys.stderr.isatty() and not json_out) as (report, _):
-        report("gate", 0, 2 * len(seeds))
-        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
+        try:
+            result = gate_phase(cfg, cand, best, seed_sets, report)
+        except (FileNotFoundError, CheckpointError, ValueError) as err:  # SeedSetError too
+            raise fail(str(err)) from None
     out = result.to_dict()
     if json_out:
         typer.echo(json.dumps(out))
@@ -412,7 +392,7 @@ def oracle_eval(
 ) -> None:
     """Solitaire stats and oracle regret for the oracle, best and candidate."""
     from leaguezero.yatzy.agents.oracle import OracleAgent
-    from leaguezero.yatzy.train.evaluation import solitaire_eval
+    from leaguezero.yatzy.train.loop import guardrail_ok, solitaire_phase
 
     cfg = load_yatzy_config(config, set_)
     _setup_threads(cfg)
@@ -423,14 +403,12 @@ def oracle_eval(
     agents["best"] = build_cli_agent(best, settings, checkpoint=True)
     if cand is not None:
         agents["candidate"] = build_cli_agent(cand, settings, checkpoint=True)
-    results = {}
-    for name, agent in agents.items():
-        res = solitaire_eval(agent, oracle, games, seed)
+    results: dict = solitaire_phase(agents, oracle, games, seed, lambda *_: None)
+    for res in results.values():
         res.pop("scores")
-        results[name] = res
     delta = cfg.oracle_eval.guardrail_delta
-    if cand is not None and delta is not None:
-        results["guardrail_ok"] = results["candidate"]["mean"] >= results["best"]["mean"] - delta
+    if (ok := guardrail_ok(cfg, results)) is not None:
+        results["guardrail_ok"] = ok
     if json_out:
         typer.echo(json.dumps(results))
         return
