@@ -29,8 +29,8 @@ KNOWN = {
     "league/matchmaker.py": 1,  # league.mode == "tiered"
     "yatzy/agents/model.py": 1,  # kind == "turn"
     "yatzy/cli/progress.py": 2,  # the duration estimate per search kind
+    "yatzy/cli/job.py": 2,  # run.backend == "ray" (the command line picks the backend)
     "yatzy/cli/ray_backend.py": 1,  # getattr(evaluator, "close")
-    "yatzy/cli/run.py": 2,  # run.backend == "ray"
     "yatzy/search/turn.py": 2,  # getattr(evaluator, "margin_weight" / "evaluate_async")
     "yatzy/train/league_run.py": 1,  # result.kind != "training"
     "yatzy/train/net.py": 2,  # arch == "board_towers" / "resmlp"
