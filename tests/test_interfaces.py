@@ -25,16 +25,12 @@ PROTOCOL_MEMBERS = {"evaluate_async", "margin_weight", "close", "model", "record
 # Remaining debt at the time of writing (the turn search's probes are in the issue-26 area;
 # net.py's arch switch is the network factory, also theirs).
 KNOWN = {
-    "az/search.py": 1,  # hasattr(evaluator, "evaluate_async")
     "league/matchmaker.py": 1,  # league.mode == "tiered"
     "yatzy/agents/model.py": 1,  # kind == "turn"
     "yatzy/cli/progress.py": 2,  # the duration estimate per search kind
     "yatzy/cli/job.py": 2,  # run.backend == "ray" (the command line picks the backend)
-    "yatzy/cli/ray_backend.py": 1,  # getattr(evaluator, "close")
-    "yatzy/search/turn.py": 2,  # getattr(evaluator, "margin_weight" / "evaluate_async")
     "yatzy/train/league_run.py": 1,  # result.kind != "training"
     "yatzy/train/net.py": 2,  # arch == "board_towers" / "resmlp"
-    "yatzy/train/profiling.py": 1,  # getattr(evaluator, "model")
 }
 
 
