@@ -336,3 +336,109 @@ def test_no_hasattr_or_getattr_probe_of_a_protocol_member():
 
 
 # --- yatzy/, az/, common/: the same rules (the Yatzy half of issue 24) go below. ---------------
+
+
+YATZY_HOUSE = ("yatzy", "az", "common")
+# Optional members of az's Evaluator (declared there as runtime-checkable protocols) and the
+# in-process evaluator's network: probing one with hasattr/getattr hides whether it is there.
+YATZY_PROTOCOL_MEMBERS = (
+    "evaluate_async",
+    "evaluate_values",
+    "margin_weight",
+    "close",
+    "model",
+)
+# The places that parse a search kind, an arch or a backend from the configuration or a
+# command line (the command line picks local or Ray; the network factory reads model.arch).
+YATZY_SWITCH_EDGE = ("yatzy/config.py", "common/config.py", "yatzy/cli/job.py")
+YATZY_KNOWN_SWITCHES: set[str] = {
+    # the network factory: the architecture a checkpoint or model.arch names
+    "yatzy/train/net.py: arch == 'board_towers'",
+    "yatzy/train/net.py: arch != 'resmlp'",
+    # a league match record's producer (league/types.py's MatchResult.kind), a data field
+    "yatzy/train/league_run.py: result.kind != 'training'",
+}
+
+
+def _yatzy_files():
+    for package in YATZY_HOUSE:
+        for path in sorted((SRC / package).rglob("*.py")):
+            if not _rel(path).startswith("az/inference/"):  # the inference server's own rules
+                yield path
+
+
+def test_yatzy_no_string_switch_on_a_search_kind_arch_or_backend():
+    """A search kind is a :class:`~leaguezero.yatzy.train.kinds.SearchKind` record, not a
+    string to compare: ``search_kind(cfg.search.kind)`` once, then its fields."""
+    offenders = []
+    for path in _yatzy_files():
+        rel = _rel(path)
+        if rel.startswith(YATZY_SWITCH_EDGE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            names = [ast.unparse(s) for s in sides if not isinstance(s, ast.Constant)]
+            literal = any(
+                isinstance(s, ast.Constant) and isinstance(s.value, str) and len(s.value) > 1
+                for s in sides  # one letter: numpy's dtype.kind
+            )
+            switch = ("kind", "mode", "backend", "arch")
+            if literal and any(n.split(".")[-1] in switch for n in names):
+                hit = f"{rel}: {ast.unparse(node)}"
+                if hit not in YATZY_KNOWN_SWITCHES:
+                    offenders.append(hit)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_yatzy_no_hasattr_or_getattr_probe_of_an_evaluator_member():
+    offenders = []
+    for path in _yatzy_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("hasattr", "getattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in YATZY_PROTOCOL_MEMBERS
+            ):
+                offenders.append(f"{_rel(path)}: {ast.unparse(node)}")
+    assert not offenders, "\n".join(offenders)
+
+
+def _calls(path: Path, name: str) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)
+    ]
+
+
+def test_yatzy_commands_call_the_loops_phases_instead_of_rebuilding_them():
+    """The trainer's settings are built once (``loop.train_settings``); the promotion guardrail
+    is computed once (``loop.guardrail_ok``); the gate and the solitaire evaluation are played
+    by ``loop.gate_phase`` / ``loop.solitaire_phase``, which ``yz gate`` / ``yz oracle-eval``
+    call too."""
+    loop = "yatzy/train/loop.py"
+    where = {
+        "TrainSettings": [loop],
+        "run_gate": [loop],
+        "solitaire_eval": [loop],
+    }
+    offenders = []
+    for path in sorted((SRC / "yatzy").rglob("*.py")):
+        rel = _rel(path)
+        for name, allowed in where.items():
+            if rel not in allowed and _calls(path, name):
+                offenders.append(f"{rel} calls {name} (call the loop's phase function)")
+        if rel == loop:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = ast.unparse(node) if isinstance(node, ast.Compare) else ""
+            if "['mean']" in text and "delta" in text:  # cand mean vs best mean - delta
+                offenders.append(f"{rel}:{node.lineno}: the guardrail again (loop.guardrail_ok)")
+    assert not offenders, "\n".join(offenders)

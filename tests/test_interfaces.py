@@ -22,19 +22,14 @@ CONFIG_PARSERS = {"yatzy/config.py", "common/config.py"}
 SWITCH_NAMES = ("kind", "mode", "backend", "arch")
 PROTOCOL_MEMBERS = {"evaluate_async", "margin_weight", "close", "model", "record_size"}
 
-# Remaining debt at the time of writing (the turn search's probes are in the issue-26 area;
-# net.py's arch switch is the network factory, also theirs).
+# What is left: the command line picking the backend (job.py), a league match record's ``kind``
+# field (league/types.py's MatchResult, a data field, not a config switch), the league's tiered
+# mode and the network factory's arch switch.
 KNOWN = {
-    "az/search.py": 1,  # hasattr(evaluator, "evaluate_async")
     "league/matchmaker.py": 1,  # league.mode == "tiered"
-    "yatzy/agents/model.py": 1,  # kind == "turn"
-    "yatzy/cli/progress.py": 2,  # the duration estimate per search kind
-    "yatzy/cli/ray_backend.py": 1,  # getattr(evaluator, "close")
-    "yatzy/cli/run.py": 2,  # run.backend == "ray"
-    "yatzy/search/turn.py": 2,  # getattr(evaluator, "margin_weight" / "evaluate_async")
+    "yatzy/cli/job.py": 2,  # run.backend == "ray" (the command line picks the backend)
     "yatzy/train/league_run.py": 1,  # result.kind != "training"
     "yatzy/train/net.py": 2,  # arch == "board_towers" / "resmlp"
-    "yatzy/train/profiling.py": 1,  # getattr(evaluator, "model")
 }
 
 

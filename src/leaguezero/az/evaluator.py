@@ -20,6 +20,12 @@ class Evaluator(Protocol):
     * ``legal``: bool [N, A] legal actions;
     * returns ``priors`` float32 [N, A] (a distribution over the legal actions, 0 elsewhere)
       and ``values`` float32 [N] in [-1, 1] for the player to move.
+
+    Optional members, each declared by a runtime-checkable protocol below that a caller tests
+    with ``isinstance`` (never ``hasattr``/``getattr``): ``evaluate_values``
+    (:class:`ValueEvaluator`), ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
+    (:class:`MarginEvaluator`, read through :func:`margin_weight`) and ``close``
+    (:class:`ClosableEvaluator`).
     """
 
     feature_schema_id: int
@@ -38,6 +44,45 @@ class ValueEvaluator(Protocol):
     (Yatzy's turn search) asks for this when the evaluator offers it."""
 
     def evaluate_values(self, features: np.ndarray) -> np.ndarray: ...
+
+
+class PendingEvaluation(Protocol):
+    """A batch in flight: ``result()`` waits for its ``(priors, values)``."""
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@runtime_checkable
+class AsyncEvaluator(Protocol):
+    """An evaluator that can keep batches in flight (the inference server's client):
+    ``evaluate_async(features, legal)`` submits a batch and returns at once. A search that has
+    several groups of leaves pipelines them through it when the evaluator offers it."""
+
+    def evaluate_async(self, features: np.ndarray, legal: np.ndarray) -> PendingEvaluation: ...
+
+
+@runtime_checkable
+class MarginEvaluator(Protocol):
+    """An evaluator whose values are search utilities mixing the value and margin heads with
+    ``margin_weight`` (:func:`mix_utility`); searches score exact game ends with the same
+    weight. Evaluators without it serve plain win/draw/loss values (weight 0)."""
+
+    margin_weight: float
+
+
+@runtime_checkable
+class ClosableEvaluator(Protocol):
+    """An evaluator that holds a resource (a connection) to release with ``close()``."""
+
+    def close(self) -> None: ...
+
+
+def margin_weight(evaluator: Evaluator) -> float:
+    """The margin weight of ``evaluator``'s utility: its ``margin_weight`` when it declares one
+    (:class:`MarginEvaluator`; None counts as 0), else 0."""
+    if isinstance(evaluator, MarginEvaluator):
+        return float(evaluator.margin_weight or 0.0)
+    return 0.0
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:

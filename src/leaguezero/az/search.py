@@ -23,7 +23,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from leaguezero.az.evaluator import Evaluator
+from leaguezero.az.evaluator import AsyncEvaluator, Evaluator
 from leaguezero.az.tree import (
     C_COLLISIONS,
     C_DESCENTS,
@@ -139,7 +139,7 @@ class LockstepSearch:
         self.evaluator = evaluator
         self.params = params
         self.max_budget = max_budget
-        self.pipeline = pipeline  # two groups in flight when the evaluator has evaluate_async
+        self.pipeline = pipeline  # two groups in flight with an AsyncEvaluator
         self.rng = np.random.default_rng(seed)
         self._allocate(max_games)
 
@@ -207,8 +207,9 @@ class LockstepSearch:
 
         Each game's sequence of select, evaluate, expand is the one of :meth:`_run_rounds`
         (games never share a leaf batch with a game of the other group), so a search gives the
-        same trees either way. Used when the evaluator has ``evaluate_async`` (the inference
-        client): the server's forward then overlaps with this process's tree work.
+        same trees either way. Used when the evaluator is an
+        :class:`~leaguezero.az.evaluator.AsyncEvaluator` (the inference client): the server's
+        forward then overlaps with this process's tree work.
         ``evaluate_seconds`` counts only the time spent waiting for replies.
         """
         groups = [active & (np.arange(active.size) % 2 == parity) for parity in (0, 1)]
@@ -283,7 +284,7 @@ class LockstepSearch:
             self._add_root_noise(num_games)
         noisy = tree.prior[:num_games, ROOT_INDEX].copy()
 
-        if self.pipeline and num_games >= 2 and hasattr(self.evaluator, "evaluate_async"):
+        if self.pipeline and num_games >= 2 and isinstance(self.evaluator, AsyncEvaluator):
             rounds = self._run_pipelined(states, seeds, active, budgets)
         else:
             rounds = self._run_rounds(states, seeds, active, budgets, num_games)

@@ -26,17 +26,16 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-import numpy as np
-
 from leaguezero.az.checkpoint import CheckpointError, check_schema, load_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
-from leaguezero.yatzy.game.features import encode_batch
-from leaguezero.yatzy.game.rules import policy_mask_batch
-from leaguezero.yatzy.game.tables import NUM_ACTIONS
-from leaguezero.yatzy.search.puct import SearchAgent
+from leaguezero.yatzy.search.policy import PolicyAgent as PolicyAgent  # sims=0 (re-exported)
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.search.turn import TurnSearchAgent
-from leaguezero.yatzy.train.kinds import checkpoint_schema, kind_of_schema
+from leaguezero.yatzy.train.kinds import (
+    SEARCH_KINDS,
+    checkpoint_schema,
+    kind_of_schema,
+    search_kind,
+)
 from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS
 
 YATZY_SCHEMA = checkpoint_schema("puct")
@@ -62,24 +61,6 @@ def load_yatzy_model(path: str | Path, device: str = "cpu", kind: str | None = N
     return model, meta
 
 
-class PolicyAgent:
-    """Plays the most probable legal action of the network's policy (no search)."""
-
-    deterministic = True
-
-    def __init__(self, evaluator: TorchEvaluator, name: str) -> None:
-        self.evaluator = evaluator
-        self.name = name
-
-    def act(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        feats = np.zeros((len(rows), self.evaluator.num_features), np.float32)
-        legal = np.zeros((len(rows), NUM_ACTIONS), np.bool_)
-        encode_batch(states, rows, feats)
-        policy_mask_batch(states, rows, legal)
-        priors, _ = self.evaluator.evaluate(feats, legal)
-        return np.argmax(np.where(legal, priors, -1.0), axis=1).astype(np.int64)
-
-
 class ModelAgent:
     """Factory for checkpoint-backed agents (see the module docstring)."""
 
@@ -99,7 +80,7 @@ class ModelAgent:
         path = Path(path_text)
         device = str(opts.pop("device", "cpu"))
         kind = opts.pop("search", None)
-        if kind is not None and kind not in ("turn", "puct"):
+        if kind is not None and kind not in SEARCH_KINDS:
             raise ValueError(f"unknown search {kind!r}: use search=turn or search=puct")
         opts.pop("table_path", None)  # make_agent passes it to every agent; only the oracle's
         settings = (settings or SearchSettings()).with_options(opts)
@@ -128,18 +109,7 @@ class ModelAgent:
             model, meta = load_yatzy_model(path, device, kind=kind)
         except CheckpointError as err:
             raise ValueError(str(err)) from None
-        kind = kind_of_schema(meta.schema.feature_schema_id)
+        record = search_kind(kind_of_schema(meta.schema.feature_schema_id))
         fid = meta.schema.feature_schema_id
         evaluator = TorchEvaluator(model, fid, device, margin_weight=settings.margin_utility)
-        if kind == "turn":
-            return TurnSearchAgent(
-                evaluator, name=name, margin_scale=settings.margin_scale, depth=settings.depth
-            )
-        if settings.depth != 1:
-            raise ValueError("depth is an option of the turn search (search=turn)")
-        if settings.raw_policy:
-            return PolicyAgent(evaluator, name=name)
-        mcts = settings.evaluation().mcts()
-        return SearchAgent(
-            evaluator, mcts, name=name, salt=seed, margin_scale=settings.margin_scale
-        )
+        return record.agent(evaluator, settings, name, seed)  # the turn search, PUCT or policy

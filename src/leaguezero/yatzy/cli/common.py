@@ -31,6 +31,14 @@ def load_yatzy_config(config: Path | None, overrides: list[str] | None):
         raise fail(str(err)) from None
 
 
+def setup_threads(cfg) -> None:
+    """Torch threads per process (``run.torch_threads``)."""
+    # Processes share the cores: two torch threads under load ran 30-70x slower than one.
+    import torch
+
+    torch.set_num_threads(cfg.run.torch_threads)
+
+
 def load_oracle_with_notice(table: Path | None):
     """Load the oracle; a first table build (~20 s) is announced on stderr in one dim line."""
     from leaguezero.yatzy.oracle.solver import load_oracle

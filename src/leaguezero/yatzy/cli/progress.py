@@ -54,7 +54,9 @@ def sims_per_game(cfg) -> float:
     """Simulations one self-play game needs, from the search budgets (each turn: ~1.4 reroll
     decisions at ``budget_reroll`` and one mark at ``budget_mark``); for the turn search, its
     successor evaluations."""
-    if cfg.search.kind == "turn":
+    from leaguezero.yatzy.train.kinds import search_kind
+
+    if not search_kind(cfg.search.kind).budgeted:  # the turn search
         return TURN_EVALS_PER_GAME
     reroll = REROLL_DECISIONS_PER_TURN * cfg.mcts.budget_reroll
     return TURNS_PER_GAME * (reroll + cfg.mcts.budget_mark)
@@ -68,8 +70,10 @@ def expected_iteration_seconds(cfg) -> tuple[float, float]:
     ``train.batch_size``, the gating and evaluation games at their ``sims``, and shrinks with
     ``selfplay.workers`` up to the number of free cores.
     """
+    from leaguezero.yatzy.train.kinds import search_kind
+
     width = (cfg.model.hidden / 256) ** 2 * max(cfg.model.blocks, 1) / 2  # forward cost vs default
-    if cfg.search.kind == "turn":
+    if not search_kind(cfg.search.kind).budgeted:  # the turn search
         width = (cfg.model.hidden / 256) ** 2  # the board towers' cost does not depend on blocks
         return _turn_iteration_seconds(cfg, max(width, 0.25))
     rate = IDLE_SIMS_PER_S / max(width, 0.25) * max(1, cfg.selfplay.workers)

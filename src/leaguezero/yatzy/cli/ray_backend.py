@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leaguezero.az.evaluator import ClosableEvaluator
 from leaguezero.az.replay import games_on_disk
 from leaguezero.distributed.runtime import init_ray
 from leaguezero.distributed.tasks import run_task
@@ -83,9 +84,8 @@ class SelfPlayWorker:
                 oracle_values=oracle_values(oracle),
             )  # fmt: skip
         finally:
-            close = getattr(evaluator, "close", None)
-            if close is not None:
-                close()
+            if isinstance(evaluator, ClosableEvaluator):  # the inference server's client
+                evaluator.close()
         return stats.to_dict()
 
 

@@ -1,10 +1,13 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`leaguezero.yatzy.cli.play`."""
+``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`leaguezero.yatzy.cli.play`.
+
+``yz run`` reads config -> prepares -> loops -> sums up: the four steps are in
+:mod:`leaguezero.yatzy.cli.job`; the pieces call the loop's phase functions
+(:mod:`leaguezero.yatzy.train.loop`)."""
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,40 +24,13 @@ from leaguezero.yatzy.cli.common import (
     load_oracle_with_notice,
     load_yatzy_config,
     search_settings,
+    setup_threads,
 )
 
 app = typer.Typer()  # mounted flat by the yz app
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (created if new).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-
-def _raise_interrupt(signum, frame) -> None:
-    """SIGTERM handler: unwind like Ctrl-C (workers stopped, an interruption message)."""
-    raise KeyboardInterrupt
-
-
-def _setup_threads(cfg) -> None:
-    # Processes share the cores: two torch threads under load ran 30-70x slower than one.
-    import torch
-
-    torch.set_num_threads(cfg.run.torch_threads)
-
-
-def _check_run_state(run_dir) -> int:
-    """The last finished iteration in RUN/run_state.json; a damaged file is a one-line error."""
-    try:
-        state = run_dir.read_state()
-        iteration = state["iteration"]
-        if not isinstance(iteration, int) or not isinstance(state.get("phases"), list):
-            raise TypeError("'iteration' must be a number and 'phases' a list")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise fail(
-            f"{run_dir.state_path} is damaged ({reason}); restore it, or delete it to restart "
-            "the run's iteration count (models and replay stay)"
-        ) from None
-    return iteration
 
 
 @contextmanager
@@ -78,19 +54,6 @@ def _progress(enabled: bool = True):
 
     with progress:
         yield report, progress
-
-
-def _init_from_path(text: str) -> Path:
-    """The checkpoint file ``--init-from`` names (``pretrained``, ``model:PATH`` or a path)."""
-    from leaguezero.yatzy.agents.registry import AgentSpecError, parse_agent_spec
-
-    try:
-        spec = parse_agent_spec(text, bare_path=True)
-    except AgentSpecError as err:
-        raise fail(f"--init-from: {err}") from None
-    if spec.path is None or "?" in text:
-        raise fail(f"--init-from needs a network: pretrained or a checkpoint path, not {text!r}")
-    return spec.path
 
 
 @app.command("run")
@@ -128,146 +91,16 @@ def run(
     ] = None,
 ) -> None:
     """The AlphaZero loop: self-play -> train -> gate -> oracle eval -> promote, per iteration."""
-    from leaguezero.az.replay import games_on_disk
-    from leaguezero.common.config import ConfigError, load_config
-    from leaguezero.yatzy.cli.progress import (
-        RunProgress,
-        expected_duration_line,
-        expected_iteration_seconds,
-        sims_per_game,
-        summary_text,
+    from leaguezero.yatzy.cli import job
+
+    cfg, init_path = job.read_config(
+        out, config, set_, resume=resume, league=league, backend=backend, init_from=init_from
     )
-    from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.train.kinds import search_kind
-    from leaguezero.yatzy.train.loop import RunDir, init_run, run_iteration
-
-    run_dir = RunDir(out)
-    if league:
-        set_ = [*(set_ or []), "league.enabled=true"]
-    if backend is not None:
-        set_ = [*(set_ or []), f"run.backend={backend}"]
-    init_path = _init_from_path(init_from) if init_from is not None else None
-    if resume:
-        if init_path is not None:
-            raise fail("--init-from starts a new run; a resumed run keeps its own networks")
-        if not (run_dir.root / "config.yaml").exists():
-            raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
-        if config is not None:
-            raise fail("--resume uses the run's own config.yaml; change it with --set instead")
-        try:
-            cfg = load_config(YatzyConfig, run_dir.root / "config.yaml", set_ or [])
-        except ConfigError as err:
-            raise fail(str(err)) from None
-    else:
-        if run_dir.root.exists() and any(run_dir.root.iterdir()):
-            raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
-        cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
-    if cfg.run.backend == "ray":  # join (or start) Ray now: a missing extra fails before any work
-        from leaguezero.distributed.runtime import RayUnavailableError, init_ray
-
-        try:
-            init_ray(cfg.run.ray_address)
-        except RayUnavailableError as err:
-            raise fail(str(err)) from None
-    if resume:
-        _check_run_state(run_dir)
-    from leaguezero.yatzy.train.lineage import LineageError
-
-    try:
-        cfg = init_run(cfg, run_dir, init_from=init_path)
-    except LineageError as err:
-        raise fail(str(err)) from None
-    oracle = load_oracle_with_notice(oracle_table)
-    start = _check_run_state(run_dir) + 1
-    backend = choose_backend(cfg.run.backend)
-    last = cfg.run.iterations
-    if start > last:
-        typer.echo(f"{out}: all {last} iterations are done")
+    prepared = job.prepare(out, cfg, resume=resume, init_path=init_path, oracle_table=oracle_table)
+    if prepared is None:  # every iteration is done
         return
-    typer.echo(f"run {out}: iterations {start}..{last} (config {out}/config.yaml)")
-    typer.echo(expected_duration_line(cfg, last - start + 1))
-    league_run = None
-    if cfg.league.enabled:
-        from leaguezero.league.registry import RegistryError
-        from leaguezero.yatzy.train.league_run import LeagueRun
-
-        eval_runner = None
-        if cfg.run.backend == "ray":  # the spec's spawn() as a Ray task (docs/cluster.md)
-            from leaguezero.distributed.evaluator import RayJobRunner
-
-            eval_runner = RayJobRunner(cfg.run.ray_address)
-        try:
-            league_run = LeagueRun(
-                cfg, run_dir, oracle=oracle, oracle_table=oracle_table, eval_runner=eval_runner
-            )
-        except (RegistryError, RuntimeError) as err:
-            raise fail(str(err)) from None
-    from leaguezero.az.checkpoint import CheckpointError
-    from leaguezero.az.replay import ReplayError
-    from leaguezero.az.train import TrainError
-    from leaguezero.yatzy.train.gate import SeedSetError
-
-    idle_s, busy_s = expected_iteration_seconds(cfg)
-    progress = RunProgress(
-        last - start + 1, (idle_s + busy_s) / 2, terminal=sys.stderr.isatty(), stream=sys.stderr,
-        sims_per_game=sims_per_game(cfg),
-    )  # fmt: skip
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
-    it = start
-    try:
-        with progress.display():
-            for it in range(start, last + 1):
-                replay = run_dir.replay / f"iter_{it:04d}"
-                resumed = bool(run_dir.read_state()["phases"]) or games_on_disk(replay) > 0
-                progress.start_iteration(it, last)
-                record = run_iteration(
-                    cfg, run_dir, it, progress.report, oracle, oracle_table, league=league_run,
-                    backend=backend,
-                )  # fmt: skip
-                seconds = progress.end_iteration()
-                sp = record.get("selfplay", {})
-                if sp.get("games") and sp.get("sims"):  # measured: better than the estimate
-                    progress.sims_per_game = sp["sims"] / sp["games"]
-                line = summary_text(
-                    record, last=last, seconds=seconds, games=games_on_disk(replay) or None,
-                    resumed=resumed, trains_policy=search_kind(cfg.search.kind).trains_policy,
-                    max_gate_games=cfg.gate.max_games,
-                )  # fmt: skip
-                progress.echo_above(line, typer.echo)
-    except BaseException as err:
-        if league_run is not None:  # stop a running evaluation; --resume submits it again
-            league_run.close(timeout=0)
-        if isinstance(err, KeyboardInterrupt):
-            typer.echo(
-                f"interrupted in iteration {it}; finished phases and complete shards are kept: "
-                f"continue with  yz run --out {out} --resume",
-                err=True,
-            )
-            raise typer.Exit(130) from None
-        if isinstance(err, (ReplayError, CheckpointError, TrainError, SeedSetError, LineageError)):
-            # a damaged shard, seed set or lineage file: one line naming it
-            raise fail(f"iteration {it}: {err}") from None
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if league_run is not None:
-        typer.echo("league: waiting for the last evaluation ...")
-        league_run.close()
-        typer.echo(f"league: {out}/league.json, {out}/league_matches.ndjson, {out}/league_elo.png")
-    typer.echo(f"done: best model {run_dir.best}; logs in {run_dir.logs}")
-
-
-def choose_backend(name: str):
-    """The loop's :class:`~leaguezero.yatzy.train.loop.Backend` for ``run.backend``: the one
-    place that decides between local processes and Ray."""
-    if name == "ray":
-        from leaguezero.yatzy.cli.ray_backend import ray_backend
-
-        return ray_backend()
-    from leaguezero.yatzy.train.loop import local_backend
-
-    return local_backend()
+    job.loop(prepared)
+    job.summary(prepared)
 
 
 @app.command("selfplay")
@@ -294,7 +127,7 @@ def selfplay(
     cfg = load_yatzy_config(
         config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]
     )
-    _setup_threads(cfg)
+    setup_threads(cfg)
     if cfg.selfplay.infer == "local" and (best is None or not best.is_file()):
         raise fail(f"--best {best} does not exist (local inference needs a checkpoint)")
     out.mkdir(parents=True, exist_ok=True)
@@ -321,39 +154,21 @@ def train(
 ) -> None:
     """Train a candidate from the best net on the replay window (fresh optimizer)."""
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
-    from leaguezero.az.replay import ReplayError, load_window, window_iterations
-    from leaguezero.az.train import TrainError, TrainSettings, train_candidate
-    from leaguezero.yatzy.agents.model import load_yatzy_model
-    from leaguezero.yatzy.train.kinds import checkpoint_schema, shard_schema
+    from leaguezero.az.replay import ReplayError
+    from leaguezero.az.train import TrainError
+    from leaguezero.yatzy.train.kinds import checkpoint_schema
+    from leaguezero.yatzy.train.loop import train_from
 
     cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
-    try:
-        model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
-        iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
-        if not iters:
-            raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
-        window = window_iterations(replay, iters[-1], cfg.train.window_iterations)
-        data = load_window(replay, window, shard_schema(cfg.search.kind))
-    except (CheckpointError, ReplayError) as err:
-        raise fail(str(err)) from None
-    settings = TrainSettings(
-        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
-        weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
-        aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
-        q_weight=cfg.train.q_weight, seed=cfg.run.seed, device=cfg.run.device,
-    )  # fmt: skip
+    setup_threads(cfg)
     with _progress(sys.stderr.isatty()) as (report, _):
-        report("train", 0, settings.steps)
-        try:
-            rep = train_candidate(
-                model, data, settings, progress=lambda s, _l: report("train", 1, 0)
-            )
-        except TrainError as err:
+        try:  # the newest replay iteration's window, seeded with run.seed
+            model, meta, window, rep = train_from(cfg, best, replay, None, cfg.run.seed, report)
+        except (CheckpointError, ReplayError, TrainError) as err:
             raise fail(str(err)) from None
     schema = checkpoint_schema(cfg.search.kind)
     save_checkpoint(out, model, kind=model.kind, kwargs=model.kwargs(), schema=schema,
-                    train_step=meta.train_step + settings.steps)  # fmt: skip
+                    train_step=meta.train_step + cfg.train.steps)  # fmt: skip
     typer.echo(json.dumps({"candidate": str(out), "window": window, **rep.__dict__}))
 
 
@@ -370,23 +185,21 @@ def gate(
 ) -> None:
     """Paired, side-swapped gating of a candidate against the best, with an SPRT."""
     from leaguezero.az.checkpoint import CheckpointError
-    from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
-    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+    from leaguezero.yatzy.agents.model import load_yatzy_model
+    from leaguezero.yatzy.train.loop import gate_phase
 
     cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
+    setup_threads(cfg)
     try:
         for path in (best, cand):  # the config's search kind, as `yz train` checks
             load_yatzy_model(path, cfg.run.device, kind=cfg.search.kind)
-        settings = search_settings(cfg, cfg.gate.sims)
-        cand_agent = ModelAgent.from_settings(cand, settings)
-        best_agent = ModelAgent.from_settings(best, settings)
-        seeds = load_seed_set(seed_sets, cfg.gate.seed_set, cfg.gate.max_games // 2)
-    except (FileNotFoundError, CheckpointError, ValueError) as err:  # ValueError: SeedSetError too
+    except (FileNotFoundError, CheckpointError, ValueError) as err:
         raise fail(str(err)) from None
     with _progress(sys.stderr.isatty() and not json_out) as (report, _):
-        report("gate", 0, 2 * len(seeds))
-        result = run_gate(cand_agent, best_agent, cfg.gate, seeds, lambda n: report("gate", n, 0))
+        try:
+            result = gate_phase(cfg, cand, best, seed_sets, report)
+        except (FileNotFoundError, CheckpointError, ValueError) as err:  # SeedSetError too
+            raise fail(str(err)) from None
     out = result.to_dict()
     if json_out:
         typer.echo(json.dumps(out))
@@ -412,10 +225,10 @@ def oracle_eval(
 ) -> None:
     """Solitaire stats and oracle regret for the oracle, best and candidate."""
     from leaguezero.yatzy.agents.oracle import OracleAgent
-    from leaguezero.yatzy.train.evaluation import solitaire_eval
+    from leaguezero.yatzy.train.loop import guardrail_ok, solitaire_phase
 
     cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
+    setup_threads(cfg)
     oracle = load_oracle_with_notice(oracle_table)
     games = cfg.oracle_eval.games or 100
     settings = search_settings(cfg, cfg.oracle_eval.sims)
@@ -423,14 +236,12 @@ def oracle_eval(
     agents["best"] = build_cli_agent(best, settings, checkpoint=True)
     if cand is not None:
         agents["candidate"] = build_cli_agent(cand, settings, checkpoint=True)
-    results = {}
-    for name, agent in agents.items():
-        res = solitaire_eval(agent, oracle, games, seed)
+    results: dict = solitaire_phase(agents, oracle, games, seed, lambda *_: None)
+    for res in results.values():
         res.pop("scores")
-        results[name] = res
     delta = cfg.oracle_eval.guardrail_delta
-    if cand is not None and delta is not None:
-        results["guardrail_ok"] = results["candidate"]["mean"] >= results["best"]["mean"] - delta
+    if (ok := guardrail_ok(cfg, results)) is not None:
+        results["guardrail_ok"] = ok
     if json_out:
         typer.echo(json.dumps(results))
         return
@@ -471,7 +282,7 @@ def profile_selfplay_cmd(
     from leaguezero.yatzy.train.profiling import profile_selfplay
 
     cfg = load_yatzy_config(config, set_)
-    _setup_threads(cfg)
+    setup_threads(cfg)
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out} is a file; give a run directory")
     if best is not None:

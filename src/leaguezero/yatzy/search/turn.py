@@ -22,7 +22,7 @@ import time
 import numpy as np
 from numba import njit
 
-from leaguezero.az.evaluator import Evaluator, ValueEvaluator
+from leaguezero.az.evaluator import AsyncEvaluator, Evaluator, ValueEvaluator, margin_weight
 from leaguezero.yatzy.game.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
@@ -94,8 +94,9 @@ class TurnSearch:
     """Turn-search decisions for batches of 2-player states (see the module docstring).
 
     Args:
-        evaluator: schema-2 evaluator; its ``margin_weight`` (if any) is the utility's margin
-            weight for exact match ends too.
+        evaluator: schema-2 evaluator; its ``margin_weight`` (a
+            :class:`~leaguezero.az.evaluator.MarginEvaluator`'s; else 0) is the utility's
+            margin weight for exact match ends too.
         margin_scale: the utility's margin scale (``train.margin_scale``).
     """
 
@@ -112,7 +113,7 @@ class TurnSearch:
         # depth 2: a successor's value is the exact expectimax of the opponent's turn over the
         # network's values of *their* successors (GNU Backgammon's 2-ply), not the network's.
         self.inner = TurnSearch(evaluator, margin_scale) if depth == 2 else None
-        self.margin_weight = float(getattr(evaluator, "margin_weight", 0.0) or 0.0)
+        self.margin_weight = margin_weight(evaluator)
         self.margin_scale = float(margin_scale)
         self._keys = np.full((0, len(_KEY_FIELDS)), -1, np.int64)
         self._succ = np.zeros((0, NUM_SLOTS))
@@ -173,20 +174,22 @@ class TurnSearch:
         """Values (float32 [k]) of the first ``k`` feature rows.
 
         A :class:`~leaguezero.az.evaluator.ValueEvaluator` is asked for values only. An
-        evaluator with ``evaluate_async`` (the inference server's client) gets the rows in
-        chunks that are all in flight at once, so the server's forward of one chunk overlaps
-        the transfer of the next.
+        :class:`~leaguezero.az.evaluator.AsyncEvaluator` (the inference server's client) gets
+        the rows in chunks that are all in flight at once, so the server's forward of one
+        chunk overlaps the transfer of the next.
         """
         if isinstance(self.evaluator, ValueEvaluator):
             # No priors needed: the in-process net skips its policy head and repeated towers.
             return np.asarray(self.evaluator.evaluate_values(self._feats[:k]), np.float32)
-        evaluate_async = getattr(self.evaluator, "evaluate_async", None)
-        if evaluate_async is None or k <= PIPELINE_CHUNK:
+        if not isinstance(self.evaluator, AsyncEvaluator) or k <= PIPELINE_CHUNK:
             _, values = self.evaluator.evaluate(self._feats[:k], self._legal[:k])
             return np.asarray(values, np.float32)
+        chunks = range(0, k, PIPELINE_CHUNK)
         pending = [
-            evaluate_async(self._feats[i : i + PIPELINE_CHUNK], self._legal[i : i + PIPELINE_CHUNK])
-            for i in range(0, k, PIPELINE_CHUNK)
+            self.evaluator.evaluate_async(
+                self._feats[i : i + PIPELINE_CHUNK], self._legal[i : i + PIPELINE_CHUNK]
+            )
+            for i in chunks
         ]
         return np.concatenate([p.result()[1] for p in pending]).astype(np.float32)
 

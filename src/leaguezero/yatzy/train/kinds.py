@@ -15,11 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from leaguezero.az.checkpoint import SchemaIds
+from leaguezero.az.evaluator import Evaluator
 from leaguezero.az.replay import ShardSchema
+from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.config import network_arch
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, RULESET_ID
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.search.policy import PolicyAgent
+from leaguezero.yatzy.search.puct import SearchAgent
+from leaguezero.yatzy.search.settings import SearchSettings
+from leaguezero.yatzy.search.turn import TurnSearchAgent
 from leaguezero.yatzy.train.net import build_net
 from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA, PuctHero, run_selfplay
 from leaguezero.yatzy.train.slots import HeroFactory
@@ -33,7 +39,10 @@ class SearchKind:
     ``feature_schema_id`` / ``num_features``: what its network reads; ``shard_schema``: the
     replay shards its self-play writes; ``selfplay``: ``run_selfplay``-compatible self-play;
     ``hero``: the :class:`~leaguezero.yatzy.train.slots.SelfPlayHero` of the slot loops;
-    ``trains_policy``: whether its network has a policy head to train (PUCT's priors)."""
+    ``trains_policy``: whether its network has a policy head to train (PUCT's priors);
+    ``agent(evaluator, settings, name, seed)``: the evaluation-mode agent of a network of this
+    kind; ``budgeted``: whether its search spends the ``mcts.budget_*`` simulations per
+    decision (PUCT) rather than one network evaluation per successor of a turn."""
 
     name: str
     feature_schema_id: int
@@ -42,11 +51,28 @@ class SearchKind:
     selfplay: Callable
     hero: HeroFactory
     trains_policy: bool
+    agent: Callable[[Evaluator, SearchSettings, str, int], Agent]
+    budgeted: bool
 
     @property
     def checkpoint_schema(self) -> SchemaIds:
         """The schema ids a checkpoint of this kind carries (checked on every load)."""
         return SchemaIds(self.feature_schema_id, ACTION_SPACE_ID, RULESET_ID)
+
+
+def _turn_agent(evaluator: Evaluator, settings: SearchSettings, name: str, seed: int) -> Agent:
+    return TurnSearchAgent(
+        evaluator, name=name, margin_scale=settings.margin_scale, depth=settings.depth
+    )
+
+
+def _puct_agent(evaluator: Evaluator, settings: SearchSettings, name: str, seed: int) -> Agent:
+    if settings.depth != 1:
+        raise ValueError("depth is an option of the turn search (search=turn)")
+    if settings.raw_policy:
+        return PolicyAgent(evaluator, name=name)
+    mcts = settings.evaluation().mcts()
+    return SearchAgent(evaluator, mcts, name=name, salt=seed, margin_scale=settings.margin_scale)
 
 
 _TURN = SearchKind(
@@ -57,9 +83,19 @@ _TURN = SearchKind(
     selfplay=run_turn_selfplay,
     hero=TurnHero,
     trains_policy=False,
+    agent=_turn_agent,
+    budgeted=False,
 )
 _PUCT = SearchKind(
-    "puct", FEATURE_SCHEMA_ID, NUM_FEATURES, SHARD_SCHEMA, run_selfplay, PuctHero, True
+    name="puct",
+    feature_schema_id=FEATURE_SCHEMA_ID,
+    num_features=NUM_FEATURES,
+    shard_schema=SHARD_SCHEMA,
+    selfplay=run_selfplay,
+    hero=PuctHero,
+    trains_policy=True,
+    agent=_puct_agent,
+    budgeted=True,
 )
 KINDS: dict[str, SearchKind] = {k.name: k for k in (_TURN, _PUCT)}
 SEARCH_KINDS = tuple(KINDS)

@@ -24,13 +24,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from leaguezero.az.checkpoint import save_checkpoint
-from leaguezero.az.replay import load_window, window_iterations
-from leaguezero.az.train import TrainSettings, train_candidate
+from leaguezero.az.checkpoint import CheckpointMeta, save_checkpoint
+from leaguezero.az.replay import ReplayError, load_window, window_iterations
+from leaguezero.az.train import TrainReport, TrainSettings, train_candidate
 from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.events import EventWriter
+from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
@@ -44,6 +46,9 @@ from leaguezero.yatzy.train.kinds import (
 from leaguezero.yatzy.train.lineage import checkpoint_lineage, start_from, write_lineage
 from leaguezero.yatzy.train.slots import SelfPlayStats
 from leaguezero.yatzy.train.workers import run_selfplay_workers
+
+if TYPE_CHECKING:
+    from leaguezero.yatzy.train.gate import GateResult
 
 RUN_STATE_VERSION = 1
 PHASES = ("selfplay", "train", "gate", "eval", "promote")
@@ -204,14 +209,7 @@ def run_iteration(
         done("gate")
 
     if "gate" not in phases:
-        from leaguezero.yatzy.train.gate import load_seed_set, run_gate
-
-        settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
-        cand = ModelAgent.from_settings(run.candidate(it), settings)
-        best = ModelAgent.from_settings(run.best, settings)
-        seeds = load_seed_set(run.gate / "seedsets", cfg.gate.seed_set, cfg.gate.max_games // 2)
-        report("gate", 0, 2 * len(seeds))
-        result = run_gate(cand, best, cfg.gate, seeds, progress=lambda n: report("gate", n, 0))
+        result = gate_phase(cfg, run.candidate(it), run.best, run.gate / "seedsets", report)
         atomic_write_json(run.gate / f"iter_{it:04d}.json", result.to_dict())
         record["gate"] = result.to_dict()
         done("gate")
@@ -224,10 +222,7 @@ def run_iteration(
     if "promote" not in phases:
         promote = bool(record["gate"]["promote"])
         reason = record["gate"]["reason"]
-        delta = cfg.oracle_eval.guardrail_delta
-        ev = record.get("eval", {})
-        guarded = promote and delta is not None and "candidate" in ev and "best" in ev
-        if guarded and ev["candidate"]["mean"] < ev["best"]["mean"] - delta:
+        if promote and guardrail_ok(cfg, record.get("eval", {})) is False:
             promote, reason = False, "guardrail"
         if promote:
             _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
@@ -267,20 +262,46 @@ def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -
     return result.to_dict()
 
 
-def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
-    """Train iteration ``it``'s candidate from the best net on the replay window; writes
-    ``models/candidate_NNNN.pt`` and returns the phase record (a Ray task can run it)."""
-    model, _ = load_yatzy_model(run.best, cfg.run.device, kind=cfg.search.kind)
-    window = window_iterations(run.replay, it, cfg.train.window_iterations)
-    data = load_window(run.replay, window, shard_schema(cfg.search.kind))
-    settings = TrainSettings(
+def train_settings(cfg: YatzyConfig, seed: int) -> TrainSettings:
+    """The trainer's settings for ``cfg`` (its ``train`` section) with ``seed``."""
+    return TrainSettings(
         steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
         weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
         aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
-        q_weight=cfg.train.q_weight, seed=cfg.run.seed * 7919 + it, device=cfg.run.device,
+        q_weight=cfg.train.q_weight, seed=seed, device=cfg.run.device,
     )  # fmt: skip
+
+
+def newest_iteration(replay: Path) -> int:
+    """The highest NNNN of the ``iter_NNNN`` folders under ``replay``; ReplayError if none."""
+    iters = sorted(int(p.name[5:]) for p in replay.glob("iter_*") if p.name[5:].isdigit())
+    if not iters:
+        raise ReplayError(f"{replay} holds no iter_NNNN replay folders")
+    return iters[-1]
+
+
+def train_from(
+    cfg: YatzyConfig, best: Path, replay: Path, it: int | None, seed: int, report: Reporter
+) -> tuple[object, CheckpointMeta, list[int], TrainReport]:
+    """Train a candidate from the ``best`` checkpoint on the replay window ending at iteration
+    ``it`` (None: the newest under ``replay``) with a fresh optimizer; returns (the trained
+    model, ``best``'s checkpoint meta, the window, the trainer's report). Nothing is saved."""
+    model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
+    last = newest_iteration(replay) if it is None else it
+    window = window_iterations(replay, last, cfg.train.window_iterations)
+    data = load_window(replay, window, shard_schema(cfg.search.kind))
+    settings = train_settings(cfg, seed)
     report("train", 0, settings.steps)
     rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
+    return model, meta, window, rep
+
+
+def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+    """Train iteration ``it``'s candidate from the best net on the replay window; writes
+    ``models/candidate_NNNN.pt`` and returns the phase record (a Ray task can run it)."""
+    model, _, window, rep = train_from(
+        cfg, run.best, run.replay, it, cfg.run.seed * 7919 + it, report
+    )
     save_checkpoint(
         run.candidate(it), model, kind=model.kind, kwargs=model.kwargs(),
         schema=checkpoint_schema(cfg.search.kind), train_step=it * cfg.train.steps,
@@ -288,6 +309,47 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
                "lineage": checkpoint_lineage(run.root, cfg)},
     )  # fmt: skip
     return {**asdict(rep), "window": window}
+
+
+def gate_phase(
+    cfg: YatzyConfig, cand: Path, best: Path, seed_folder: Path, report: Reporter
+) -> GateResult:
+    """Gate the ``cand`` checkpoint against ``best`` (both searching with the config's settings
+    at ``gate.sims``) on the persisted seed set ``gate.seed_set`` under ``seed_folder``."""
+    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+
+    settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+    cand_agent = ModelAgent.from_settings(cand, settings)
+    best_agent = ModelAgent.from_settings(best, settings)
+    seeds = load_seed_set(seed_folder, cfg.gate.seed_set, cfg.gate.max_games // 2)
+    report("gate", 0, 2 * len(seeds))
+    return run_gate(
+        cand_agent, best_agent, cfg.gate, seeds, progress=lambda n: report("gate", n, 0)
+    )
+
+
+def solitaire_phase(
+    agents: dict[str, Agent], oracle, games: int, seed: int, report: Reporter
+) -> dict[str, dict]:
+    """:func:`~leaguezero.yatzy.train.evaluation.solitaire_eval` of each agent (``games``
+    mirror games on the same seeds), by name; the per-board scores stay in each result."""
+    from leaguezero.yatzy.train.evaluation import solitaire_eval
+
+    out: dict[str, dict] = {}
+    for name, agent in agents.items():
+        out[name] = solitaire_eval(agent, oracle, games, seed)
+        report("eval", games, 0)
+    return out
+
+
+def guardrail_ok(cfg: YatzyConfig, results: dict) -> bool | None:
+    """The promotion guardrail on solitaire results (``oracle_eval.guardrail_delta``): False
+    when the candidate's mean is more than delta points below the best's; None when it does not
+    apply (no delta, or no candidate or best result)."""
+    delta = cfg.oracle_eval.guardrail_delta
+    if delta is None or "candidate" not in results or "best" not in results:
+        return None
+    return results["candidate"]["mean"] >= results["best"]["mean"] - delta
 
 
 def local_backend() -> Backend:
@@ -300,7 +362,6 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.agents.oracle import OracleAgent
     from leaguezero.yatzy.agents.registry import make_agent
-    from leaguezero.yatzy.train.evaluation import solitaire_eval
 
     out: dict = {}
     if oracle is None:
@@ -310,13 +371,10 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     games = cfg.oracle_eval.games
     total = 2 * games + 2 * cfg.oracle_eval.match_games
     report("eval", 0, total)
-    if games:
-        for name, path in (("candidate", run.candidate(it)), ("best", run.best)):
-            # The per-board scores stay in eval/iter_NNNN.json for the report's histogram.
-            out[name] = solitaire_eval(
-                ModelAgent.from_settings(path, settings), oracle, games, seed
-            )
-            report("eval", games, 0)
+    if games:  # the per-board scores stay in eval/iter_NNNN.json for the report's histogram
+        paths = {"candidate": run.candidate(it), "best": run.best}
+        agents = {name: ModelAgent.from_settings(path, settings) for name, path in paths.items()}
+        out.update(solitaire_phase(agents, oracle, games, seed, report))
     if cfg.oracle_eval.match_games:
         cand = ModelAgent.from_settings(run.candidate(it), settings)
         for name, opp in (("greedy", make_agent("greedy")), ("oracle", OracleAgent(oracle=oracle))):

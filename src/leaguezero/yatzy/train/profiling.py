@@ -29,6 +29,7 @@ def profile_selfplay(cfg: YatzyConfig, evaluator, out_dir: Path, games: int, see
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from leaguezero.az.inference.local import TorchEvaluator
     from leaguezero.yatzy.train.kinds import selfplay_function
 
     run_selfplay = selfplay_function(cfg.search.kind)
@@ -47,9 +48,9 @@ def profile_selfplay(cfg: YatzyConfig, evaluator, out_dir: Path, games: int, see
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
     atomic_write_text(out_dir / "selfplay_top.txt", text.getvalue())
 
-    model = getattr(evaluator, "model", None)
     torch_summary = {}
-    if model is not None:
+    if isinstance(evaluator, TorchEvaluator):  # an in-process network: profile its forward
+        model = evaluator.model
         n = cfg.selfplay.concurrent_games
         x = torch.from_numpy(np.random.default_rng(0).random((n, model.num_features), np.float32))
         with (
