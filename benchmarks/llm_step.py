@@ -262,7 +262,7 @@ def main() -> None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from leaguezero.diplomacy.train.loop import LLM_RECORDS_PER_PASS
+            from leaguezero.diplomacy.train.llm_hero import LLM_RECORDS_PER_PASS
 
             step_rows = [rows[i % len(rows)] for i in range(args.step_records)]
             random.Random(args.seed + 1).shuffle(step_rows)

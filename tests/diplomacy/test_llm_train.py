@@ -21,7 +21,7 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.llm.agent import LLMHero
+from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.train.grpo import GameSample
 from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
@@ -83,15 +83,15 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     cfg3 = _cfg(tiny_lm, "train.steps=3", "league.eval_every=50")
     again = LeagueTrainer(cfg3, run, resume=True)
     assert again.step == 2
-    before = again.hero.llm.weights()
-    assert all(torch.equal(before[n], w) for n, w in trainer.hero.llm.weights().items())
+    before = again.hero.weights()
+    assert all(torch.equal(before[n], w) for n, w in trainer.hero.weights().items())
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
     seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
     seating = dict(zip(POWERS, seats, strict=True))
     # learn_from=live_seats (the default): the mirror seat at TURKEY trains too
     groups, results = again.play_group(5, seating, "AUSTRIA")
     samples = groups[0]
-    assert "ckpt_000001" in again.hero.llm.backend.list_adapters()
+    assert "ckpt_000001" in again.hero.backend.list_adapters()
     assert all(s.records and {r.power for r in s.records} == {"AUSTRIA"} for s in samples)
     assert len(groups) == 2
     assert all(s.records and {r.power for r in s.records} == {"TURKEY"} for s in groups[1])
@@ -104,15 +104,13 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
         [[GameSample(s.hero_score + i, s.records) for i, s in enumerate(samples)]]
     )
     assert metrics["records"] > 0
-    updated = again.hero.llm.weights()
+    updated = again.hero.weights()
     assert any(not torch.equal(before[n], updated[n]) for n in before)
     again.run()  # step 3 plays, updates and writes state.pt
     assert again.step == 3
     third = LeagueTrainer(cfg3, run, resume=True)
     assert third.step == 3
-    assert all(
-        torch.equal(w, again.hero.llm.weights()[n]) for n, w in third.hero.llm.weights().items()
-    )
+    assert all(torch.equal(w, again.hero.weights()[n]) for n, w in third.hero.weights().items())
     third.evaluator.close()
     with pytest.raises(TrainError, match=r"train\.agent=llm run"):
         LeagueTrainer(_cfg(tiny_lm, "train.agent=policy"), run, resume=True)

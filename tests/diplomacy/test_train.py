@@ -137,15 +137,21 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.cli.app import make_trainer
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.train.heroes import NetworkHero, local_map
+    from leaguezero.diplomacy.train.heroes import local_map
     from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
+    from leaguezero.diplomacy.train.network_hero import NetworkHero
 
     cfg = load_config(DiplomacyConfig, None, [*TINY, "train.steps=2", "games_dir=null"])
     calls = []
 
-    def counting_map(fn, shared, jobs):  # what RayTaskMap does, in this process
-        calls.append(len(jobs))
-        return local_map(fn, shared, jobs)
+    class CountingMap:  # what RayTaskMap does, in this process (it says it is remote)
+        in_process = False
+
+        def __call__(self, fn, shared, jobs):
+            calls.append(len(jobs))
+            return local_map(fn, shared, jobs)
+
+    counting_map = CountingMap()
 
     runs = {}
     for name, task_map in (("local", local_map), ("injected", counting_map)):

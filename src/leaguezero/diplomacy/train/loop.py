@@ -32,10 +32,10 @@ docs/diplomacy_training.md):
    (:meth:`~leaguezero.league.session.LeagueSession.resume`); then the session logs
    ``league.step_summary`` (and WandB with ``league.wandb``).
 
-The hero is one of the two classes of :mod:`leaguezero.diplomacy.train.heroes` (the small policy
-network, or an LLM's LoRA adapter). Backends come from the caller (the command line): a task
-map for the network hero's games and a job runner for the evaluator; both default to this
-machine.
+The hero is a :class:`~leaguezero.diplomacy.train.heroes.Hero`: the small policy network
+(:mod:`.network_hero`) or an LLM's LoRA adapter (:mod:`.llm_hero`). Backends come from the
+caller (the command line): a task map for the hero's games and a job runner for the evaluator;
+both default to this machine.
 
 Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
 (training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
@@ -61,7 +61,7 @@ from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
-from leaguezero.diplomacy.train.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
+from leaguezero.diplomacy.train.heroes import Hero, PlayedGame, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import GAME, TOURNAMENT
 from leaguezero.league.evaluator import JobRunner
@@ -71,11 +71,19 @@ from leaguezero.league.types import MatchResult, Participant
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
-# An LLM hero's records per backward pass (train.records_per_pass: 0): with the 1.3 M-parameter
-# base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
-# (benchmarks/llm_step.py).
-LLM_RECORDS_PER_PASS = 32
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "dumb_bot")
+
+
+def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
+    """The hero ``cfg.train.agent`` names. An LLM hero takes a task map other than
+    :data:`local_map` only with ``llm.backend: openai`` (raises :class:`TrainError`)."""
+    if cfg.train.hero.llm:
+        from leaguezero.diplomacy.train.llm_hero import LanguageModelHero
+
+        return LanguageModelHero(cfg, ckpt_dir.parent, task_map)
+    from leaguezero.diplomacy.train.network_hero import NetworkHero
+
+    return NetworkHero(cfg, ckpt_dir, task_map)
 
 
 class LeagueTrainer:
@@ -149,8 +157,7 @@ class LeagueTrainer:
             max_grad_norm=tcfg.max_grad_norm,
             reference=self.hero.reference(),
             credit=tcfg.credit,
-            records_per_pass=tcfg.records_per_pass
-            or (LLM_RECORDS_PER_PASS if tcfg.agent == "llm" else None),
+            records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
         )
         self.step = 0
         if resume and self.state_path.exists():
