@@ -203,19 +203,21 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
         seating = {p: "random_bot" for p in POWERS}
         seating.update(FRANCE="hero", ENGLAND="hero", ITALY="hero")
         groups, results = trainer.play_group(0, seating, "FRANCE")
-        assert [{r.power for s in g for r in s.records} for g in groups] == [
+        assert [{r.power for s in g for r in s.seat_records} for g in groups] == [
             {"FRANCE"}, {"ENGLAND"}, {"ITALY"}
         ]  # fmt: skip
         for group, power in zip(groups, ["FRANCE", "ENGLAND", "ITALY"], strict=True):
-            assert [s.hero_score for s in group] == [
+            assert [s.score for s in group] == [
                 next(x.score for x in r.participants if x.seat == power) for r in results
             ]
-            assert all(s.phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
+            assert all(s.seat_phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
         metrics = trainer.trainer.step(groups)
         assert metrics["records"] > 0
         # learn_from=hero trains the hero power's seat only.
         trainer.cfg.train.learn_from = "hero"
         groups, _ = trainer.play_group(1, seating, "FRANCE")
-        assert len(groups) == 1 and {r.power for s in groups[0] for r in s.records} == {"FRANCE"}
+        assert len(groups) == 1 and {r.power for s in groups[0] for r in s.seat_records} == {
+            "FRANCE"
+        }
     finally:
         trainer.session.close(timeout=60)

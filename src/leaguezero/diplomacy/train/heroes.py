@@ -8,8 +8,9 @@ seated, how a group's games are played, its weights in ``state.pt`` and its chec
 - :class:`~.llm_hero.LanguageModelHero` (``train.agent: llm``): a LoRA adapter on
   ``llm.base_model``.
 
-Both return each game as one :class:`PlayedGame`, the record that goes from the rollout to the
-loss (the loop hands the trainer each learning seat's view of it). A :class:`TaskMap` says where
+Both return each game as one :class:`~leaguezero.diplomacy.train.grpo.PlayedGame`, the record
+that goes from the rollout to the loss (the loop hands it to the trainer once per learning seat,
+with that seat set). A :class:`TaskMap` says where
 a group's games run (:data:`local_map`: in this process; ``RayTaskMap``: Ray tasks) and whether
 that is this process (``in_process``).
 """
@@ -17,7 +18,6 @@ that is this process (``in_process``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.train.grpo import GRPOPolicy
+from leaguezero.diplomacy.train.grpo import GRPOPolicy, PlayedGame
 from leaguezero.league.registry import LeagueRegistry
 
 if TYPE_CHECKING:
@@ -64,30 +64,6 @@ local_map = LocalTaskMap()
 def game_seed(*parts: int) -> int:
     """A seed derived from integers (train seed, group, game, seat)."""
     return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
-
-
-@dataclass(frozen=True)
-class PlayedGame:
-    """One training game: every power's final score, the game's seed, the action records of
-    every seat the live hero played (the GRPO samples; ``record.power`` tells the seats apart)
-    and each power's running score when each phase began (``RolloutResult.phase_start``)."""
-
-    scores: dict[str, float]
-    seed: int
-    records: list[Any]
-    phase_start: dict[str, dict[str, float]] = field(default_factory=dict)
-    # The LLM hero may reseat a table (cluster seating when the server is full), shape its
-    # seats' rewards (llm.format_penalty) and count the hero power's order hygiene
-    # (its SeatStats); None: as given / the scores / none.
-    seating: dict[str, str] | None = None
-    rewards: dict[str, float] | None = None
-    stats: Any = None
-
-    def reward(self, power: str) -> float:
-        """``power``'s GRPO reward: its shaped reward if the hero gave one, else its score."""
-        if self.rewards is not None and power in self.rewards:
-            return self.rewards[power]
-        return self.scores[power]
 
 
 class Hero(Protocol):

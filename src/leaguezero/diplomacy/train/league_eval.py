@@ -6,8 +6,8 @@ policy saved at step 0) or, in a run with ``train.agent: llm``, a LoRA adapter f
 agent catalogue resolves them
 (:func:`~leaguezero.diplomacy.agents.resolvers.league_resolver_factory`).
 
-:func:`diplomacy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator`
-in a fresh process by its import path (:data:`TOURNAMENT`): the challenger plays
+:func:`diplomacy_tournament` is handed to :class:`leaguezero.league.evaluator.AsyncEvaluator`,
+which calls it in a fresh process: the challenger plays
 ``games_per_gatekeeper`` games against six clones of each gatekeeper, powers rotated
 (:func:`~leaguezero.diplomacy.game.tournament.run_tournament`), and every game becomes one
 :class:`~leaguezero.league.types.MatchResult` with the seven powers' final scores.
@@ -21,7 +21,6 @@ from leaguezero.diplomacy.agents.resolvers import league_resolver_factory
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
 
-TOURNAMENT = "leaguezero.diplomacy.train.league_eval:diplomacy_tournament"
 GAME = "diplomacy"
 
 

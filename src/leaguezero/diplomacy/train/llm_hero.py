@@ -45,7 +45,8 @@ from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_name
 from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.tables import LLMTable
-from leaguezero.diplomacy.train.heroes import PlayedGame, TaskMap, TrainError, game_seed, local_map
+from leaguezero.diplomacy.train.grpo import PlayedGame
+from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 

@@ -44,6 +44,7 @@ metrics), ``checkpoints/``, ``state.pt``, ``elo.png``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 import time
@@ -60,10 +61,10 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
-from leaguezero.diplomacy.train.heroes import Hero, PlayedGame, TaskMap, local_map
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, PlayedGame, scheduled_lr
+from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
-from leaguezero.diplomacy.train.league_eval import GAME, TOURNAMENT
+from leaguezero.diplomacy.train.league_eval import GAME, diplomacy_tournament
 from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
@@ -135,7 +136,7 @@ class LeagueTrainer:
             },
             anchor="random_bot",
             baseline_paths=None if base_path is None else {BASE_MODEL: base_path},
-            tournament=TOURNAMENT,
+            tournament=diplomacy_tournament,
             tournament_kwargs={
                 "config": cfg.model_dump(mode="json"),
                 "games_per_gatekeeper": lcfg.eval_games,
@@ -231,24 +232,16 @@ class LeagueTrainer:
 
     def play_group(
         self, group_idx: int, seating: dict[str, str], hero_power: str
-    ) -> tuple[list[list[GameSample]], list[MatchResult]]:
+    ) -> tuple[list[list[PlayedGame]], list[MatchResult]]:
         """One GRPO group: per learning seat (the hero power first, then with
-        ``train.learn_from: live_seats`` each mirror seat) the G games' samples of that seat,
-        and the games as training match results."""
+        ``train.learn_from: live_seats`` each mirror seat) the G games read at that seat, and
+        the games as training match results."""
         games = self.hero.play_group(self.game_cfg, self.registry, group_idx, seating, hero_power)
         self._step_games.extend(games)
-        samples = []
-        for power in self.learning_seats(games, seating, hero_power):
-            samples.append(
-                [
-                    GameSample(
-                        game.reward(power),
-                        [r for r in game.records if r.power == power],
-                        {ph: start[power] for ph, start in game.phase_start.items()},
-                    )
-                    for game in games
-                ]
-            )
+        samples = [
+            [dataclasses.replace(game, seat=power) for game in games]
+            for power in self.learning_seats(games, seating, hero_power)
+        ]
         results = [
             MatchResult(
                 participants=tuple(
@@ -292,7 +285,7 @@ class LeagueTrainer:
         metrics = self.trainer.step(groups)
         metrics["lr"] = lr
         # The curve's score is the hero power's (mirror seats' scores only train).
-        hero_scores = [s.hero_score for group in hero_groups for s in group]
+        hero_scores = [game.score for group in hero_groups for game in group]
         metrics["score_mean"] = float(np.mean(hero_scores))
         metrics["score_std"] = float(np.std(hero_scores))
 
@@ -308,7 +301,7 @@ class LeagueTrainer:
             "hero_powers": powers,
             # The rewards' spread within each group: what the advantages were normalised by.
             "reward_spread": round(
-                float(np.mean([np.std([s.hero_score for s in group]) for group in hero_groups])),
+                float(np.mean([np.std([g.score for g in group]) for group in hero_groups])),
                 4,
             ),
             "learning_seats": len(groups),

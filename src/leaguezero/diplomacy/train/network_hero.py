@@ -23,7 +23,8 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
-from leaguezero.diplomacy.train.heroes import PlayedGame, TaskMap, game_seed, local_map
+from leaguezero.diplomacy.train.grpo import PlayedGame
+from leaguezero.diplomacy.train.heroes import TaskMap, game_seed, local_map
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import BASE_MODEL, HERO
