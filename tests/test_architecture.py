@@ -235,7 +235,9 @@ DIPLOMACY_LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("config",),
 }
 # The places that parse the configuration or a command line: the only modules that may compare
-# a kind/mode/backend/agent string (everywhere else holds the object the edge built).
+# a kind/mode/backend/agent string (everywhere else holds the object the edge built: llm.mode is
+# read into a decoding strategy by llm/decoding.py's table lookup, llm.backend and train.agent
+# into config.py's SamplingBackend and HeroKind).
 STRING_SWITCH_EDGE = ("diplomacy/config.py", "diplomacy/cli/")
 SWITCH_NAMES = ("backend", "mode", "kind", "agent", "learn_from", "credit")
 # Known violations, each exact (so nothing new slips in); the list only shrinks.
@@ -332,6 +334,54 @@ def test_no_hasattr_or_getattr_probe_of_a_protocol_member():
                 if hit not in KNOWN_PROTOCOL_PROBES:
                     offenders.append(hit)
     assert not offenders, "\n".join(offenders)
+
+
+# "What kind of agent is this name?" has one answer: the agent catalogue
+# (diplomacy/agents/catalogue.py); the game layer builds the bots by name.
+BOT_NAME_TESTS_ALLOWED = (
+    "diplomacy/agents/catalogue.py",
+    "diplomacy/game/bots.py",
+    "diplomacy/game/seats.py",
+)
+# Modules of diplomacy/ above ~450 lines, each holding one concept (issue 24); any other module
+# that grows past the limit is split by concept.
+MODULE_LINE_LIMIT = 450
+LARGE_ONE_CONCEPT_MODULES = {
+    "diplomacy/cli/app.py": "the `leaguezero diplomacy` commands",
+    "diplomacy/llm/hf_backend.py": "the in-process transformers + peft backend",
+    "diplomacy/llm/pretrain.py": "building a base LM from bot games",
+    "diplomacy/train/grpo.py": "the GRPO interface, its game record and the update",
+}
+
+
+def test_only_the_catalogue_asks_whether_a_name_is_a_bot():
+    offenders = []
+    for path in sorted((SRC / "diplomacy").rglob("*.py")):
+        rel = _rel(path)
+        if rel in BOT_NAME_TESTS_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(op, (ast.In, ast.NotIn)) for op in node.ops
+            ):
+                names = {ast.unparse(c).split(".")[-1] for c in node.comparators}
+                if names & {"BOTS", "BOT_NAMES"}:
+                    offenders.append(f"{rel}: {ast.unparse(node)}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_large_diplomacy_module_holds_more_than_one_concept():
+    sizes = {
+        _rel(p): len(p.read_text(encoding="utf-8").splitlines())
+        for p in (SRC / "diplomacy").rglob("*.py")
+    }
+    too_large = [
+        f"{rel}: {n} lines"
+        for rel, n in sorted(sizes.items())
+        if n > MODULE_LINE_LIMIT and rel not in LARGE_ONE_CONCEPT_MODULES
+    ]
+    assert not too_large, "split these by concept:\n" + "\n".join(too_large)
+    assert set(LARGE_ONE_CONCEPT_MODULES) <= set(sizes)  # the list names modules that exist
 
 
 # --- yatzy/, az/, common/: the same rules (the Yatzy half of issue 24) go below. ---------------

@@ -59,6 +59,7 @@ from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
+from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.train.grpo import GRPOTrainer, PlayedGame, scheduled_lr
@@ -66,7 +67,7 @@ from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import GAME, diplomacy_tournament
 from leaguezero.league.evaluator import JobRunner
-from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession
+from leaguezero.league.session import BASE_MODEL, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
 
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
@@ -226,7 +227,8 @@ class LeagueTrainer:
         mirrors = [
             p
             for p in POWERS
-            if p != hero_power and all((g.seating or seating)[p] == HERO for g in games)
+            if p != hero_power
+            and all(seat_spec((g.seating or seating)[p]).kind is AgentKind.HERO for g in games)
         ]
         return [hero_power, *mirrors]
 
