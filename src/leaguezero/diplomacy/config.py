@@ -100,6 +100,11 @@ class TrainSection(Section):
     )
 
     @property
+    def mirrors_learn(self) -> bool:
+        """``learn_from`` read once: whether mirror seats train too (``live_seats``)."""
+        return self.learn_from == "live_seats"
+
+    @property
     def hero(self) -> HeroKind:
         """``agent`` as a :class:`HeroKind` (the one place it is read)."""
         return HERO_KINDS[self.agent]

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # keeps this module importable without the engine
     from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 
-CREDITS = ("game", "phase")
 LR_SCHEDULES = ("constant", "cosine")
 
 
@@ -229,6 +228,24 @@ def grpo_loss(
     return LossParts(policy_loss + kl_coef * kl, policy_loss, kl, clip_fraction, ratio_mean)
 
 
+def _game_credit(group, scores, seat_records, eps):
+    """``credit="game"``: every record of a game gets the game's group-normalised score."""
+    adv = group_advantages(scores, eps).tolist()
+    per_record = [[a] * len(r) for a, r in zip(adv, seat_records, strict=True)]
+    return per_record, [abs(a) for a in adv]
+
+
+def _phase_credit(group, scores, seat_records, eps):
+    """``credit="phase"``: :func:`phase_advantages`."""
+    per_record = phase_advantages(group, eps)
+    return per_record, [sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record]
+
+
+# credit -> (group, scores, seat records, eps) -> (per-record advantages, per-game |advantage|)
+CREDIT_RULES = {"game": _game_credit, "phase": _phase_credit}
+CREDITS = tuple(CREDIT_RULES)
+
+
 @dataclass(frozen=True)
 class PlayedGame:
     """One training game, from the rollout to the loss: every power's final score, the game's
@@ -318,9 +335,10 @@ class GRPOTrainer:
         credit: str = "game",
         records_per_pass: int | None = None,
     ) -> None:
-        if credit not in CREDITS:
+        if credit not in CREDIT_RULES:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
         self.credit = credit
+        self._credit = CREDIT_RULES[credit]
         self.policy = policy
         self.params = list(policy.trainable_parameters())
         if not self.params:
@@ -355,13 +373,8 @@ class GRPOTrainer:
             scores = torch.tensor([g.score for g in group], dtype=torch.float32)
             seat_records = [g.seat_records for g in group]
             all_scores.extend(scores.tolist())
-            if self.credit == "phase":
-                per_record = phase_advantages(group, self.adv_eps)
-                adv_abs.extend(sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record)
-            else:
-                adv = group_advantages(scores, self.adv_eps).tolist()
-                per_record = [[a] * len(r) for a, r in zip(adv, seat_records, strict=True)]
-                adv_abs.extend(abs(a) for a in adv)
+            per_record, group_abs = self._credit(group, scores, seat_records, self.adv_eps)
+            adv_abs.extend(group_abs)
             for game_records, advs in zip(seat_records, per_record, strict=True):
                 if not any(advs):
                     continue  # no gradient signal; skipping keeps the per-game mean honest

@@ -222,7 +222,7 @@ class LeagueTrainer:
     ) -> list[str]:
         """The powers whose records train this group: the hero power, and with
         ``learn_from: live_seats`` every other power the live hero sat at in all its games."""
-        if self.cfg.train.learn_from == "hero":
+        if not self.cfg.train.mirrors_learn:
             return [hero_power]
         mirrors = [
             p
