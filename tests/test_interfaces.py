@@ -26,7 +26,6 @@ PROTOCOL_MEMBERS = {"evaluate_async", "margin_weight", "close", "model", "record
 # net.py's arch switch is the network factory, also theirs).
 KNOWN = {
     "az/search.py": 1,  # hasattr(evaluator, "evaluate_async")
-    "league/matchmaker.py": 1,  # league.mode == "tiered"
     "yatzy/agents/model.py": 1,  # kind == "turn"
     "yatzy/cli/progress.py": 2,  # the duration estimate per search kind
     "yatzy/cli/ray_backend.py": 1,  # getattr(evaluator, "close")
