@@ -119,7 +119,7 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
     adapter's update (to check both variants agree)."""
     import resource
 
-    from leaguezero.diplomacy.train.grpo import ActionRecord, GameSample, GRPOTrainer
+    from leaguezero.diplomacy.train.grpo import ActionRecord, GRPOTrainer, seat_game
 
     torch.set_num_threads(1)
     backend = HFBackend.from_pretrained(folder, lora=LoraSettings(target_modules=ALL_PROJECTIONS))
@@ -141,7 +141,7 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
                 ActionRecord("FRANCE", f"S{i}", -1.0, row)
                 for i, row in enumerate(rows[k * per_game : (k + 1) * per_game])
             ]
-            samples.append(GameSample(rng.uniform(0, 10), recs))
+            samples.append(seat_game(rng.uniform(0, 10), recs))
         groups.append(samples)
     trainer = GRPOTrainer(
         _RowPolicy(backend, "hero"),
@@ -262,7 +262,7 @@ def main() -> None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from leaguezero.diplomacy.train.loop import LLM_RECORDS_PER_PASS
+            from leaguezero.diplomacy.train.llm_hero import LLM_RECORDS_PER_PASS
 
             step_rows = [rows[i % len(rows)] for i in range(args.step_records)]
             random.Random(args.seed + 1).shuffle(step_rows)

@@ -23,10 +23,9 @@ SWITCH_NAMES = ("kind", "mode", "backend", "arch")
 PROTOCOL_MEMBERS = {"evaluate_async", "margin_weight", "close", "model", "record_size"}
 
 # What is left: the command line picking the backend (job.py), a league match record's ``kind``
-# field (league/types.py's MatchResult, a data field, not a config switch), the league's tiered
-# mode and the network factory's arch switch.
+# field (league/types.py's MatchResult, a data field, not a config switch) and the network
+# factory's arch switch.
 KNOWN = {
-    "league/matchmaker.py": 1,  # league.mode == "tiered"
     "yatzy/cli/job.py": 2,  # run.backend == "ray" (the command line picks the backend)
     "yatzy/train/league_run.py": 1,  # result.kind != "training"
     "yatzy/train/net.py": 2,  # arch == "board_towers" / "resmlp"

@@ -73,7 +73,7 @@ class _Arms:
 
 def grpo_loss_curve(steps: int = 25) -> str:
     """The bandit's per-step metrics, one line per step (6 decimals)."""
-    from leaguezero.diplomacy.train.grpo import ActionRecord, GameSample, GRPOTrainer
+    from leaguezero.diplomacy.train.grpo import ActionRecord, GRPOTrainer, seat_game
 
     policy = _Arms(torch.nn.Parameter(torch.zeros(3)))
     trainer = GRPOTrainer(policy, lr=0.1, epochs=2)  # type: ignore[arg-type]
@@ -86,7 +86,7 @@ def grpo_loss_curve(steps: int = 25) -> str:
         for _ in range(4):
             arm = int(torch.multinomial(log_p.exp(), 1, generator=gen))
             record = ActionRecord("AUSTRIA", "S1901M", float(log_p[arm]), arm)
-            group.append(GameSample(hero_score=float(arm), records=[record]))
+            group.append(seat_game(float(arm), records=[record]))
         metrics = trainer.step([group])
         p_best = float(torch.softmax(policy.logits.detach(), 0)[2])
         values = " ".join(f"{metrics[m]:.6f}" for m in METRICS)

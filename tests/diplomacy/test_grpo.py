@@ -9,12 +9,12 @@ import torch
 
 from leaguezero.diplomacy.train.grpo import (
     ActionRecord,
-    GameSample,
     GRPOTrainer,
     group_advantages,
     grpo_loss,
     phase_advantages,
     scheduled_lr,
+    seat_game,
 )
 
 torch.set_num_threads(1)
@@ -90,8 +90,8 @@ def test_trainer_moves_probability_towards_the_better_game() -> None:
     trainer = GRPOTrainer(bandit, lr=0.1, epochs=3)  # type: ignore[arg-type]
     half = math.log(0.5)
     games = [
-        GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
-        GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+        seat_game(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+        seat_game(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
     ]
     metrics = trainer.step([games])
     assert torch.softmax(bandit.logits.detach(), 0)[1] > 0.5
@@ -99,7 +99,7 @@ def test_trainer_moves_probability_towards_the_better_game() -> None:
     assert metrics["clip_fraction"] >= 0.0 and metrics["adv_abs_mean"] == pytest.approx(1.0, 1e-4)
     # Identical scores: no advantage, no update.
     before = bandit.logits.detach().clone()
-    flat = trainer.step([[GameSample(3.0, games[0].records), GameSample(3.0, games[1].records)]])
+    flat = trainer.step([[seat_game(3.0, games[0].records), seat_game(3.0, games[1].records)]])
     assert flat["records"] == 0 and torch.equal(bandit.logits.detach(), before)
 
 
@@ -109,11 +109,11 @@ def test_phase_credit_counts_only_the_score_gained_from_each_phase_on() -> None:
 
     # Game A ends on 6 but gained nothing after S1901M; game B ends on 4 after a bad spring
     # and a good autumn. A retreat phase only game A had carries no comparison.
-    a = GameSample(
+    a = seat_game(
         6.0, [rec("S1901M"), rec("F1901M"), rec("F1901R")],
         {"S1901M": 4.5, "F1901M": 6.0, "F1901R": 6.0},
     )  # fmt: skip
-    b = GameSample(4.0, [rec("S1901M"), rec("F1901M")], {"S1901M": 4.5, "F1901M": 3.0})
+    b = seat_game(4.0, [rec("S1901M"), rec("F1901M")], {"S1901M": 4.5, "F1901M": 3.0})
     advs = phase_advantages([a, b], eps=0.0)
     # Returns to go: A 1.5, 0, 0; B -0.5, 1.0. Phase means: S 0.5, F 0.5; residuals +-1, -+0.5.
     scale = math.sqrt((1 + 0.25 + 1 + 0.25) / 4)  # the lone retreat phase is left out
@@ -128,7 +128,7 @@ def test_phase_credit_counts_only_the_score_gained_from_each_phase_on() -> None:
     metrics = trainer.step([[a, b]])
     assert metrics["records"] == 5 and metrics["adv_abs_mean"] > 0
     with pytest.raises(ValueError, match="phase_start"):
-        trainer.step([[GameSample(1.0, [rec("S1901M")]), GameSample(2.0, [rec("S1901M")])]])
+        trainer.step([[seat_game(1.0, [rec("S1901M")]), seat_game(2.0, [rec("S1901M")])]])
     with pytest.raises(ValueError, match="credit must be one of game, phase"):
         GRPOTrainer(bandit, credit="turn")  # type: ignore[arg-type]
 
@@ -140,8 +140,8 @@ def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate()
     trainer.step(
         [
             [
-                GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
-                GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+                seat_game(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+                seat_game(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
             ]
         ]
     )
@@ -177,8 +177,8 @@ def test_update_from_real_games_changes_only_the_hero() -> None:
         result = run_rollout(cfg, 0, game_idx, seats, "FRANCE", resolver=resolve)
         records = [r for name, a in actors if name == "hero" for r in a.records]
         assert records and all(r.power == "FRANCE" for r in records)
-        games.append(GameSample(result.scores["FRANCE"], records))
-    if len({g.hero_score for g in games}) == 1:  # pragma: no cover - seeds chosen to differ
+        games.append(seat_game(result.scores["FRANCE"], records))
+    if len({g.score for g in games}) == 1:  # pragma: no cover - seeds chosen to differ
         pytest.skip("all four games scored the same; no advantage to learn from")
     trainer = GRPOTrainer(hero, lr=1e-2)
     metrics = trainer.step([games])
@@ -212,8 +212,8 @@ def test_set_lr_sets_the_rate_of_the_next_update() -> None:
     trainer.set_lr(1e-9)
     half = math.log(0.5)
     games = [
-        GameSample(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
-        GameSample(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
+        seat_game(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
+        seat_game(2.0, [ActionRecord("FRANCE", "S1901M", half, 0)]),
     ]
     trainer.step([games])
     # Adam's first step moves each parameter by ~lr: at 1e-9 the policy stays put.
@@ -253,7 +253,7 @@ def test_gradient_accumulation_passes_match_one_pass() -> None:
             n = 1 + g  # games of different lengths: per-game weights differ
             arms = torch.randint(0, 3, (n,), generator=gen).tolist()
             recs = [ActionRecord("FRANCE", "S" * (1 + i % 3), -1.1, a) for i, a in enumerate(arms)]
-            out.append(GameSample(float(g * g), recs))
+            out.append(seat_game(float(g * g), recs))
         return out
 
     groups = [games(1), games(2)]

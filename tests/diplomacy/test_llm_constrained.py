@@ -22,9 +22,10 @@ import torch
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import run_rollout
-from leaguezero.diplomacy.llm.agent import LLMHero
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
+from leaguezero.diplomacy.llm.decoding import CONSTRAINED
+from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.pretrain import build_model, build_tokenizer, collect_examples
@@ -121,7 +122,7 @@ def test_choices_round_trip_and_bad_values_fail_in_one_line() -> None:
 
 def test_constrained_games_give_only_legal_orders_and_trainable_masked_log_probs(backend):
     cfg = DiplomacyConfig(max_years=1)
-    hero = LLMHero(backend, max_new_tokens=160, mode="constrained")
+    hero = LLMHero(backend, max_new_tokens=160, decoding=CONSTRAINED)
     seating = {p: ("hero" if p == "FRANCE" else "base_model") for p in POWERS}
     table = hero.table(seating, seed=3, hero_name="hero")
     run_rollout(cfg, 0, 0, table.seating, "FRANCE", resolver=table.resolver)
@@ -252,5 +253,5 @@ def test_bf16_autocast_samples_and_trains_with_float32_adapters(tiny) -> None:
     in_fp32 = exact.logprobs([prompt], [completion.token_ids], None, [allowed])[0]
     assert abs(float(in_bf16.sum()) - completion.logprob_sum) < 0.05
     assert abs(float(in_bf16.sum()) - float(in_fp32.sum())) < 0.25  # bf16 rounding, not a bug
-    hero = LLMHero(fast, mode="constrained")
+    hero = LLMHero(fast, decoding=CONSTRAINED)
     assert all(p.dtype == torch.float32 for p in hero.trainable_parameters())

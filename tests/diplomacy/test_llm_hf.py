@@ -19,11 +19,12 @@ import torch
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import run_rollout
-from leaguezero.diplomacy.llm.agent import LLMHero, LLMTable
 from leaguezero.diplomacy.llm.client import UnknownAdapterError
+from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import build_prompt
-from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer
+from leaguezero.diplomacy.llm.tables import LLMTable
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, seat_game
 from leaguezero.league.registry import LeagueRegistry
 from tests.diplomacy.tiny_lm import build_tiny_lm
 
@@ -159,7 +160,7 @@ def test_a_grpo_step_changes_only_the_hero_adapter(backend) -> None:
         records = [r for r in table.records if r.power == "AUSTRIA"]
         assert records
         # Different scores so the group has a non-zero advantage.
-        games.append(GameSample(result.scores["AUSTRIA"] + game_idx, records))
+        games.append(seat_game(result.scores["AUSTRIA"] + game_idx, records))
     before = _snapshot(backend)
     trainer = GRPOTrainer(hero, lr=1e-2)
     metrics = trainer.step([games])

@@ -77,7 +77,7 @@ def _cfg(tiny_lm, url: str, *extra: str) -> DiplomacyConfig:
 def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server, tmp_path):
     run = tmp_path / "run"
     trainer = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=2"), run)
-    before = trainer.hero.llm.weights()
+    before = trainer.hero.weights()
     trainer.run()
 
     events = read_events(run / "events.ndjson")
@@ -87,7 +87,7 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     assert all(e["records"] > 0 and e["adv_abs_mean"] > 0 for e in steps)
     # The sampled log-probs came from the server; the trainer recomputed them.
     assert all(e["old_log_prob_gap"] < 1e-2 for e in steps)
-    after = trainer.hero.llm.weights()
+    after = trainer.hero.weights()
     assert any(not torch.equal(before[n], after[n]) for n in before)
     assert any(float(w.abs().max()) > 0 for n, w in after.items() if "lora_B" in n)
 

@@ -19,11 +19,12 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.adapters import AdapterSlots, fit_seating, versioned_name
-from leaguezero.diplomacy.llm.agent import LLMHero, LLMTable
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
+from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import build_prompt
+from leaguezero.diplomacy.llm.tables import LLMTable
 from tests.diplomacy.test_llm_hf import perturb
 from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
 

@@ -21,8 +21,8 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.llm.agent import LLMHero
-from leaguezero.diplomacy.train.grpo import GameSample
+from leaguezero.diplomacy.llm.hero import LLMHero
+from leaguezero.diplomacy.train.grpo import seat_game
 from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
@@ -83,36 +83,35 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     cfg3 = _cfg(tiny_lm, "train.steps=3", "league.eval_every=50")
     again = LeagueTrainer(cfg3, run, resume=True)
     assert again.step == 2
-    before = again.hero.llm.weights()
-    assert all(torch.equal(before[n], w) for n, w in trainer.hero.llm.weights().items())
+    before = again.hero.weights()
+    assert all(torch.equal(before[n], w) for n, w in trainer.hero.weights().items())
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
     seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
     seating = dict(zip(POWERS, seats, strict=True))
     # learn_from=live_seats (the default): the mirror seat at TURKEY trains too
     groups, results = again.play_group(5, seating, "AUSTRIA")
     samples = groups[0]
-    assert "ckpt_000001" in again.hero.llm.backend.list_adapters()
-    assert all(s.records and {r.power for r in s.records} == {"AUSTRIA"} for s in samples)
+    assert "ckpt_000001" in again.hero.backend.list_adapters()
+    assert all(s.seat == "AUSTRIA" and s.seat_records for s in samples)
+    assert all({r.power for r in s.seat_records} == {"AUSTRIA"} for s in samples)
     assert len(groups) == 2
-    assert all(s.records and {r.power for r in s.records} == {"TURKEY"} for s in groups[1])
+    assert all({r.power for r in s.seat_records} == {"TURKEY"} for s in groups[1])
     turkey = [next(x.score for x in r.participants if x.seat == "TURKEY") for r in results]
-    assert [s.hero_score for s in groups[1]] == turkey  # each seat's own score
+    assert [s.score for s in groups[1]] == turkey  # each seat's own score
     assert results[0].scores_by_agent().keys() >= {HERO, "ckpt_000001", "base_model"}
     # A near-random tiny LM mostly holds, so its games often tie (no advantage, no update);
     # give this group distinct scores to see the update reach the hero adapter only.
     metrics = again.trainer.step(
-        [[GameSample(s.hero_score + i, s.records) for i, s in enumerate(samples)]]
+        [[seat_game(s.score + i, s.seat_records) for i, s in enumerate(samples)]]
     )
     assert metrics["records"] > 0
-    updated = again.hero.llm.weights()
+    updated = again.hero.weights()
     assert any(not torch.equal(before[n], updated[n]) for n in before)
     again.run()  # step 3 plays, updates and writes state.pt
     assert again.step == 3
     third = LeagueTrainer(cfg3, run, resume=True)
     assert third.step == 3
-    assert all(
-        torch.equal(w, again.hero.llm.weights()[n]) for n, w in third.hero.llm.weights().items()
-    )
+    assert all(torch.equal(w, again.hero.weights()[n]) for n, w in third.hero.weights().items())
     third.evaluator.close()
     with pytest.raises(TrainError, match=r"train\.agent=llm run"):
         LeagueTrainer(_cfg(tiny_lm, "train.agent=policy"), run, resume=True)

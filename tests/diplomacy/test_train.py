@@ -137,15 +137,21 @@ def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.cli.app import make_trainer
     from leaguezero.diplomacy.config import DiplomacyConfig
-    from leaguezero.diplomacy.train.heroes import NetworkHero, local_map
+    from leaguezero.diplomacy.train.heroes import local_map
     from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
+    from leaguezero.diplomacy.train.network_hero import NetworkHero
 
     cfg = load_config(DiplomacyConfig, None, [*TINY, "train.steps=2", "games_dir=null"])
     calls = []
 
-    def counting_map(fn, shared, jobs):  # what RayTaskMap does, in this process
-        calls.append(len(jobs))
-        return local_map(fn, shared, jobs)
+    class CountingMap:  # what RayTaskMap does, in this process (it says it is remote)
+        in_process = False
+
+        def __call__(self, fn, shared, jobs):
+            calls.append(len(jobs))
+            return local_map(fn, shared, jobs)
+
+    counting_map = CountingMap()
 
     runs = {}
     for name, task_map in (("local", local_map), ("injected", counting_map)):
@@ -197,19 +203,21 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
         seating = {p: "random_bot" for p in POWERS}
         seating.update(FRANCE="hero", ENGLAND="hero", ITALY="hero")
         groups, results = trainer.play_group(0, seating, "FRANCE")
-        assert [{r.power for s in g for r in s.records} for g in groups] == [
+        assert [{r.power for s in g for r in s.seat_records} for g in groups] == [
             {"FRANCE"}, {"ENGLAND"}, {"ITALY"}
         ]  # fmt: skip
         for group, power in zip(groups, ["FRANCE", "ENGLAND", "ITALY"], strict=True):
-            assert [s.hero_score for s in group] == [
+            assert [s.score for s in group] == [
                 next(x.score for x in r.participants if x.seat == power) for r in results
             ]
-            assert all(s.phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
+            assert all(s.seat_phase_start["S1901M"] == 4.5 for s in group)  # 3 centres, 3 units
         metrics = trainer.trainer.step(groups)
         assert metrics["records"] > 0
         # learn_from=hero trains the hero power's seat only.
         trainer.cfg.train.learn_from = "hero"
         groups, _ = trainer.play_group(1, seating, "FRANCE")
-        assert len(groups) == 1 and {r.power for s in groups[0] for r in s.records} == {"FRANCE"}
+        assert len(groups) == 1 and {r.power for s in groups[0] for r in s.seat_records} == {
+            "FRANCE"
+        }
     finally:
         trainer.session.close(timeout=60)

@@ -6,11 +6,12 @@ import pytest
 
 from leaguezero.common.events import read_events
 from leaguezero.league.registry import LeagueRegistry
+from tests.league import toy_tournament
 from tests.league.toy_tournament import add_checkpoint, make_league
 
 pytest.importorskip("ray")
 
-TOURNAMENT = "tests.league.toy_tournament:coin_tournament"
+TOURNAMENT = toy_tournament.coin_tournament
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def test_worker_that_dies_mid_task_is_retried_and_registry_stays_whole(ray_clust
 
 def test_failing_tournament_gives_up_after_retries(ray_cluster, run_dir):
     before = LeagueRegistry(run_dir / "league.json").load().to_dict()
-    tournament = "tests.league.toy_tournament:broken_tournament"
+    tournament = toy_tournament.broken_tournament
     with _evaluator(run_dir, tournament=tournament, max_retries=1) as evaluator:
         evaluator.submit(10, "c10")
         assert evaluator.wait(120)

@@ -12,16 +12,17 @@ from leaguezero.common.events import read_events
 from leaguezero.league.evaluator import (
     AsyncEvaluator,
     EvalJob,
+    check_tournament,
     choose_gatekeepers,
-    import_callable,
     run_evaluation,
 )
 from leaguezero.league.matchlog import read_matches
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.tracking import elo_series, plot_elo
+from tests.league import toy_tournament
 from tests.league.toy_tournament import add_checkpoint, make_league
 
-TOURNAMENT = "tests.league.toy_tournament:coin_tournament"
+TOURNAMENT = toy_tournament.coin_tournament
 
 
 @pytest.fixture
@@ -91,13 +92,17 @@ def test_online_elo_method_moves_ratings_the_spec_way(run_dir):
     assert state.agents["random"].elo == 800.0
 
 
-def test_bad_tournament_specs_fail_fast():
-    with pytest.raises(ValueError, match=r"expected 'package\.module:function'"):
-        import_callable("nocolon")
-    with pytest.raises(ValueError, match="cannot import"):
-        import_callable("no_such_module_xyz:f")
-    with pytest.raises(ValueError, match="no function"):
-        import_callable("tests.league.toy_tournament:nope")
+def test_bad_tournaments_fail_fast():
+    def local(*args, **kwargs):
+        return []
+
+    assert check_tournament(toy_tournament.coin_tournament) is toy_tournament.coin_tournament
+    with pytest.raises(ValueError, match="not a function"):
+        check_tournament("tests.league.toy_tournament:coin_tournament")
+    with pytest.raises(ValueError, match="module-level function"):
+        check_tournament(local)  # a fresh process could not find it
+    with pytest.raises(ValueError, match="module-level function"):
+        check_tournament(lambda *a, **k: [])
 
 
 def test_background_evaluation_runs_while_training_continues(run_dir):
@@ -185,7 +190,7 @@ def test_failing_tournament_gives_up_after_retries_and_leaves_registry_untouched
         registry_path=run_dir / "league.json",
         matchlog_path=run_dir / "matches.ndjson",
         events_path=run_dir / "events.ndjson",
-        tournament="tests.league.toy_tournament:broken_tournament",
+        tournament=toy_tournament.broken_tournament,
         every=10,
         max_retries=1,
     ) as evaluator:

@@ -11,6 +11,7 @@ import pytest
 from leaguezero.league.evaluator import EvalJob, evaluator_paths, run_evaluation
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.schedule import promote_if_scheduled
+from tests.league import toy_tournament
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -35,7 +36,7 @@ def run_dir(tmp_path):
                 events_path=str(paths["events"]),
                 challenger=f"c{step}",
                 step=step,
-                tournament="tests.league.toy_tournament:coin_tournament",
+                tournament=toy_tournament.coin_tournament,
                 tournament_kwargs={"games_per_opponent": 20},
                 bootstrap=20,
             )

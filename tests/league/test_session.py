@@ -18,8 +18,9 @@ from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.schedule import ELITE, FIRST, promotion_reasons
 from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession, checkpoint_name
 from leaguezero.league.types import Bucket, MatchResult, Participant
+from tests.league import toy_tournament
 
-TOURNAMENT = "tests.league.toy_tournament:coin_tournament"
+TOURNAMENT = toy_tournament.coin_tournament
 BASELINES = {"random": 800.0, BASE_MODEL: 900.0, "greedy": 1000.0}
 
 

@@ -6,6 +6,7 @@ from these with :func:`leaguezero.common.config.commented_yaml`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -13,6 +14,29 @@ from pydantic import Field, model_validator
 from leaguezero.common.config import Section
 from leaguezero.league.config import LeagueSection as SharedLeagueSection
 from leaguezero.league.config import read_renamed_key
+
+
+@dataclass(frozen=True)
+class HeroKind:
+    """``train.agent`` read once: which hero the league trains."""
+
+    name: str  # "policy" | "llm" (stored in state.pt; a resume must match)
+    llm: bool  # a LoRA adapter on llm.base_model (else the small policy network)
+
+
+@dataclass(frozen=True)
+class SamplingBackend:
+    """``llm.backend`` read once: where LLM seats are sampled."""
+
+    name: str  # "hf" | "openai"
+    shared_server: bool  # an OpenAI-compatible server every process and node can reach
+
+
+HERO_KINDS = {"policy": HeroKind("policy", llm=False), "llm": HeroKind("llm", llm=True)}
+SAMPLING_BACKENDS = {
+    "hf": SamplingBackend("hf", shared_server=False),
+    "openai": SamplingBackend("openai", shared_server=True),
+}
 
 
 class TrainSection(Section):
@@ -74,6 +98,16 @@ class TrainSection(Section):
         description="Torch threads of the trainer process (1: one core, the shared-machine "
         "default; an LLM hero sampled in process gains from more).",
     )
+
+    @property
+    def mirrors_learn(self) -> bool:
+        """``learn_from`` read once: whether mirror seats train too (``live_seats``)."""
+        return self.learn_from == "live_seats"
+
+    @property
+    def hero(self) -> HeroKind:
+        """``agent`` as a :class:`HeroKind` (the one place it is read)."""
+        return HERO_KINDS[self.agent]
 
 
 class LeagueSection(SharedLeagueSection):
@@ -168,6 +202,11 @@ class LLMSection(Section):
         description="GRPO reward term: the hero's score minus this times its invalid and "
         "missing orders per completion (0: off).",
     )
+
+    @property
+    def sampling(self) -> SamplingBackend:
+        """``backend`` as a :class:`SamplingBackend` (the one place it is read)."""
+        return SAMPLING_BACKENDS[self.backend]
 
     @model_validator(mode="after")
     def _rank_fits(self) -> LLMSection:

@@ -63,6 +63,8 @@ class RayTaskMap:
         max_retries: Ray retries of a task whose worker died.
     """
 
+    in_process = False  # each job a Ray task in a worker process
+
     def __init__(
         self, ray_address: str | None = None, *, num_cpus: float = 1, max_retries: int = MAP_RETRIES
     ) -> None:

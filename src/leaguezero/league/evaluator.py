@@ -9,8 +9,8 @@ The job:
 
 1. loads ``league.json`` and picks gatekeepers for the challenger (:func:`choose_gatekeepers`:
    the anchor baseline, the previous best checkpoint, the most recent earlier snapshot);
-2. runs the game's tournament, a callable named by import path ``"package.module:function"``
-   so that a fresh process can find it, called as
+2. runs the game's tournament, a module-level function the caller hands in (it crosses to the
+   fresh process by reference, so the process imports its module), called as
    ``fn(challenger: AgentInfo, gatekeepers: list[AgentInfo], seed=..., **tournament_kwargs)``
    and returning ``list[MatchResult]`` (agent paths are resolved to absolute paths first);
 3. recomputes ratings — by default the batch Bradley–Terry refit of the whole evaluation log
@@ -67,7 +67,7 @@ class EvalJob:
     events_path: str | None
     challenger: str
     step: int
-    tournament: str  # "package.module:function"
+    tournament: Tournament  # a module-level function (pickled by reference)
     tournament_kwargs: dict[str, Any] = field(default_factory=dict)
     gatekeepers: tuple[str, ...] | None = None  # None: choose_gatekeepers
     method: str = "refit"  # "refit" (batch Bradley–Terry) or "elo" (online, spec §2)
@@ -76,18 +76,24 @@ class EvalJob:
     seed: int = 0
 
 
-def import_callable(spec: str) -> Tournament:
-    """Resolve ``"package.module:function"``; raises ``ValueError`` with what went wrong."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"tournament {spec!r}: expected 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"tournament {spec!r}: cannot import {module_name} ({err})") from None
-    fn = getattr(module, attr, None)
+def check_tournament(fn: Tournament) -> Tournament:
+    """``fn`` if a fresh process can find it (a module-level function of an importable
+    module); raises ``ValueError`` saying what is wrong."""
     if not callable(fn):
-        raise ValueError(f"tournament {spec!r}: {module_name} has no function {attr!r}")
+        raise ValueError(f"tournament {fn!r} is not a function")
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in name or "." in name:
+        raise ValueError(
+            f"tournament {module}.{name}: pass a module-level function of an importable module "
+            "(the evaluator's process imports it)"
+        )
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError as err:
+        raise ValueError(f"tournament {module}.{name}: cannot import {module} ({err})") from None
+    if found is not fn:
+        raise ValueError(f"tournament {module}.{name}: {module} has no such function")
     return fn
 
 
@@ -127,7 +133,7 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
     missing = [g for g in gatekeepers if g not in state.agents]
     if missing:
         raise ValueError(f"gatekeepers not in the league: {', '.join(missing)}")
-    tournament = import_callable(job.tournament)
+    tournament = job.tournament
     challenger = _with_absolute_path(registry, state.agents[job.challenger])
     keepers = [_with_absolute_path(registry, state.agents[g]) for g in gatekeepers]
     log = MatchLog(job.matchlog_path)
@@ -338,7 +344,7 @@ class AsyncEvaluator:
         registry_path: str | os.PathLike,
         matchlog_path: str | os.PathLike,
         events_path: str | os.PathLike | None,
-        tournament: str,
+        tournament: Tournament,
         tournament_kwargs: dict[str, Any] | None = None,
         every: int = 50,
         method: str = "refit",
@@ -349,7 +355,7 @@ class AsyncEvaluator:
         seed: int = 0,
         runner: JobRunner | None = None,
     ) -> None:
-        import_callable(tournament)  # fail fast in the trainer, not in a background process
+        check_tournament(tournament)  # fail fast in the trainer, not in a background process
         if every < 1:
             raise ValueError(f"evaluator every must be >= 1, got {every}")
         self.registry_path = str(registry_path)

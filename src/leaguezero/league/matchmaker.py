@@ -226,6 +226,8 @@ class PFSPMatchmaker:
         self.peer_window = peer_window
         self.weighting = weighting
         self.mode = mode
+        samplers = {"pfsp": self._sample_pfsp, "tiered": self._sample_tiered}
+        self._sample = samplers[mode]
         self.min_checkpoints = min_checkpoints
         self.rng = np.random.default_rng(seed)
 
@@ -265,8 +267,16 @@ class PFSPMatchmaker:
         win_rates: WinRateTable | None = None,
     ) -> list[Draw]:
         """``k`` independent draws (with replacement). Raises ``ValueError`` on an empty league."""
-        if self.mode == "tiered":
-            return self._sample_tiered(state, hero, hero_elo, k)
+        return self._sample(state, hero, hero_elo, k, win_rates)
+
+    def _sample_pfsp(
+        self,
+        state: LeagueState,
+        hero: str,
+        hero_elo: float,
+        k: int,
+        win_rates: WinRateTable | None,
+    ) -> list[Draw]:
         members = {b: m for b, m in self.buckets(state, hero, hero_elo, win_rates).items() if m}
         if not members:
             raise ValueError("the league has no agent to sample; create it with baselines")
@@ -286,7 +296,14 @@ class PFSPMatchmaker:
             draws.append(self._draw(state, hero, candidates[j], bucket, float(probs[j])))
         return draws
 
-    def _sample_tiered(self, state: LeagueState, hero: str, hero_elo: float, k: int) -> list[Draw]:
+    def _sample_tiered(
+        self,
+        state: LeagueState,
+        hero: str,
+        hero_elo: float,
+        k: int,
+        win_rates: WinRateTable | None = None,
+    ) -> list[Draw]:
         # The spec's §8 MVP: tiered weights by rating gap, baselines boosted.
         candidates = [a for a in state.agents.values() if not a.extra.get("retired")]
         if not candidates:

@@ -50,6 +50,7 @@ from leaguezero.league.config import LeagueSection
 from leaguezero.league.evaluator import (
     AsyncEvaluator,
     JobRunner,
+    Tournament,
     choose_gatekeepers,
     evaluation_logged,
     evaluator_paths,
@@ -94,7 +95,7 @@ class LeagueSession:
         baselines: initial rating of every baseline (bots and ``base_model``).
         anchor: the baseline whose rating pins the scale.
         baseline_paths: files of baselines that have one (e.g. ``base_model``'s initial net).
-        tournament: the evaluator's tournament, ``"package.module:function"``.
+        tournament: the evaluator's tournament, a module-level function.
         tournament_kwargs: its keyword arguments (plain data).
         seed: seeds the matchmaker and the evaluator's games.
         hero: the live hero's league name; ``hero_start`` the agent it starts as.
@@ -112,7 +113,7 @@ class LeagueSession:
         run_name: str,
         baselines: Mapping[str, float],
         anchor: str,
-        tournament: str,
+        tournament: Tournament,
         tournament_kwargs: Mapping[str, Any] | None = None,
         seed: int = 0,
         baseline_paths: Mapping[str, str] | None = None,

@@ -36,19 +36,16 @@ def agent_choices() -> dict[str, Any]:
 def _resolver(names: list[str], seed: int):
     """A resolver for the checkpoint files and LLM folders among ``names`` (None: all bots).
 
-    Raises ValueError for a name that is neither a bot, a file nor an LLM folder.
+    Raises ValueError for a name the agent catalogue does not accept (the message lists what
+    it accepts).
     """
-    from leaguezero.diplomacy.cli.app import _checkpoint_resolver, load_diplomacy_config
-    from leaguezero.diplomacy.llm.league import is_llm_folder
+    from leaguezero.diplomacy.agents.catalogue import parse_agents
+    from leaguezero.diplomacy.agents.resolvers import command_resolver
+    from leaguezero.diplomacy.cli.app import load_diplomacy_config
 
-    unknown = [n for n in names if n not in BOTS and not Path(n).is_file() and not is_llm_folder(n)]
-    if unknown:
-        raise ValueError(
-            f"unknown agent(s) {', '.join(unknown)}: use a bot ({', '.join(BOTS)}), a policy "
-            "checkpoint file or an LLM folder"
-        )
+    specs = parse_agents(names)  # AgentSpecError is a ValueError
     cfg = load_diplomacy_config(None, [f"seed={seed}"])
-    return _checkpoint_resolver(names, cfg, sample=False)
+    return command_resolver(specs, cfg, greedy=True)
 
 
 class DiplomacyWebGame:

@@ -41,52 +41,35 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
         raise fail(str(err)) from None
 
 
-def _check_agents(names: list[str]) -> None:
-    # The command line plays bots and policy checkpoint files (*.pt); say so before any game
-    # starts rather than from inside the first rollout.
+def _agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
+    """The command's agents parsed by the catalogue, and their resolver (None: all bots).
+
+    Bad names fail in one line listing what is accepted, a damaged checkpoint before any game
+    starts, an LLM folder that cannot be loaded in one line."""
     try:
-        from leaguezero.diplomacy.game.bots import BOTS
+        from leaguezero.diplomacy.agents.catalogue import AgentSpecError, parse_agents
+        from leaguezero.diplomacy.agents.policy import CheckpointError
+        from leaguezero.diplomacy.agents.resolvers import command_resolver, load_policy_files
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
-    from leaguezero.diplomacy.llm.league import is_llm_folder
+    try:
+        specs = parse_agents(names)
+    except AgentSpecError as err:
+        raise fail(str(err)) from None
+    try:
+        policies = load_policy_files(specs)  # a damaged file fails here, before any game
+    except CheckpointError as err:
+        raise fail(f"{err}; pass another checkpoint or a bot") from None
+    decoding = None
+    if rank:
+        from leaguezero.diplomacy.llm.decoding import RANK
 
-    unknown = [
-        name
-        for name in names
-        if name not in BOTS and not Path(name).is_file() and not is_llm_folder(name)
-    ]
-    if unknown:
-        raise fail(
-            f"unknown agent(s) {', '.join(unknown)}: the command line plays the bots "
-            f"{', '.join(BOTS)}, policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) "
-            "or LLM folders (a base model, or an adapter on llm.base_model)"
-        )
-    from leaguezero.diplomacy.agents.policy import CheckpointError, load_policy
-
-    for name in names:
-        if name not in BOTS and not is_llm_folder(name):
-            try:
-                load_policy(name)  # a damaged file fails here, in one line, before any game
-            except CheckpointError as err:
-                raise fail(f"{err}; pass another checkpoint or a bot") from None
-
-
-def _checkpoint_resolver(names: list[str], cfg, sample: bool, mode: str = "generate"):
-    """A resolver for checkpoint files and LLM folders (None when all are bots)."""
-    from leaguezero.diplomacy.game.bots import BOTS
-    from leaguezero.diplomacy.llm.league import folder_resolver, is_llm_folder
-
-    paths = {name: name for name in names if name not in BOTS and not is_llm_folder(name)}
-    llm = folder_resolver(names, cfg.llm, seed=cfg.seed, greedy=not sample, mode=mode)
-    if not paths:
-        return llm
-    from leaguezero.diplomacy.train.league_eval import checkpoint_resolver
-
-    policies = checkpoint_resolver(paths, seed=cfg.seed, greedy=not sample)
-    if llm is None:
-        return policies
-    return lambda name: llm(name) if is_llm_folder(str(name)) else policies(name)
+        decoding = RANK
+    try:
+        return command_resolver(specs, cfg, greedy=not sample, decoding=decoding, policies=policies)
+    except Exception as err:  # LLMError, a bad folder: one line
+        raise fail(f"cannot load the LLM agents: {err}") from None
 
 
 @config_app.command("show")
@@ -172,14 +155,8 @@ def eval_cmd(
     opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
     if not opponent_names:
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
-    _check_agents([hero, *opponent_names])
+    resolver = _agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
     save_dir = None if no_save else out_dir
-    try:
-        resolver = _checkpoint_resolver(
-            [hero, *opponent_names], cfg, sample, "rank" if rank else cfg.llm.mode
-        )
-    except Exception as err:  # LLMError, a bad folder: one line
-        raise fail(f"cannot load the LLM agents: {err}") from None
 
     from rich.console import Console
     from rich.progress import (
@@ -287,11 +264,7 @@ def bench_cmd(
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
     names = [hero, *(entry.agent for entry in suite)]
-    _check_agents(names)
-    try:
-        resolver = _checkpoint_resolver(names, cfg, sample, cfg.llm.mode)
-    except Exception as err:  # LLMError, a bad folder: one line
-        raise fail(f"cannot load the LLM agents: {err}") from None
+    resolver = _agents(names, cfg, sample=sample)
 
     from rich.console import Console
     from rich.progress import Progress
@@ -367,11 +340,17 @@ def play_cmd(
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
         raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
-    _check_agents(names)
+    resolver = _agents(names, cfg, sample=False)
     if hero_power.upper() not in POWERS:
         raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")
     result = run_rollout(
-        cfg, 0, 0, dict(zip(POWERS, names, strict=True)), hero_power.upper(), save_dir=out_dir
+        cfg,
+        0,
+        0,
+        dict(zip(POWERS, names, strict=True)),
+        hero_power.upper(),
+        save_dir=out_dir,
+        resolver=resolver,
     )
     summary = {k: v for k, v in result.to_dict().items() if k not in ("steps",)} | {
         "hero_steps": len(result.steps)
@@ -477,7 +456,7 @@ def make_trainer(
         return LeagueTrainer(cfg, out, resume=resume)
     if backend != "ray":
         raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
-    if cfg.train.agent == "llm" and cfg.llm.backend != "openai":
+    if cfg.train.hero.llm and not cfg.llm.sampling.shared_server:
         raise TrainError(
             "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
             "server (vLLM or leaguezero llm serve) that every node can reach"

@@ -14,7 +14,7 @@ an adjustment phase nothing is filled in: the engine waives missing builds and r
 for missing disbands (civil disorder), as in a real game.
 
 Synchronous by design: bots answer in microseconds, and a language model batches behind the
-same resolver. :class:`~leaguezero.diplomacy.llm.agent.LLMTable` answers every LLM seat of a
+same resolver. :class:`~leaguezero.diplomacy.llm.tables.LLMTable` answers every LLM seat of a
 game: the first seat asked in a phase samples all of them in one batched call (many games run
 on threads share one batching generator), so this loop needs no asynchronous path.
 """

@@ -9,8 +9,12 @@
   ``model`` = adapter name, runtime ``load_lora_adapter``/``unload_lora_adapter``).
 - :mod:`.server` — the hf backend behind that same HTTP interface (``leaguezero llm serve``).
 - :mod:`.adapters` — immutable versioned adapter names, slot management, cluster fallback.
-- :mod:`.agent` — :class:`~.agent.LLMTable` (seat policies batched per phase) and
-  :class:`~.agent.LLMHero` (the GRPO policy of the hero's adapter).
+- :mod:`.backends` — the config's base model in process, the server client, the in-process
+  sampler.
+- :mod:`.decoding` — decoding strategies (``generate``, ``constrained``, ``rank``: ``llm.mode``).
+- :mod:`.tables` — :class:`~.tables.LLMTable` (a game's LLM seats, batched per phase).
+- :mod:`.hero` — :class:`~.hero.LLMHero` (the GRPO policy of the hero's adapter).
+- :mod:`.resolvers` — league adapters and LLM folders as the rollout's resolver.
 
 Heavy imports (torch, transformers, peft, httpx) happen in the modules that need them, so
 ``prompt`` works with the engine alone.

@@ -11,9 +11,10 @@ power whose records train: the hero power, and with ``train.learn_from: live_sea
 mirror seat the live weights played (each with its own score; see ``train/loop.py``).
 
 **The update** (:func:`grpo_loss`, :class:`GRPOTrainer`): a step plays a group of G games with
-the same opponents and seating and different seeds; the trainer gets one group of G
-:class:`GameSample` per learning seat. With ``credit="game"`` each game's advantage is the
-seat's final score (league spec §7) normalised within its group,
+the same opponents and seating and different seeds; each game is one :class:`PlayedGame`, the
+record that goes from the rollout to the loss, and the trainer gets one group of G games per
+learning seat (each game read at that seat, :attr:`PlayedGame.seat`). With ``credit="game"``
+each game's advantage is the seat's final score (league spec §7) normalised within its group,
 ``A_g = (s_g - mean(s)) / (std(s) + eps)`` (population std), and every record of game g gets
 ``A_g``. With ``credit="phase"`` (:func:`phase_advantages`) a record of phase t gets only the
 score gained from t on, ``final_g - start_gt``, less that phase's mean over the group and
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # keeps this module importable without the engine
     from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 
-CREDITS = ("game", "phase")
 LR_SCHEDULES = ("constant", "cosine")
 
 
@@ -136,21 +136,22 @@ def group_advantages(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return (scores - mean) / (std + eps)
 
 
-def phase_advantages(group: Sequence[GameSample], eps: float = 1e-6) -> list[list[float]]:
+def phase_advantages(group: Sequence[PlayedGame], eps: float = 1e-6) -> list[list[float]]:
     """Per-record advantages with per-phase credit (``credit="phase"``; see module doc).
 
     A record of phase t in game g is credited with the seat's score gained from t on,
     ``R_gt = final_g - start_gt``, less the mean of ``R_g't`` over the group's games that
     acted in phase t, divided by the root mean square of those residuals over the group (a
     phase only one game reached gives no residual and is left out of the scale). Returns one
-    list per game, aligned with its ``records``.
+    list per game, aligned with its :attr:`~PlayedGame.seat_records`.
     """
     togo: list[dict[str, float]] = []
     for game in group:
-        if game.records and game.phase_start is None:
-            raise ValueError("credit='phase' needs each GameSample's phase_start")
-        start = game.phase_start or {}
-        togo.append({r.phase: game.hero_score - start[r.phase] for r in game.records})
+        records = game.seat_records
+        if records and not game.phase_start:
+            raise ValueError("credit='phase' needs each game's phase_start")
+        start = game.seat_phase_start
+        togo.append({r.phase: game.score - start[r.phase] for r in records})
     by_phase: dict[str, list[float]] = {}
     for returns in togo:
         for phase, value in returns.items():
@@ -160,7 +161,7 @@ def phase_advantages(group: Sequence[GameSample], eps: float = 1e-6) -> list[lis
     shared = [r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1]
     scale = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
     return [
-        [res[r.phase] / (scale + eps) for r in game.records]
+        [res[r.phase] / (scale + eps) for r in game.seat_records]
         for res, game in zip(residuals, group, strict=True)
     ]
 
@@ -227,16 +228,89 @@ def grpo_loss(
     return LossParts(policy_loss + kl_coef * kl, policy_loss, kl, clip_fraction, ratio_mean)
 
 
-@dataclass
-class GameSample:
-    """One finished game of a group, as the trainer sees it: one learning seat's final score
-    (its reward) and records. ``phase_start``: that seat's running score (centres + half its
-    units, the final score's formula without the winner's bonus) when each phase began, keyed
-    like ``ActionRecord.phase``; needed by ``credit="phase"`` only."""
+def _game_credit(group, scores, seat_records, eps):
+    """``credit="game"``: every record of a game gets the game's group-normalised score."""
+    adv = group_advantages(scores, eps).tolist()
+    per_record = [[a] * len(r) for a, r in zip(adv, seat_records, strict=True)]
+    return per_record, [abs(a) for a in adv]
 
-    hero_score: float
-    records: list[ActionRecord]  # one power's records only
-    phase_start: Mapping[str, float] | None = None
+
+def _phase_credit(group, scores, seat_records, eps):
+    """``credit="phase"``: :func:`phase_advantages`."""
+    per_record = phase_advantages(group, eps)
+    return per_record, [sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record]
+
+
+# credit -> (group, scores, seat records, eps) -> (per-record advantages, per-game |advantage|)
+CREDIT_RULES = {"game": _game_credit, "phase": _phase_credit}
+CREDITS = tuple(CREDIT_RULES)
+
+
+@dataclass(frozen=True)
+class PlayedGame:
+    """One training game, from the rollout to the loss: every power's final score, the game's
+    seed, the action records of every seat the live hero played (``record.power`` tells the
+    seats apart) and each power's running score (centres + half its units, the final score's
+    formula without the winner's bonus) when each phase began, keyed like
+    ``ActionRecord.phase`` (``RolloutResult.phase_start``; ``credit="phase"`` needs it).
+
+    ``seat``: the learning seat the trainer reads the game at (the loop sets it per learning
+    seat, :func:`dataclasses.replace`); its :attr:`score`, :attr:`seat_records` and
+    :attr:`seat_phase_start` are the GRPO sample."""
+
+    scores: Mapping[str, float]
+    seed: int
+    records: list[ActionRecord]
+    phase_start: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # The LLM hero may reseat a table (cluster seating when the server is full), shape its
+    # seats' rewards (llm.format_penalty) and count the hero power's order hygiene (its
+    # SeatStats); None: as given / the scores / none.
+    seating: dict[str, str] | None = None
+    rewards: dict[str, float] | None = None
+    stats: Any = None
+    seat: str | None = None
+
+    def reward(self, power: str) -> float:
+        """``power``'s GRPO reward: its shaped reward if the hero gave one, else its score."""
+        if self.rewards is not None and power in self.rewards:
+            return self.rewards[power]
+        return self.scores[power]
+
+    def _seat(self) -> str:
+        if self.seat is None:
+            raise ValueError("a PlayedGame is trained at a learning seat: set its seat")
+        return self.seat
+
+    @property
+    def score(self) -> float:
+        """The learning seat's reward."""
+        return self.reward(self._seat())
+
+    @property
+    def seat_records(self) -> list[ActionRecord]:
+        """The learning seat's records."""
+        seat = self._seat()
+        return [r for r in self.records if r.power == seat]
+
+    @property
+    def seat_phase_start(self) -> dict[str, float]:
+        """The learning seat's running score when each phase began."""
+        seat = self._seat()
+        return {phase: start[seat] for phase, start in self.phase_start.items()}
+
+
+def seat_game(
+    score: float,
+    records: Sequence[ActionRecord],
+    phase_start: Mapping[str, float] | None = None,
+    seat: str | None = None,
+) -> PlayedGame:
+    """A game known only at one seat (``seat``, default the records' power): its score, its
+    records and (optionally) its running score per phase; for callers that play their own
+    rollouts (tests, benchmarks)."""
+    seat = seat or (records[0].power if records else "hero")
+    starts = {phase: {seat: value} for phase, value in (phase_start or {}).items()}
+    return PlayedGame({seat: score}, 0, list(records), starts, seat=seat)
 
 
 class GRPOTrainer:
@@ -261,9 +335,10 @@ class GRPOTrainer:
         credit: str = "game",
         records_per_pass: int | None = None,
     ) -> None:
-        if credit not in CREDITS:
+        if credit not in CREDIT_RULES:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
         self.credit = credit
+        self._credit = CREDIT_RULES[credit]
         self.policy = policy
         self.params = list(policy.trainable_parameters())
         if not self.params:
@@ -279,8 +354,9 @@ class GRPOTrainer:
             raise ValueError(f"records_per_pass must be >= 1 or None, not {records_per_pass}")
         self.records_per_pass = records_per_pass
 
-    def step(self, groups: Sequence[Sequence[GameSample]]) -> dict[str, float]:
-        """One update from ``groups`` (each a list of G games sharing opponents and seating).
+    def step(self, groups: Sequence[Sequence[PlayedGame]]) -> dict[str, float]:
+        """One update from ``groups`` (each a list of G games sharing opponents and seating,
+        read at one learning seat: :attr:`PlayedGame.seat`).
 
         Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``clip_fraction``,
         ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``, ``score_mean``, ``score_std``,
@@ -294,21 +370,17 @@ class GRPOTrainer:
         adv_abs: list[float] = []
         n_games = 0
         for group in groups:
-            scores = torch.tensor([g.hero_score for g in group], dtype=torch.float32)
+            scores = torch.tensor([g.score for g in group], dtype=torch.float32)
+            seat_records = [g.seat_records for g in group]
             all_scores.extend(scores.tolist())
-            if self.credit == "phase":
-                per_record = phase_advantages(group, self.adv_eps)
-                adv_abs.extend(sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record)
-            else:
-                adv = group_advantages(scores, self.adv_eps).tolist()
-                per_record = [[a] * len(g.records) for a, g in zip(adv, group, strict=True)]
-                adv_abs.extend(abs(a) for a in adv)
-            for game, advs in zip(group, per_record, strict=True):
+            per_record, group_abs = self._credit(group, scores, seat_records, self.adv_eps)
+            adv_abs.extend(group_abs)
+            for game_records, advs in zip(seat_records, per_record, strict=True):
                 if not any(advs):
                     continue  # no gradient signal; skipping keeps the per-game mean honest
-                records.extend(game.records)
+                records.extend(game_records)
                 advantages.extend(advs)
-                game_index.extend([n_games] * len(game.records))
+                game_index.extend([n_games] * len(game_records))
                 n_games += 1
         metrics = {
             "score_mean": float(sum(all_scores) / max(len(all_scores), 1)),

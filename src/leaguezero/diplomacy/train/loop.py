@@ -32,10 +32,10 @@ docs/diplomacy_training.md):
    (:meth:`~leaguezero.league.session.LeagueSession.resume`); then the session logs
    ``league.step_summary`` (and WandB with ``league.wandb``).
 
-The hero is one of the two classes of :mod:`leaguezero.diplomacy.train.heroes` (the small policy
-network, or an LLM's LoRA adapter). Backends come from the caller (the command line): a task
-map for the network hero's games and a job runner for the evaluator; both default to this
-machine.
+The hero is a :class:`~leaguezero.diplomacy.train.heroes.Hero`: the small policy network
+(:mod:`.network_hero`) or an LLM's LoRA adapter (:mod:`.llm_hero`). Backends come from the
+caller (the command line): a task map for the hero's games and a job runner for the evaluator;
+both default to this machine.
 
 Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
 (training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
@@ -44,6 +44,7 @@ metrics), ``checkpoints/``, ``state.pt``, ``elo.png``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 import time
@@ -58,24 +59,33 @@ from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
+from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.train.grpo import GameSample, GRPOTrainer, scheduled_lr
-from leaguezero.diplomacy.train.heroes import Hero, PlayedGame, TaskMap, local_map, make_hero
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, PlayedGame, scheduled_lr
+from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
-from leaguezero.diplomacy.train.league_eval import GAME, TOURNAMENT
+from leaguezero.diplomacy.train.league_eval import GAME, diplomacy_tournament
 from leaguezero.league.evaluator import JobRunner
-from leaguezero.league.session import BASE_MODEL, HERO, LeagueSession
+from leaguezero.league.session import BASE_MODEL, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
 
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
-# An LLM hero's records per backward pass (train.records_per_pass: 0): with the 1.3 M-parameter
-# base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
-# (benchmarks/llm_step.py).
-LLM_RECORDS_PER_PASS = 32
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "dumb_bot")
+
+
+def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
+    """The hero ``cfg.train.agent`` names. An LLM hero takes a task map other than
+    :data:`local_map` only with ``llm.backend: openai`` (raises :class:`TrainError`)."""
+    if cfg.train.hero.llm:
+        from leaguezero.diplomacy.train.llm_hero import LanguageModelHero
+
+        return LanguageModelHero(cfg, ckpt_dir.parent, task_map)
+    from leaguezero.diplomacy.train.network_hero import NetworkHero
+
+    return NetworkHero(cfg, ckpt_dir, task_map)
 
 
 class LeagueTrainer:
@@ -127,7 +137,7 @@ class LeagueTrainer:
             },
             anchor="random_bot",
             baseline_paths=None if base_path is None else {BASE_MODEL: base_path},
-            tournament=TOURNAMENT,
+            tournament=diplomacy_tournament,
             tournament_kwargs={
                 "config": cfg.model_dump(mode="json"),
                 "games_per_gatekeeper": lcfg.eval_games,
@@ -149,8 +159,7 @@ class LeagueTrainer:
             max_grad_norm=tcfg.max_grad_norm,
             reference=self.hero.reference(),
             credit=tcfg.credit,
-            records_per_pass=tcfg.records_per_pass
-            or (LLM_RECORDS_PER_PASS if tcfg.agent == "llm" else None),
+            records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
         )
         self.step = 0
         if resume and self.state_path.exists():
@@ -213,35 +222,28 @@ class LeagueTrainer:
     ) -> list[str]:
         """The powers whose records train this group: the hero power, and with
         ``learn_from: live_seats`` every other power the live hero sat at in all its games."""
-        if self.cfg.train.learn_from == "hero":
+        if not self.cfg.train.mirrors_learn:
             return [hero_power]
         mirrors = [
             p
             for p in POWERS
-            if p != hero_power and all((g.seating or seating)[p] == HERO for g in games)
+            if p != hero_power
+            and all(seat_spec((g.seating or seating)[p]).kind is AgentKind.HERO for g in games)
         ]
         return [hero_power, *mirrors]
 
     def play_group(
         self, group_idx: int, seating: dict[str, str], hero_power: str
-    ) -> tuple[list[list[GameSample]], list[MatchResult]]:
+    ) -> tuple[list[list[PlayedGame]], list[MatchResult]]:
         """One GRPO group: per learning seat (the hero power first, then with
-        ``train.learn_from: live_seats`` each mirror seat) the G games' samples of that seat,
-        and the games as training match results."""
+        ``train.learn_from: live_seats`` each mirror seat) the G games read at that seat, and
+        the games as training match results."""
         games = self.hero.play_group(self.game_cfg, self.registry, group_idx, seating, hero_power)
         self._step_games.extend(games)
-        samples = []
-        for power in self.learning_seats(games, seating, hero_power):
-            samples.append(
-                [
-                    GameSample(
-                        game.reward(power),
-                        [r for r in game.records if r.power == power],
-                        {ph: start[power] for ph, start in game.phase_start.items()},
-                    )
-                    for game in games
-                ]
-            )
+        samples = [
+            [dataclasses.replace(game, seat=power) for game in games]
+            for power in self.learning_seats(games, seating, hero_power)
+        ]
         results = [
             MatchResult(
                 participants=tuple(
@@ -285,7 +287,7 @@ class LeagueTrainer:
         metrics = self.trainer.step(groups)
         metrics["lr"] = lr
         # The curve's score is the hero power's (mirror seats' scores only train).
-        hero_scores = [s.hero_score for group in hero_groups for s in group]
+        hero_scores = [game.score for group in hero_groups for game in group]
         metrics["score_mean"] = float(np.mean(hero_scores))
         metrics["score_std"] = float(np.std(hero_scores))
 
@@ -301,7 +303,7 @@ class LeagueTrainer:
             "hero_powers": powers,
             # The rewards' spread within each group: what the advantages were normalised by.
             "reward_spread": round(
-                float(np.mean([np.std([s.hero_score for s in group]) for group in hero_groups])),
+                float(np.mean([np.std([g.score for g in group]) for group in hero_groups])),
                 4,
             ),
             "learning_seats": len(groups),

@@ -46,7 +46,7 @@ from leaguezero.league.types import AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import hero_factory
-from leaguezero.yatzy.train.league_eval import TOURNAMENT, build_league_agent
+from leaguezero.yatzy.train.league_eval import build_league_agent, yatzy_tournament
 from leaguezero.yatzy.train.league_play import LeagueSelfPlayStats, run_league_selfplay
 from leaguezero.yatzy.train.loop import RunDir
 
@@ -117,7 +117,7 @@ class LeagueRun:
             anchor="random",
             # the untrained net is the spec's base model
             baseline_paths={BASE_MODEL: "models/best_0000.pt"},
-            tournament=TOURNAMENT,
+            tournament=yatzy_tournament,
             tournament_kwargs={"games_per_opponent": lc.eval_games,
                                "search": self.search.evaluation(lc.eval_sims).to_dict(),
                                "oracle_table": self.oracle_table},

@@ -1,0 +1,130 @@
+"""The Diplomacy agent catalogue: every agent name is parsed once into an :class:`AgentSpec`.
+
+What a name can be (:class:`AgentKind`):
+
+- a bot: ``random_bot``, ``chaos_bot``, ``greedy_bot``, ``dumb_bot``
+  (:data:`~leaguezero.diplomacy.game.bots.BOTS`; built by the rollout, no model);
+- ``base_model`` (a seat value ``None`` too): the league's step-0 agent, the initial policy
+  network of a ``train.agent: policy`` run or the base LM without an adapter of an LLM run;
+- ``hero``: the live, training hero (and its mirror seats);
+- a league agent: any other name at a table, a checkpoint known by its league name (a policy
+  checkpoint file, or a LoRA adapter loaded on the sampler under that name);
+- on the command line: a policy checkpoint file (``*.pt``), an LLM base-model folder (a
+  ``config.json``, e.g. ``leaguezero llm pretrain --out DIR``) or a LoRA adapter folder
+  (``adapter_config.json``, played on ``llm.base_model``).
+
+:func:`parse_agents` reads command-line names (``leaguezero diplomacy eval/bench/play``, the web
+page) and raises one :class:`AgentSpecError` that lists every unknown name and
+:data:`ACCEPTED`; :func:`seat_spec` reads the names a league table seats (the loop, the
+evaluator, an LLM table). :mod:`leaguezero.diplomacy.agents.resolvers` builds the rollout's
+resolver from specs. This module imports nothing but the game, so every layer may read it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from leaguezero.diplomacy.game.seats import BASE_MODEL
+
+HERO = "hero"  # the live hero's league name (leaguezero.league.session.HERO)
+BOT_NAMES = ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
+ACCEPTED = (
+    f"the bots {', '.join(BOT_NAMES)}, policy checkpoint files "
+    "(e.g. runs/ID/checkpoints/ckpt_000050.pt) or LLM folders (a base model, or an adapter on "
+    "llm.base_model)"
+)
+
+
+class AgentKind(enum.Enum):
+    """What an agent name stands for (see the module doc)."""
+
+    BOT = "bot"
+    BASE_MODEL = "base model"
+    HERO = "live hero"
+    LEAGUE = "league checkpoint"  # a league name: a policy file or an adapter, per the run
+    POLICY_FILE = "policy checkpoint file"
+    LLM_BASE = "LLM base model folder"
+    LLM_ADAPTER = "LoRA adapter folder"
+
+
+class AgentSpecError(ValueError):
+    """Agent names that are none of :data:`ACCEPTED`; the message lists what is accepted."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent name: its kind, and the file or folder it is loaded from (if any)."""
+
+    name: str
+    kind: AgentKind
+    path: Path | None = None
+
+    @property
+    def is_bot(self) -> bool:
+        return self.kind is AgentKind.BOT
+
+    @property
+    def is_llm_folder(self) -> bool:
+        """A base-model or adapter folder given on the command line."""
+        return self.kind in (AgentKind.LLM_BASE, AgentKind.LLM_ADAPTER)
+
+    @property
+    def adapter(self) -> str | None:
+        """The adapter this seat samples with at an LLM table (None: a bot or the base model)."""
+        if self.kind in (AgentKind.BOT, AgentKind.BASE_MODEL):
+            return None
+        return self.name
+
+    @property
+    def holds_adapter_slot(self) -> bool:
+        """Whether the seat takes one of the sampler's ``llm.max_loras`` adapter slots."""
+        return self.kind in (AgentKind.HERO, AgentKind.LEAGUE, AgentKind.LLM_ADAPTER)
+
+
+def seat_spec(name: str | None, path: str | Path | None = None) -> AgentSpec:
+    """The spec of a name a league table seats: a bot, ``base_model`` (or ``None``), ``hero``,
+    or a league checkpoint (``path``: its file or folder, when known)."""
+    if name is None or name == BASE_MODEL:
+        return AgentSpec(BASE_MODEL, AgentKind.BASE_MODEL, None if path is None else Path(path))
+    if name in BOT_NAMES:
+        return AgentSpec(name, AgentKind.BOT)
+    if name == HERO:
+        return AgentSpec(name, AgentKind.HERO)
+    return AgentSpec(name, AgentKind.LEAGUE, None if path is None else Path(path))
+
+
+def _parse(text: str) -> AgentSpec | None:
+    if text in BOT_NAMES:
+        return AgentSpec(text, AgentKind.BOT)
+    path = Path(text)
+    if path.is_dir():
+        if (path / "config.json").exists():
+            return AgentSpec(text, AgentKind.LLM_BASE, path)
+        if (path / "adapter_config.json").exists():
+            return AgentSpec(text, AgentKind.LLM_ADAPTER, path)
+        return None
+    if path.is_file():
+        return AgentSpec(text, AgentKind.POLICY_FILE, path)
+    return None
+
+
+def parse_agent(text: str) -> AgentSpec:
+    """A command-line agent name (see the module doc); raises :class:`AgentSpecError`."""
+    return parse_agents([text])[0]
+
+
+def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
+    """Command-line agent names, each parsed once; one :class:`AgentSpecError` names every
+    unknown one and lists what is accepted."""
+    names = list(names)
+    specs = [_parse(name) for name in names]
+    unknown = [name for name, spec in zip(names, specs, strict=True) if spec is None]
+    if unknown:
+        raise AgentSpecError(
+            f"unknown agent(s) {', '.join(dict.fromkeys(unknown))}: the command line plays "
+            + ACCEPTED
+        )
+    return [spec for spec in specs if spec is not None]

@@ -1,0 +1,115 @@
+"""Agents of the catalogue (:mod:`.catalogue`) as the rollout's resolver: the one place specs
+become policies.
+
+- :func:`policy_resolver`: policy checkpoint files by name (league entries, command-line
+  ``*.pt`` files), a fresh seeded actor per seat;
+- :func:`command_resolver`: the agents of a command (``leaguezero diplomacy eval/bench/play``,
+  the web page): policy files and LLM folders
+  (:func:`~leaguezero.diplomacy.llm.resolvers.folder_resolver`);
+- :func:`league_resolver_factory`: the league evaluator's agents, per the run's hero kind
+  (policy checkpoints, or adapter folders on the run's base model).
+
+Bots never reach a resolver (the rollout builds them by name,
+:func:`~leaguezero.diplomacy.game.seats.resolve_agent`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpec
+from leaguezero.diplomacy.game.seats import BASE_MODEL, AgentResolver, UnknownAgentError
+
+# make(paths, *, seed, greedy, temperature) -> a resolver of the league names in ``paths``.
+LeagueResolverFactory = Callable[..., AgentResolver]
+
+
+def policy_resolver(
+    paths: Mapping[str, str | Path],
+    *,
+    seed: int = 0,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    loaded: Mapping[str, Any] | None = None,
+) -> AgentResolver:
+    """A resolver that plays each named policy checkpoint with a fresh, seeded actor per seat.
+
+    Each checkpoint is loaded once (``loaded``: policies already loaded, by name); every call
+    (one per seat) gets its own actor with the next seed, so clones of one agent do not share a
+    random stream. Raises ``UnknownAgentError`` for a name not in ``paths``.
+    """
+    from leaguezero.diplomacy.agents.policy import load_policy
+
+    policies: dict[str, Any] = dict(loaded or {})
+    counter = itertools.count()
+
+    def resolve(name: str | None) -> Any:
+        key = BASE_MODEL if name is None else name
+        if key not in paths:
+            raise UnknownAgentError(f"no checkpoint for agent {key!r}")
+        if key not in policies:
+            policies[key] = load_policy(paths[key])
+        return policies[key].actor(
+            seed=seed * 1_000_003 + next(counter), temperature=temperature, greedy=greedy
+        )
+
+    return resolve
+
+
+def load_policy_files(specs: Sequence[AgentSpec]) -> dict[str, Any]:
+    """The policy checkpoint files among ``specs``, loaded (a damaged file raises
+    :class:`~leaguezero.diplomacy.agents.policy.CheckpointError` here, before any game)."""
+    from leaguezero.diplomacy.agents.policy import load_policy
+
+    return {
+        s.name: load_policy(s.path)
+        for s in specs
+        if s.kind is AgentKind.POLICY_FILE and s.path is not None
+    }
+
+
+def command_resolver(
+    specs: Sequence[AgentSpec],
+    cfg,
+    *,
+    greedy: bool,
+    decoding=None,
+    policies: Mapping[str, Any] | None = None,
+) -> AgentResolver | None:
+    """The resolver of a command's agents (None when all are bots): policy files
+    (``policies``: already loaded by :func:`load_policy_files`) and LLM folders, seeded from
+    ``cfg.seed``; ``decoding``: the LLM folders' decoding strategy (None: ``cfg.llm.mode``)."""
+    by_name = {s.name: s for s in specs}
+    files = {s.name: s.path for s in by_name.values() if s.kind is AgentKind.POLICY_FILE}
+    folders = [s for s in by_name.values() if s.is_llm_folder]
+    llm = None
+    if folders:
+        from leaguezero.diplomacy.llm.resolvers import folder_resolver
+
+        llm = folder_resolver(folders, cfg.llm, seed=cfg.seed, greedy=greedy, decoding=decoding)
+    if not files:
+        return llm
+    played = policy_resolver(files, seed=cfg.seed, greedy=greedy, loaded=policies)
+    if llm is None:
+        return played
+
+    def resolve(name: str | None):
+        spec = by_name.get(str(name))
+        return llm(name) if spec is not None and spec.is_llm_folder else played(name)
+
+    return resolve
+
+
+def league_resolver_factory(cfg) -> tuple[LeagueResolverFactory, Callable[[], None]]:
+    """For the league evaluator's process: ``(make(paths, *, seed, greedy, temperature),
+    close)``. League entries are policy checkpoint files, or in an LLM run adapter folders on
+    the run's base model (:func:`~leaguezero.diplomacy.llm.resolvers.evaluation_resolver_factory`:
+    on this process's base model, or on the run's server)."""
+    if cfg.train.hero.llm:
+        from leaguezero.diplomacy.llm.resolvers import evaluation_resolver_factory
+
+        return evaluation_resolver_factory(cfg.llm)
+    return policy_resolver, lambda: None

@@ -1,0 +1,173 @@
+"""LLM agents as the rollout's resolver: league adapters on a sampler, folders on a base model.
+
+The catalogue (:mod:`leaguezero.diplomacy.agents.catalogue`) says what a name is; these build
+the LLM seats of the kinds it names:
+
+- :func:`adapter_resolver`: league adapters (and the base model) on one client, in process or
+  on the run's server; :func:`evaluation_resolver_factory` builds one per evaluation in the
+  league evaluator's process;
+- :func:`folder_resolver`: LLM folders (a base model, adapters on it) given on the command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpec, seat_spec
+from leaguezero.diplomacy.config import LLMSection
+from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
+from leaguezero.diplomacy.llm.adapters import AdapterSlots
+from leaguezero.diplomacy.llm.backends import backend_from_config, server_client
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, decoding_named
+from leaguezero.diplomacy.llm.prompt import render_prompt
+from leaguezero.diplomacy.llm.tables import LLMTable, SharedTables
+
+
+def adapter_resolver(
+    client: GenerationClient,
+    paths: Mapping[str, str | Path],
+    *,
+    seed: int = 0,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    max_new_tokens: int = 256,
+    render: Callable[[str], str] | None = None,
+    slots: AdapterSlots | None = None,
+    prefix: str = "",
+    decoding: Decoding = GENERATE,
+) -> AgentResolver:
+    """A resolver that plays league adapters (and the base model) on ``client``, one per seat.
+
+    ``client``: an :class:`~.hf_backend.HFBackend` in process or an
+    :class:`~.openai_client.OpenAIClient` (the evaluator of an ``openai`` run plays through the
+    server too). Each adapter is loaded once as ``prefix + name`` (an evaluator sharing a
+    server with the trainer uses its own names, ``{prefix}{name}-{hash of the folder}``, so
+    neither unloads the other's adapters and runs sharing a server do not collide),
+    through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
+    seat of :class:`~.agent.SharedTables`, so a game's LLM seats are sampled together each
+    phase (seeds from ``seed`` and the game's number). ``render``: the chat template (see
+    :func:`~.prompt.render_prompt`); ``decoding``: a strategy of :mod:`.decoding`. Raises
+    ``UnknownAgentError`` for an adapter name not in ``paths``.
+    """
+    tables = SharedTables(
+        lambda game: LLMTable(
+            client,
+            {},
+            max_new_tokens=max_new_tokens,
+            temperature=0.0 if greedy else temperature,
+            seed=seed * 1_000_003 + game,
+            render=render,
+            decoding=decoding,
+        )
+    )
+
+    def resolve(name: str | None):
+        adapter = seat_spec(name).adapter
+        if adapter is not None:
+            if name not in paths:
+                raise UnknownAgentError(f"no adapter folder for agent {name!r}")
+            if prefix:  # unique per folder: league names repeat across runs on one server
+                digest = hashlib.sha1(str(Path(paths[name]).resolve()).encode()).hexdigest()
+                adapter = f"{prefix}{name}-{digest[:8]}"
+            if slots is not None:
+                slots.ensure({adapter: str(paths[name])})
+            elif adapter not in client.list_adapters():
+                client.load_adapter(adapter, str(paths[name]))
+        return tables.policy(adapter)
+
+    return resolve
+
+
+def evaluation_resolver_factory(llm: LLMSection):
+    """For the evaluator's process: ``(make_resolver(paths, seed, greedy, temperature), close)``.
+
+    ``hf``: the base model loaded here; ``openai``: the run's server, adapters loaded as
+    ``eval-NAME-HASH`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
+    through the base model's chat template either way.
+    """
+    if llm.sampling.shared_server:
+        from transformers import AutoTokenizer
+
+        client = server_client(llm)
+        tokenizer = AutoTokenizer.from_pretrained(llm.base_model, local_files_only=True)
+        slots = AdapterSlots(client, llm.max_loras, owned_only=True)
+        prefix, close = "eval-", client.close
+        target: GenerationClient = client
+    else:
+        backend = backend_from_config(llm)
+        tokenizer, slots, prefix, close, target = backend.tokenizer, None, "", lambda: None, backend
+
+    def make(paths: Mapping[str, str | Path], *, seed: int, greedy: bool, temperature: float):
+        return adapter_resolver(
+            target,
+            paths,
+            seed=seed,
+            greedy=greedy,
+            temperature=temperature,
+            max_new_tokens=llm.max_new_tokens,
+            render=lambda prompt: render_prompt(tokenizer, prompt),
+            slots=slots,
+            prefix=prefix,
+            decoding=decoding_named(llm.mode),
+        )
+
+    return make, close
+
+
+def folder_resolver(
+    specs: Sequence[AgentSpec],
+    llm: LLMSection,
+    *,
+    seed: int,
+    greedy: bool,
+    decoding: Decoding | None = None,
+) -> AgentResolver | None:
+    """Play agents given as folders (the catalogue's base-model and adapter folders); None if
+    there are none.
+
+    The base model is ``llm.base_model``, else the one folder with a ``config.json`` among
+    ``names``, else the base an adapter was saved from (its ``leaguezero_adapter.json``).
+    Adapters are loaded once each; every seat is a standalone LLM actor with its own seed.
+    ``decoding``: a strategy of :mod:`.decoding` (None: the one ``llm.mode`` names).
+    """
+    by_name = {s.name: s for s in specs if s.is_llm_folder}
+    if not by_name:
+        return None
+    folders = list(by_name)
+    bases = [n for n, s in by_name.items() if s.kind is AgentKind.LLM_BASE]
+    adapters = [n for n, s in by_name.items() if s.kind is AgentKind.LLM_ADAPTER]
+    base = llm.base_model or (bases[0] if bases else None)
+    if base is None:
+        meta = Path(adapters[0]) / "leaguezero_adapter.json"
+        base = json.loads(meta.read_text())["base_model"] if meta.exists() else None
+    if base is None:
+        raise LLMError(f"which base model does {adapters[0]} go on? set llm.base_model=PATH")
+    if len(bases) > 1 or (bases and Path(bases[0]).resolve() != Path(base).resolve()):
+        raise LLMError("one base model per evaluation: the folders name different bases")
+    backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
+    names_on_backend = {}
+    for i, folder in enumerate(adapters):
+        names_on_backend[folder] = f"agent{i}"
+        backend.load_adapter(f"agent{i}", folder)
+    tables = SharedTables(
+        lambda game: LLMTable(
+            backend,
+            {},
+            max_new_tokens=llm.max_new_tokens,
+            temperature=0.0 if greedy else llm.temperature,
+            seed=seed * 1_000_003 + game,
+            render=lambda prompt: render_prompt(backend.tokenizer, prompt),
+            decoding=decoding or decoding_named(llm.mode),
+        )
+    )
+
+    def resolve(name: str | None):
+        if name not in folders:
+            raise UnknownAgentError(f"{name!r} is not a model or adapter folder")
+        return tables.policy(names_on_backend.get(name))
+
+    return resolve

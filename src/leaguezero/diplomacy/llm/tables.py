@@ -1,0 +1,176 @@
+"""LLM seats of Diplomacy rollouts: the tables that sample a game's LLM seats together.
+
+- :class:`LLMTable` plays every LLM seat of one game: on the first ``get_orders`` of a phase it
+  builds the prompts of *all* its seats that have orders to give and has its decoding strategy
+  (:mod:`.decoding`) turn them into orders in one call (one batch, mixed adapters). Seats whose
+  adapter is the recorded one (the hero's) append a
+  :class:`~leaguezero.diplomacy.train.grpo.ActionRecord` per completion: sequence log-prob as
+  ``old_log_prob``, prompt and token ids as payload. ``table.resolver`` plugs into
+  :func:`~leaguezero.diplomacy.game.rollout.run_rollout`.
+- :class:`SharedTables`: standalone seats (one resolver call each) that still batch per game.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from leaguezero.diplomacy.agents.catalogue import seat_spec
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.llm.client import GenerationClient
+from leaguezero.diplomacy.llm.constrained import OrderChoices
+from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, SeatStats
+from leaguezero.diplomacy.llm.prompt import build_prompt
+from leaguezero.diplomacy.train.grpo import ActionRecord
+
+
+class LLMPolicy:
+    """One seat of an :class:`LLMTable` (the rollout's ``Policy``)."""
+
+    def __init__(self, table: LLMTable) -> None:
+        self.table = table
+
+    @property
+    def records(self) -> list[ActionRecord]:
+        """The table's records (shared by its seats; filter by ``power``)."""
+        return self.table.records
+
+    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
+        """Orders of ``power`` this phase (computed for all the table's seats at once)."""
+        return self.table.orders(env, power)
+
+
+class LLMTable:
+    """The LLM seats of one game, sampled together each phase (see module doc).
+
+    ``power_adapters``: the game's seating ``{power: agent}``, names read by the catalogue
+    (:func:`~leaguezero.diplomacy.agents.catalogue.seat_spec`): bot seats are ignored, ``None``
+    or ``"base_model"`` is the base model, any other name an adapter loaded on ``client``.
+    ``record_adapter``: completions of seats with this adapter are recorded (None: none).
+    ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
+    prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
+    default: as written). ``decoding``: how prompts become orders (:mod:`.decoding`).
+    """
+
+    def __init__(
+        self,
+        client: GenerationClient,
+        power_adapters: Mapping[str, str | None],
+        *,
+        record_adapter: str | None = None,
+        record_base: bool = False,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        seed: int = 0,
+        render: Callable[[str], str] | None = None,
+        decoding: Decoding = GENERATE,
+    ) -> None:
+        decoding.check_client(client)
+        self.client = client
+        self.render = render
+        self.decoding = decoding
+        # The seating to give run_rollout (its resolver answers every LLM seat from here).
+        self.seating: dict[str, str | None] = dict(power_adapters)
+        specs = {p: seat_spec(a) for p, a in power_adapters.items()}
+        self.seats = {p: s.adapter for p, s in specs.items() if not s.is_bot}
+        self.record_adapter = record_adapter
+        self.record_base = record_base
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.records: list[ActionRecord] = []
+        self.stats = {p: SeatStats() for p in self.seats}
+        self.calls = 0  # generate calls made (one per phase with LLM orders)
+        # A standalone actor: any power asked is played alone with `solo_adapter`.
+        self.solo = False
+        self.solo_adapter: str | None = None
+        self._key: tuple[int, str, int] | None = None
+        self._orders: dict[str, list[str]] = {}
+
+    def resolver(self, name: str | None) -> LLMPolicy:
+        """The rollout's resolver: every LLM seat gets a policy backed by this table."""
+        if seat_spec(name).adapter not in set(self.seats.values()):
+            raise KeyError(f"agent {name!r} has no seat at this LLM table")
+        return LLMPolicy(self)
+
+    def records_seat(self, adapter: str | None) -> bool:
+        if adapter is None:
+            return self.record_base
+        return adapter == self.record_adapter
+
+    def orders(self, env: DiplomacyEnv, power: str) -> list[str]:
+        """``power``'s orders in ``env``'s phase; samples every seat on the phase's first call."""
+        key = (id(env), env.phase, env.phases_processed)
+        if key != self._key:
+            self._key = key
+            self._orders = self._sample_phase(env, [p for p in POWERS if p in self.seats])
+        if power not in self._orders:  # a solo actor's seat, or a seat asked twice: alone
+            if power not in self.seats and not self.solo:
+                raise KeyError(f"{power} has no seat at this LLM table")
+            return self._sample_phase(env, [power]).get(power, [])
+        return self._orders.pop(power)
+
+    def _sample_phase(self, env: DiplomacyEnv, powers: Sequence[str]) -> dict[str, list[str]]:
+        phase_seed = int(
+            np.random.SeedSequence([self.seed, env.phases_processed, self.calls]).generate_state(1)[
+                0
+            ]
+        )
+        seats, prompts, choices = [], [], []
+        for power in powers:
+            legal = env.legal_orders(power)
+            if legal:
+                seats.append(power)
+                prompt = build_prompt(env, power, legal)
+                prompts.append(self.render(prompt) if self.render is not None else prompt)
+                owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
+                choices.append(OrderChoices(legal, env.phase_type, owed))
+        if not seats:
+            return {}
+        adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
+        self.calls += 1
+        return self.decoding.play_phase(self, env, seats, prompts, choices, adapters, phase_seed)
+
+
+class SharedTables:
+    """Standalone seats that still batch: one :class:`LLMTable` per game (keyed by its env).
+
+    A resolver hands each seat a :meth:`policy` that knows only its adapter; a seat joins its
+    game's table the first time it is asked for orders, so from the second phase on every LLM
+    seat of a game is sampled in one call (the first phase samples seats as they join). The
+    last few games' tables are kept (games played in turn or a few at once).
+    """
+
+    def __init__(self, make_table: Callable[[int], LLMTable], keep: int = 8) -> None:
+        self.make_table = make_table
+        self.keep = keep
+        self._tables: dict[int, tuple[DiplomacyEnv, LLMTable]] = {}
+        self._games = 0
+
+    def policy(self, adapter: str | None) -> _SharedSeat:
+        """A seat playing ``adapter`` (None: the base model) at whatever game asks it."""
+        return _SharedSeat(self, adapter)
+
+    def orders(self, env: DiplomacyEnv, power: str, adapter: str | None) -> list[str]:
+        entry = self._tables.get(id(env))
+        if entry is None or entry[0] is not env:
+            self._games += 1
+            entry = (env, self.make_table(self._games))
+            self._tables[id(env)] = entry
+            while len(self._tables) > self.keep:
+                self._tables.pop(next(iter(self._tables)))
+        table = entry[1]
+        table.seats.setdefault(power, adapter)
+        table.stats.setdefault(power, SeatStats())
+        return table.orders(env, power)
+
+
+class _SharedSeat:
+    def __init__(self, tables: SharedTables, adapter: str | None) -> None:
+        self.tables = tables
+        self.adapter = adapter
+        self.records: list[ActionRecord] = []
+
+    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
+        return self.tables.orders(env, power, self.adapter)

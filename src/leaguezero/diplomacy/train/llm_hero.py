@@ -1,0 +1,375 @@
+"""A LoRA adapter on ``llm.base_model`` as the league hero (``train.agent: llm``).
+
+:class:`LanguageModelHero` holds the GRPO policy (:class:`~leaguezero.diplomacy.llm.hero.LLMHero`,
+the hero adapter on the in-process base model, which computes the gradients) and the sampler its
+games use: in process through a batcher, or an OpenAI-compatible server (``llm.backend:
+openai``: vLLM or ``leaguezero llm serve``; each update is published and hot-loaded as a new
+version). A group's games run at once, one thread each, so every LLM seat of every game meets in
+the sampler's batches; on Ray (a task map that is not in process) each game is a task of
+:func:`play_remote_game` sampling on the shared server. The opponents' adapters are loaded by
+their league names within ``llm.max_loras`` (fewer distinct ones, cluster-seated, when the
+sampler cannot hold them). Every game comes back as one
+:class:`~leaguezero.diplomacy.train.heroes.PlayedGame`. ``base_model`` is the base LM itself
+(no file); checkpoints are adapter folders.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
+from leaguezero.diplomacy.game.seats import UnknownAgentError
+from leaguezero.diplomacy.llm.adapters import (
+    AdapterSlots,
+    SlotsExceededError,
+    fit_seating,
+    parse_versioned_name,
+)
+from leaguezero.diplomacy.llm.backends import InProcessSampler, backend_from_config, server_client
+from leaguezero.diplomacy.llm.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
+from leaguezero.diplomacy.llm.hero import LLMHero
+from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.tables import LLMTable
+from leaguezero.diplomacy.train.grpo import PlayedGame
+from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.session import HERO
+
+# An LLM hero's records per backward pass (train.records_per_pass: 0): with the 1.3 M-parameter
+# base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
+# (benchmarks/llm_step.py).
+LLM_RECORDS_PER_PASS = 32
+
+
+def _holds_slot(name: str | None) -> bool:
+    return seat_spec(name).holds_adapter_slot
+
+
+def seat_reward(
+    scores: Mapping[str, float], stats: Mapping[str, SeatStats], power: str, penalty: float
+) -> float:
+    """The GRPO reward of ``power``'s seat: its final score, less ``penalty``
+    (``llm.format_penalty``) times its invalid and missing orders per completion (0: off). Per
+    completion, not a share of the orders owed, so a model that writes only junk still learns
+    to write less."""
+    score = scores[power]
+    seat = stats.get(power)
+    if penalty <= 0 or seat is None:
+        return score
+    bad = seat.invalid + seat.missing
+    return score - penalty * bad / max(1, seat.completions)
+
+
+def played_game(
+    result: RolloutResult,
+    table: LLMTable,
+    seating: Mapping[str, str],
+    hero_power: str,
+    format_penalty: float,
+) -> PlayedGame:
+    """One finished game as the loop's record: scores, the live hero's records (all its
+    seats), shaped rewards, the hero power's order hygiene and the seating played."""
+    stats = dict(table.stats)
+    return PlayedGame(
+        dict(result.scores),
+        result.seed,
+        list(table.records),
+        result.phase_start,
+        seating=dict(seating),
+        rewards={p: seat_reward(result.scores, stats, p, format_penalty) for p in POWERS},
+        stats=stats.get(hero_power, SeatStats()),
+    )
+
+
+class LanguageModelHero:
+    """The LLM hero of a league run (see module doc); ``policy`` is the GRPO policy.
+
+    ``run_dir``: the run folder (published hero versions go to ``run_dir/llm.adapters_dir``,
+    which an ``openai`` server must be able to read). A task map that is not in process needs
+    ``llm.backend: openai`` (raises :class:`~.heroes.TrainError`).
+    """
+
+    checkpoint_suffix = ""
+    base_model_path = None
+    records_per_pass = LLM_RECORDS_PER_PASS
+
+    def __init__(self, cfg: DiplomacyConfig, run_dir: Path, task_map: TaskMap = local_map) -> None:
+        llm = cfg.llm
+        self.remote = llm.sampling.shared_server
+        if not task_map.in_process and not self.remote:
+            raise TrainError(
+                "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
+                "server (vLLM or leaguezero llm serve) that every node can reach"
+            )
+        self.agent = cfg.train.hero.name
+        self.cfg = cfg
+        self.task_map = task_map
+        self.decoding: Decoding = decoding_named(llm.mode)
+        self.client: OpenAIClient | None = None
+        try:
+            self.backend = backend_from_config(llm)
+            if self.remote:
+                self.client = server_client(llm)
+        except LLMError as err:
+            raise TrainError(str(err)) from None
+        if self.client is not None:
+            sampler: GenerationClient = self.client
+            self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
+        else:
+            # Games of a group run in threads; their rows meet in one batch per forward pass.
+            self.batcher = BatchingGenerator(self.backend, max_batch=64, wait_s=0.05)
+            sampler = InProcessSampler(self.batcher, self.backend)
+            # The training adapter takes one of the max_loras slots for good.
+            self.slots = AdapterSlots(
+                self.backend, llm.max_loras, pinned={LLMHero.TRAIN_ADAPTER}, owned_only=True
+            )
+        adapters_dir = Path(run_dir) / llm.adapters_dir
+        # Served names are unique per run (several runs may share one server; vLLM caches an
+        # adapter by its name forever) and go on counting after a resume.
+        prefix = re.sub(r"[^A-Za-z0-9_]+", "_", Path(run_dir).resolve().name).strip("_")
+        prefix = f"{prefix or 'run'}-hero"
+        self.policy = LLMHero(
+            self.backend,
+            sampler=sampler,
+            adapters_dir=adapters_dir,
+            prefix=prefix,
+            slots=self.slots,
+            max_new_tokens=llm.max_new_tokens,
+            temperature=cfg.train.temperature,
+            in_process=not self.remote,
+            decoding=self.decoding,
+        )
+        if self.client is not None:
+            versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
+            self.policy.version = max((v[1] for v in versions if v), default=0)
+            for name in self.client.list_adapters():  # left loaded by an earlier process
+                parsed = parse_versioned_name(name)
+                if parsed is not None and parsed[0] == prefix:
+                    self.client.unload_adapter(name)
+
+    def reference(self) -> LLMHero | None:
+        # The KL anchor is the base model itself (the adapter switched off).
+        return self.policy.reference() if self.cfg.train.kl_coef > 0 else None
+
+    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
+        # Distinct adapters at the table must fit llm.max_loras.
+        seats = fit_seating(
+            HERO,
+            names,
+            max_loras=self.cfg.llm.max_loras,
+            uses_slot=_holds_slot,
+            rng=rng,
+            hero_seat=POWERS.index(hero_power),
+        )
+        return dict(zip(POWERS, seats, strict=True))
+
+    # ----- playing a group ------------------------------------------------------------------
+    def play_group(
+        self,
+        cfg: DiplomacyConfig,
+        registry: LeagueRegistry,
+        group_idx: int,
+        seating: dict[str, str],
+        hero_power: str,
+    ) -> list[PlayedGame]:
+        """The group's games: at once in this process (one thread each, so their requests
+        share batches), or one Ray task each on the shared server."""
+        agents = registry.load().agents
+        adapter_paths: dict[str, Path] = {}
+        for name in set(seating.values()):
+            if seat_spec(name).kind is not AgentKind.LEAGUE:
+                continue
+            agent = agents.get(name)
+            if agent is None or agent.path is None:
+                raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
+            adapter_paths[name] = registry.resolve(agent.path)
+        tcfg = self.cfg.train
+        seeds = [game_seed(tcfg.seed, group_idx, i) for i in range(tcfg.group_size)]
+        seating = self.prepare(seating, hero_power, adapter_paths)
+        if not self.task_map.in_process:  # Ray: each game a task sampling on the shared server
+            shared = self.remote_games(tcfg.temperature)
+            jobs = [
+                (cfg.model_dump_json(), group_idx, i, seating, hero_power, seed)
+                for i, seed in enumerate(seeds)
+            ]
+            return self.task_map(play_remote_game, shared, jobs)
+        tables = [
+            self.policy.table(seating, seed=seed, hero_name=HERO, temperature=tcfg.temperature)
+            for seed in seeds
+        ]
+
+        def play(game_idx: int) -> RolloutResult:
+            table = tables[game_idx]
+            return run_rollout(
+                cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
+            )
+
+        with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
+            results = list(pool.map(play, range(len(tables))))
+        penalty = self.cfg.llm.format_penalty
+        return [
+            played_game(result, table, seating, hero_power, penalty)
+            for table, result in zip(tables, results, strict=True)
+        ]
+
+    def prepare(
+        self, seating: Mapping[str, str], hero_power: str, adapter_paths: Mapping[str, str | Path]
+    ) -> dict[str, str]:
+        """Publish the live hero and load the table's adapter opponents; returns the seating,
+        reseated with fewer distinct adapters when the sampler cannot hold them all."""
+        seating = dict(seating)
+        adapter_paths = dict(adapter_paths)
+        self.policy.publish()  # the live hero's slot first: opponents take what is left
+        while True:
+            try:
+                self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
+                return seating
+            except SlotsExceededError:
+                if len(adapter_paths) == 0:
+                    raise
+                seating, adapter_paths = self._fewer_adapters(seating, hero_power, adapter_paths)
+
+    def _fewer_adapters(
+        self, seating: dict[str, str], hero_power: str, paths: dict[str, str | Path]
+    ) -> tuple[dict[str, str], dict[str, str | Path]]:
+        """The seating with one distinct adapter opponent less (cluster seating)."""
+        opponents = [seating[p] for p in POWERS if p != hero_power]
+        slots = 1 + len(paths) - 1  # the hero's version + one adapter opponent fewer
+        # A stable seed (str hashes differ between processes): the same fallback every run.
+        rng = random.Random(zlib.crc32("|".join([hero_power, *opponents]).encode()))
+        seats = fit_seating(
+            HERO,
+            opponents,
+            max_loras=max(1, slots),
+            uses_slot=_holds_slot,
+            rng=rng,
+            hero_seat=POWERS.index(hero_power),
+        )
+        new = dict(zip(POWERS, seats, strict=True))
+        return new, {n: p for n, p in paths.items() if n in new.values()}
+
+    def remote_games(self, temperature: float) -> RemoteLLMGames:
+        """What a remote worker needs to play the hero's games on the server (after
+        :meth:`prepare`): the endpoint, the tokenizer's folder, the live hero's served name."""
+        llm = self.cfg.llm
+        if self.client is None:
+            raise LLMError("games on remote workers need llm.backend=openai (a shared server)")
+        return RemoteLLMGames(
+            endpoint=llm.endpoint,
+            served_model_name=self.client.base_model,
+            tokenizer_path=str(llm.base_model),
+            hero_name=HERO,
+            hero_adapter=self.policy.live_adapter,
+            max_new_tokens=llm.max_new_tokens,
+            temperature=temperature,
+            decoding=self.decoding,
+            format_penalty=llm.format_penalty,
+        )
+
+    # ----- weights and files ----------------------------------------------------------------
+    def weights(self) -> dict[str, torch.Tensor]:
+        """A copy of the hero adapter's LoRA tensors, by parameter name (for ``state.pt``)."""
+        params = self.backend.adapter_parameters(LLMHero.TRAIN_ADAPTER)
+        return {name: p.detach().clone() for name, p in params.items()}
+
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Copy tensors saved by :meth:`weights` into the hero adapter (in place)."""
+        params = self.backend.adapter_parameters(LLMHero.TRAIN_ADAPTER)
+        if set(params) != set(weights):
+            raise ValueError("saved hero adapter weights do not match this run's LoRA shape")
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(weights[name])
+
+    def save(self, path: Path) -> Path:
+        return self.policy.save(path)
+
+    def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
+        """The hero's order hygiene over the step's games: completions, invalid, missing and
+        truncated (cut at ``llm.max_new_tokens``) counts, mean completion length in tokens."""
+        stats = [g.stats for g in games if g.stats is not None]
+        completions = sum(s.completions for s in stats)
+        return {
+            "llm_completions": completions,
+            "llm_parsed": sum(s.parsed for s in stats),
+            "llm_invalid": sum(s.invalid for s in stats),
+            "llm_missing": sum(s.missing for s in stats),
+            "llm_truncated": sum(s.truncated for s in stats),
+            "llm_mean_tokens": round(sum(s.tokens for s in stats) / max(1, completions), 2),
+        }
+
+    def close(self) -> None:
+        """Stop the batcher or close the server connection."""
+        if self.client is not None:
+            self.client.close()
+        else:
+            self.batcher.close()
+
+
+@dataclass(frozen=True)
+class RemoteLLMGames:
+    """The shared part of a group's games played by remote workers (Ray) on one server."""
+
+    endpoint: str
+    served_model_name: str | None
+    tokenizer_path: str
+    hero_name: str
+    hero_adapter: str
+    max_new_tokens: int
+    temperature: float
+    decoding: Decoding
+    format_penalty: float = 0.0
+
+
+@functools.cache
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def play_remote_game(
+    shared: RemoteLLMGames,
+    cfg_json: str,
+    group_idx: int,
+    game_idx: int,
+    seating: dict[str, str],
+    hero_power: str,
+    seed: int,
+) -> PlayedGame:
+    """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
+    on the server, the live hero as ``shared.hero_adapter``."""
+    from leaguezero.diplomacy.llm.prompt import render_prompt
+
+    cfg = DiplomacyConfig.model_validate_json(cfg_json)
+    tokenizer = _tokenizer(shared.tokenizer_path)
+    with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
+        table = LLMTable(
+            client,
+            {p: (shared.hero_adapter if a == shared.hero_name else a) for p, a in seating.items()},
+            record_adapter=shared.hero_adapter,
+            max_new_tokens=shared.max_new_tokens,
+            temperature=shared.temperature,
+            seed=seed,
+            render=lambda prompt: render_prompt(tokenizer, prompt),
+            decoding=shared.decoding,
+        )
+        result = run_rollout(
+            cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
+        )
+    return played_game(result, table, seating, hero_power, shared.format_penalty)

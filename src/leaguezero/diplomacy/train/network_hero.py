@@ -1,0 +1,157 @@
+"""The small CPU policy network as the league hero (``train.agent: policy``).
+
+A group's games are independent jobs of :func:`play_policy_game`, a pure function of plain data
+(the hero's weights, opponents' checkpoint paths, seeds), mapped by the injected task map: in
+this process (:data:`~.heroes.local_map`) or as Ray tasks
+(``leaguezero.distributed.tasks.RayTaskMap``, chosen by the command line) — the same seeds give
+the same games either way.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.rollout import run_rollout
+from leaguezero.diplomacy.game.seats import UnknownAgentError
+from leaguezero.diplomacy.train.grpo import PlayedGame
+from leaguezero.diplomacy.train.heroes import TaskMap, game_seed, local_map
+from leaguezero.league.matchmaker import cluster_seating
+from leaguezero.league.registry import LeagueRegistry
+from leaguezero.league.session import BASE_MODEL, HERO
+
+
+@dataclass(frozen=True)
+class PolicyGames:
+    """What every game of a group shares (shipped once per group to a remote worker)."""
+
+    game_cfg_json: str
+    train_seed: int
+    temperature: float
+    hero_config: PolicyConfig
+    hero_state: dict[str, torch.Tensor]
+    opponent_paths: dict[str, str]
+
+
+def play_policy_game(
+    shared: PolicyGames,
+    group_idx: int,
+    game_idx: int,
+    seating: dict[str, str],
+    hero_power: str,
+) -> PlayedGame:
+    """One training game of the network hero (a pure function of its arguments).
+
+    Each seat's actor is seeded by (train seed, group, game, seat call); the live hero (and its
+    mirror seats) play the shipped weights, league opponents their checkpoint files, bots by
+    name. Returns the scores and the records of every live seat.
+    """
+    game_cfg = DiplomacyConfig.model_validate_json(shared.game_cfg_json)
+    hero = DiplomacyPolicy(shared.hero_config)
+    hero.net.load_state_dict(shared.hero_state)
+    opponents: dict[str, DiplomacyPolicy] = {}
+    hero_actors = []
+    counter = iter(range(len(POWERS)))
+
+    def resolve(name: str | None):
+        seed = game_seed(shared.train_seed, group_idx, game_idx, next(counter))
+        spec = seat_spec(name)
+        if spec.kind is AgentKind.HERO:
+            actor = hero.actor(seed=seed, temperature=shared.temperature)
+            hero_actors.append(actor)
+            return actor
+        name = spec.name
+        if name not in opponents:
+            if name not in shared.opponent_paths:
+                raise UnknownAgentError(f"league agent {name!r} has no checkpoint path")
+            opponents[name] = load_policy(shared.opponent_paths[name])
+        return opponents[name].actor(seed=seed, temperature=shared.temperature)
+
+    game = run_rollout(game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve)
+    records = [r for a in hero_actors for r in a.records]
+    return PlayedGame(dict(game.scores), game.seed, records, game.phase_start)
+
+
+class NetworkHero:
+    """The small CPU policy network as the hero (``train.agent: policy``).
+
+    Step 0 saves the initial network as ``checkpoints/base_model.pt`` (the ``base_model``
+    baseline, and the KL reference when ``train.kl_coef > 0``).
+    """
+
+    checkpoint_suffix = ".pt"
+    records_per_pass = None  # a step's records in one pass (the network is small)
+
+    def __init__(self, cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map):
+        tcfg = cfg.train
+        self.agent = tcfg.hero.name
+        self.cfg = cfg
+        self.task_map = task_map
+        self.policy = DiplomacyPolicy(PolicyConfig(tcfg.hidden, tcfg.layers), seed=tcfg.seed)
+        self.base_path = ckpt_dir / f"{BASE_MODEL}.pt"
+        if not self.base_path.exists():
+            self.policy.save(self.base_path)  # step 0: the base model is the initial policy
+        self.base_model_path = f"{ckpt_dir.name}/{BASE_MODEL}.pt"
+
+    def reference(self) -> DiplomacyPolicy | None:
+        return load_policy(self.base_path) if self.cfg.train.kl_coef > 0 else None
+
+    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
+        hero_seat = POWERS.index(hero_power)
+        if self.cfg.max_unique_opponents >= len(POWERS) - 1:
+            seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
+        else:
+            seats = cluster_seating(
+                HERO, names, len(POWERS), self.cfg.max_unique_opponents, rng, hero_seat
+            )
+        return dict(zip(POWERS, seats, strict=True))
+
+    def play_group(
+        self,
+        cfg: DiplomacyConfig,
+        registry: LeagueRegistry,
+        group_idx: int,
+        seating: dict[str, str],
+        hero_power: str,
+    ) -> list[PlayedGame]:
+        state = registry.load()
+        paths = {}
+        for name in {*seating.values(), BASE_MODEL}:
+            agent = state.agents.get(name)
+            if agent is not None and agent.path is not None:
+                paths[name] = str(registry.resolve(agent.path).resolve())
+        tcfg = self.cfg.train
+        shared = PolicyGames(
+            cfg.model_dump_json(),
+            tcfg.seed,
+            tcfg.temperature,
+            self.policy.config,
+            {k: v.detach().cpu() for k, v in self.policy.net.state_dict().items()},
+            paths,
+        )
+        jobs = [(group_idx, g, seating, hero_power) for g in range(tcfg.group_size)]
+        return self.task_map(play_policy_game, shared, jobs)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return self.policy.net.state_dict()
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.policy.net.load_state_dict(weights)
+
+    def save(self, path: Path) -> Path:
+        return self.policy.save(path)
+
+    def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
+        return {}  # every order the network gives is legal
+
+    def close(self) -> None:
+        pass
