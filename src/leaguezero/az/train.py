@@ -1,7 +1,9 @@
-"""Training a candidate from replay (PRD §11): policy cross-entropy, value MSE, margin MSE.
+"""Training a candidate from replay: policy cross-entropy, value MSE, margin MSE
+(docs/design.md#network-and-training).
 
 The candidate starts from the best network's weights with a **fresh optimizer** every time
-(PRD §11.3: reusing Adam moments across the candidate := best boundary was a real bug). Training
+(reusing Adam moments across the candidate := best boundary was a real bug; docs/design.md
+#network-and-training). Training
 is a pure function of (initial weights, data, seed): a test runs it twice and gets identical
 weights, which fails if any optimizer state leaks between calls.
 """

@@ -234,7 +234,7 @@ class BenchSection(Section):
 
 
 class DiplomacyConfig(Section):
-    """No-press Diplomacy rollouts and tournaments (league spec §4, §5, §7)."""
+    """No-press Diplomacy rollouts and tournaments (docs/design.md#league-training)."""
 
     seed: int = Field(0, ge=0, description="Master seed; every game and seat seed derives from it.")
     max_years: int = Field(

@@ -1,4 +1,5 @@
-"""The league evaluator's jobs as Ray tasks: the spec's ``spawn()`` on a cluster (league spec §2).
+"""The league evaluator's jobs as Ray tasks: a background ``spawn()`` on a cluster
+(docs/design.md#evaluator).
 
 :class:`RayJobRunner` is a :class:`~leaguezero.league.evaluator.JobRunner`: pass it as
 ``AsyncEvaluator(..., runner=RayJobRunner(address))`` (the command-line layer does, for

@@ -49,7 +49,7 @@ def read_renamed_key(old: str, new: str, value: Any, current: Any = None) -> Any
 
 
 class MatchmakingSection(Section):
-    """PFSP opponent sampling (league spec §3): bucket shares, peers, cold start."""
+    """PFSP opponent sampling (docs/league.md#matchmaking): bucket shares, peers, cold start."""
 
     mode: Literal["pfsp", "tiered"] = Field(
         "pfsp", description="Opponent sampling: PFSP buckets, or the spec's tiered weights."

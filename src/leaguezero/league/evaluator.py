@@ -1,5 +1,5 @@
-"""The asynchronous league evaluator (league spec §2): rate a new checkpoint without pausing
-training.
+"""The asynchronous league evaluator: rate a new checkpoint without pausing training
+(docs/design.md#evaluator).
 
 Every ``every`` training steps the trainer calls :meth:`AsyncEvaluator.maybe_submit`; the job
 runs in a separate process (``multiprocessing`` "spawn" context — a fresh interpreter, the
@@ -70,7 +70,7 @@ class EvalJob:
     tournament: Tournament  # a module-level function (pickled by reference)
     tournament_kwargs: dict[str, Any] = field(default_factory=dict)
     gatekeepers: tuple[str, ...] | None = None  # None: choose_gatekeepers
-    method: str = "refit"  # "refit" (batch Bradley–Terry) or "elo" (online, spec §2)
+    method: str = "refit"  # "refit" (batch Bradley–Terry) or "elo" (online)
     elo_k: float = 32.0
     bootstrap: int = 100
     seed: int = 0
@@ -237,9 +237,10 @@ def _already_rated(job: EvalJob, events: EventWriter | None) -> dict[str, Any]:
 def run_job(job: EvalJob, threads: int) -> None:
     """A job's entry point in its worker (any :class:`JobRunner`): one-thread BLAS/numba, then
     :func:`run_evaluation`; a failure is also logged as ``league.evaluation_error``."""
-    # A background evaluator must not fight the trainer for cores (see DESIGN: 2 torch threads
-    # beside a busy process ran 30-70x slower than 1). Set before the tournament imports torch
-    # or numba, which read these at import; importing torch here would cost seconds per job.
+    # A background evaluator must not fight the trainer for cores (2 torch threads beside a
+    # busy process ran 30-70x slower than 1; docs/design.md#one-torch-thread-per-process).
+    # Set before the tournament imports torch or numba, which read these at import; importing
+    # torch here would cost seconds per job.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(threads)
     try:

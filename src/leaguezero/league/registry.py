@@ -1,4 +1,5 @@
-"""The league registry: ``league.json``, the persistent table of agents (league spec §1).
+"""The league registry: ``league.json``, the persistent table of agents
+(docs/design.md#registry-and-cold-start).
 
 Format (``schema_version`` 1)::
 
@@ -264,7 +265,8 @@ class LeagueRegistry:
         exist_ok: bool = True,
         lock_timeout: float = 120.0,
     ) -> LeagueRegistry:
-        """Cold start: a league holding only the game's baselines (spec §1 "Cold Start").
+        """Cold start: a league holding only the game's baselines
+        (docs/design.md#registry-and-cold-start).
 
         ``baselines`` maps each baseline agent to its initial rating, e.g. Diplomacy
         ``{"base_model": 1000, "random_bot": 800, "chaos_bot": 900}`` or Yatzy

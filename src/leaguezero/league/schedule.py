@@ -1,4 +1,4 @@
-"""The geometric checkpoint schedule (league spec §1, "How to Pick Old Versions").
+"""The geometric checkpoint schedule (docs/design.md#checkpoint-schedule).
 
 Three kinds of snapshots enter the league:
 
@@ -47,7 +47,8 @@ class RegistryView(Protocol):
 
 
 def should_add_to_league(step: int, current_elo: float, registry: RegistryView) -> bool:
-    """Whether the snapshot at ``step`` with rating ``current_elo`` joins the league (spec §1).
+    """Whether the snapshot at ``step`` with rating ``current_elo`` joins the league
+    (docs/design.md#checkpoint-schedule).
 
     True for the first checkpoint; for a multiple of 10 after ``latest_step - 100``; for a
     multiple of 100; and for a rating above the best checkpoint's. Otherwise False.

@@ -23,14 +23,15 @@ and the evaluations the saved state had pending are submitted again, so a kill a
 neither duplicates games nor loses an evaluation (an evaluation is rated once per
 (challenger, step) however often it is submitted, :func:`~.evaluator.evaluation_logged`).
 
-The live hero's rating (:attr:`LeagueSession.hero_elo`, league spec §3 "peers" and "exploitable",
-§1 "elite") comes from games the hero played: it starts at the rating of the agent the hero
-starts from (``base_model``) and moves by online Elo (K = ``league.elo_k``) over its own
-training games, the opponents' registry ratings held fixed (:func:`~.rating.rate_against_fixed`).
-It is not inherited from the newest checkpoint: a copy of that rating can never exceed the best
-checkpoint's, so the elite rule would never fire and every unrated snapshot would sit exactly at
-the hero's rating (no exploitable opponent). A checkpoint joins the league at the live rating;
-the evaluator later replaces it by a rating fitted on evaluation games.
+The live hero's rating (:attr:`LeagueSession.hero_elo`: the "peers" and "exploitable" buckets of
+docs/design.md#matchmaking-pfsp, the "elite" rule of #checkpoint-schedule) comes from games the hero
+played: it starts at the rating of the agent the hero starts from (``base_model``) and moves by
+online Elo (K = ``league.elo_k``) over its own training games, the opponents' registry ratings held
+fixed (:func:`~.rating.rate_against_fixed`). It is not inherited from the newest checkpoint: a copy
+of that rating can never exceed the best checkpoint's, so the elite rule would never fire and every
+unrated snapshot would sit exactly at the hero's rating (no exploitable opponent). A checkpoint
+joins the league at the live rating; the evaluator later replaces it by a rating fitted on
+evaluation games.
 
 Backends are injected, never chosen here: ``eval_runner`` (a
 :class:`~.evaluator.JobRunner`, default a local process per job).
@@ -259,7 +260,8 @@ class LeagueSession:
         )
 
     def retire(self, step: int) -> list[str]:
-        """Stop sampling curriculum snapshots that left the recent window (spec §1).
+        """Stop sampling curriculum snapshots that left the recent window
+        (docs/design.md#checkpoint-schedule).
 
         The schedule admits every 10th step as training moves on; ``retire_candidates`` names
         those older than 100 steps that are no anchor, elite, first or best checkpoint. They are

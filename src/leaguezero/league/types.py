@@ -39,7 +39,7 @@ class OpponentType(enum.StrEnum):
 
 
 class Bucket(enum.StrEnum):
-    """The PFSP bucket a draw came from (league spec §3); logged with every draw."""
+    """The PFSP bucket a draw came from (docs/league.md#matchmaking); logged with every draw."""
 
     MIRROR = "mirror"  # the current self
     PEERS = "peers"  # rating within +-peer_window of the hero

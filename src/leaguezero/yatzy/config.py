@@ -46,7 +46,7 @@ class SearchSection(Section):
     kind: Literal["turn", "puct"] = Field(
         "turn",
         description="turn: exact play inside a turn, learned values between turns (feature "
-        "schema 2); puct: the PRD's PUCT with chance nodes (schema 1, the mcts section).",
+        "schema 2); puct: PUCT with chance nodes (schema 1, the mcts section).",
     )
     temperature: float = Field(
         0.0,
@@ -77,7 +77,7 @@ class SearchSection(Section):
 
 
 class MctsSection(Section):
-    """PUCT search (PRD §7)."""
+    """PUCT search (docs/design.md#puct-search)."""
 
     c_puct: float = Field(
         1.0, gt=0, description="PUCT exploration constant (Q in [0, 1] with normalize_q)."
@@ -114,7 +114,7 @@ class MctsSection(Section):
 
 
 class SelfPlaySection(Section):
-    """Self-play workers and replay shards (PRD §8, §10)."""
+    """Self-play workers and replay shards (docs/design.md#self-play-and-parallelism)."""
 
     games_per_iteration: int = Field(1024, ge=2, description="Games generated per iteration.")
     concurrent_games: int = Field(
@@ -140,7 +140,7 @@ class SelfPlaySection(Section):
 
 
 class ModelSection(Section):
-    """The network: residual MLP (PRD §11.1) or board towers, with value and margin heads."""
+    """The network: residual MLP or board towers, with value and margin heads."""
 
     hidden: int = Field(256, ge=8, description="Width of the residual MLP trunk.")
     blocks: int = Field(2, ge=0, description="Residual blocks in the trunk.")
@@ -154,7 +154,7 @@ class ModelSection(Section):
 
 
 class TrainSection(Section):
-    """Trainer (PRD §11): candidate initialised from best, fresh optimizer."""
+    """Trainer: candidate initialised from best, fresh optimizer."""
 
     steps: int = Field(1000, ge=1, description="Optimizer steps per iteration.")
     batch_size: int = Field(512, ge=1, description="Samples per optimizer step.")
@@ -181,7 +181,7 @@ class TrainSection(Section):
 
 
 class GateSection(Section):
-    """Paired, side-swapped gating with a sequential test (PRD §12), or continuous promotion
+    """Paired, side-swapped gating with a sequential test, or continuous promotion
     with a periodic regression check (docs/alphazero.md#promotion)."""
 
     mode: Literal["sprt", "continuous"] = Field(
@@ -221,7 +221,7 @@ class GateSection(Section):
 
 
 class OracleEvalSection(Section):
-    """Solitaire evaluation against the exact oracle (PRD §12.3)."""
+    """Solitaire evaluation against the exact oracle (docs/oracle.md)."""
 
     games: int = Field(
         50, ge=0, description="Mirror-match games (2 boards each) per agent; 0 skips."
@@ -237,7 +237,7 @@ class OracleEvalSection(Section):
 
 
 class InferSection(Section):
-    """Batched inference server and client (PRD §9)."""
+    """Batched inference server and client (docs/inference.md)."""
 
     bind: str = Field(
         "unix://yatzy.sock",

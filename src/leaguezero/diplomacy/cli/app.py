@@ -451,7 +451,8 @@ def make_trainer(
 
     from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 
-    torch.set_num_threads(cfg.train.threads)  # default one core per process (DESIGN)
+    # default one core per process (docs/design.md#one-torch-thread-per-process)
+    torch.set_num_threads(cfg.train.threads)
     if backend == "local":
         return LeagueTrainer(cfg, out, resume=resume)
     if backend != "ray":

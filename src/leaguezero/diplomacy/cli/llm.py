@@ -84,7 +84,8 @@ def _load_backend(
     from leaguezero.diplomacy.llm.hf_backend import HFBackend
 
     if device == "cpu":
-        torch.set_num_threads(1)  # shared 2-core machines: see DESIGN.md
+        # shared 2-core machines: docs/design.md#one-torch-thread-per-process
+        torch.set_num_threads(1)
     try:
         return HFBackend.from_pretrained(
             base_model,

@@ -1,4 +1,5 @@
-"""One game with a (possibly) different agent on every power (league spec §5).
+"""One game with a (possibly) different agent on every power
+(docs/design.md#rollouts-with-an-agent-per-power).
 
 :func:`run_rollout` plays a no-press game where each power is played by the agent its
 ``power_adapters`` entry names: a bot name (built here, never touches a model), ``None`` for the

@@ -1,4 +1,5 @@
-"""Final scores of a Diplomacy game: the training score (league spec §7) and sum-of-squares.
+"""Final scores of a Diplomacy game: the training score and sum-of-squares
+(docs/design.md#training-score).
 
 - :func:`calculate_final_scores` is the reward used for training and ratings: each power scores
   its supply centres plus half its units, and a single centre leader with at least
@@ -30,7 +31,7 @@ def calculate_final_scores(
 
     ``game`` is a ``diplomacy.Game`` (anything with ``powers[name].centers/.units``). The bonus
     goes to the power with the most centres only if no other power has as many and it has at
-    least ``winner_threshold_sc`` of them, exactly as the league spec §7.
+    least ``winner_threshold_sc`` of them, as docs/design.md#training-score says.
     """
     scores = running_scores(game)
     center_counts = {name: len(power.centers) for name, power in game.powers.items()}

@@ -1,5 +1,6 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (PRD §13.3); ``play`` lives in :mod:`leaguezero.yatzy.cli.play`.
+``gate`` and ``oracle-eval`` (docs/alphazero.md#the-pieces-by-hand); ``play`` lives in
+:mod:`leaguezero.yatzy.cli.play`.
 
 ``yz run`` reads config -> prepares -> loops -> sums up: the four steps are in
 :mod:`leaguezero.yatzy.cli.job`; the pieces call the loop's phase functions

@@ -1,6 +1,6 @@
 """Precomputed Yatzy tables: the 252 sorted dice multisets, scores, keeps and reroll outcomes.
 
-Conventions (PRD §3, §5.2; contracts in docs/yatzy_rules.md):
+Conventions (contracts in docs/yatzy_rules.md; why: docs/design.md#rules-actions-and-dice):
 
 * categories ``0..14`` in the order of :data:`CATEGORIES`;
 * ``avail_mask`` bit ``(14 - cat)`` is 1 when category ``cat`` is open;

@@ -5,8 +5,8 @@ no path; ``base_model`` (the untrained initial net) and every checkpoint have a 
 :func:`build_league_agent` turns an entry into a match agent through the agent catalogue
 (:mod:`leaguezero.yatzy.agents.registry`).
 
-:func:`yatzy_tournament` is called by :class:`leaguezero.league.evaluator.AsyncEvaluator` in a
-fresh process (by its import path ``leaguezero.yatzy.train.league_eval:yatzy_tournament``): the
+:func:`yatzy_tournament` is the tournament function the league passes to
+:class:`leaguezero.league.evaluator.AsyncEvaluator`, which runs it in a fresh process: the
 challenger plays paired, side-swapped games
 (:func:`leaguezero.yatzy.agents.match.play_match`) against
 each gatekeeper, and every game becomes one :class:`leaguezero.league.types.MatchResult` with
@@ -23,7 +23,6 @@ from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.agents.registry import BOT_NAMES, AgentSpec, build_agent
 from leaguezero.yatzy.search.settings import SearchSettings
 
-TOURNAMENT = "leaguezero.yatzy.train.league_eval:yatzy_tournament"
 GAME = "yatzy"
 
 

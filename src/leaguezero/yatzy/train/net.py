@@ -1,4 +1,5 @@
-"""The Yatzy networks: YatzyNet (a residual MLP, PRD §11.1) and BoardTowerNet (turn starts).
+"""The Yatzy networks: YatzyNet (a residual MLP, docs/design.md#network-and-training) and
+BoardTowerNet (turn starts).
 
 The forward contract (shared with ``az.inference``): ``forward(x)`` with ``x`` float32 [N, F]
 returns ``(logits [N, A], value [N], margin [N] | None)``; value and margin are ``tanh``-squashed

@@ -242,7 +242,7 @@ def _log_roots(
     oracle_values: OracleValues | None,
     rows: np.ndarray,
 ) -> None:
-    """One ``mcts_root`` event per sampled root (PRD §10.2, §15.1)."""
+    """One ``mcts_root`` event per sampled root (docs/design.md#replay-checkpoints-and-logs)."""
     values = oracle_values(roots) if oracle_values is not None else None
     for j, i in enumerate(picked.tolist()):
         pi = result.pi[i]
