@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md and issue 14, checked on the source's own imports (``ast``):
+"""The import rules (issue 14), checked on the source's own imports (``ast``):
 
 * ``league/``, ``az/`` and ``common/`` import nothing from ``yatzy/`` or ``diplomacy/``;
 * no import cycle among the modules of ``src/leaguezero`` (module-level and function-level

@@ -1,4 +1,5 @@
-"""Scores on constructed end states of the real engine (league spec §7, sum-of-squares)."""
+"""Scores on constructed end states of the real engine (sum-of-squares, and the training score
+of docs/design.md#training-score)."""
 
 from __future__ import annotations
 
