@@ -78,3 +78,25 @@ def test_inf_and_nan_are_refused_where_a_finite_number_is_meant():
     for value in (".inf", "-.inf", ".nan", "inf", "nan"):
         with pytest.raises(ConfigError, match=r"train\.lr: .*finite"):
             load_config(YatzyConfig, None, [f"train.lr={value}"])
+
+
+def test_a_renamed_key_loads_with_a_warning_and_the_input_is_not_modified():
+    with pytest.warns(FutureWarning, match=r"run\.torch_threads .* run\.threads"):
+        cfg = load_config(YatzyConfig, None, ["run.torch_threads=3"])
+    assert cfg.run.threads == 3
+    from leaguezero.common.config import move_renamed_keys
+
+    data = {"a": {"old": 1}}
+    with (
+        pytest.warns(FutureWarning, match=r"x\.gone is retired and ignored"),
+        pytest.warns(FutureWarning, match=r"a\.old .* b\.new"),
+    ):
+        moved = move_renamed_keys({**data, "x": {"gone": 2}}, {"a.old": "b.new"}, {"x.gone": "why"})
+    assert moved == {"a": {}, "b": {"new": 1}, "x": {}} and data == {"a": {"old": 1}}
+
+
+def test_shipped_yatzy_configs_use_the_current_names():
+    """No renamed key and no reference to the external specification in configs/yatzy*.yaml."""
+    for name in ("yatzy_local_cpu.yaml", "yatzy_gpu.yaml", "yatzy_smoke.yaml"):
+        text = (CONFIGS / name).read_text()
+        assert "torch_threads" not in text and "PRD" not in text, name

@@ -31,11 +31,11 @@ def bot_game_transcript() -> str:
     from leaguezero.diplomacy.game.env import POWERS
     from leaguezero.diplomacy.game.rollout import run_rollout
 
-    cfg = DiplomacyConfig(seed=11, max_years=2, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 11}, max_years=2, games_dir=None)
     bots = ("greedy_bot", "chaos_bot", "random_bot")
     seating = {power: bots[i % 3] for i, power in enumerate(POWERS)}
     result = run_rollout(cfg, 0, 0, seating, "AUSTRIA")
-    lines = [f"seed {cfg.seed}, max_years {cfg.max_years}, game seed {result.seed}"]
+    lines = [f"seed {cfg.run.seed}, max_years {cfg.max_years}, game seed {result.seed}"]
     lines += [f"{power:8} {seating[power]}" for power in POWERS]
     for phase in result.order_history:
         lines.append("")

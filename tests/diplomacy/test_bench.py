@@ -27,7 +27,7 @@ def test_default_suite_tiers_and_checkpoints() -> None:
 
 
 def test_bench_rows_pass_and_fail_by_floor() -> None:
-    cfg = DiplomacyConfig(seed=4, max_years=3, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 4}, max_years=3, games_dir=None)
     suite = (BenchEntry("random_bot", "trivial", 0.95), BenchEntry("dumb_bot", "heuristic", 0.99))
     seen: list[str] = []
     rows = run_bench(cfg, "dumb_bot", suite, games=7, on_game=lambda agent, _: seen.append(agent))
@@ -38,7 +38,7 @@ def test_bench_rows_pass_and_fail_by_floor() -> None:
     # Against six copies of itself no agent wins 99% of its games.
     assert not mirror.passed and mirror.win_rate < 0.99
     assert 0 < mirror.win_se < 0.5
-    report = bench_report("dumb_bot", cfg.seed, 7, rows)
+    report = bench_report("dumb_bot", cfg.run.seed, 7, rows)
     assert report["passed"] is False and report["schema_version"] == 1
     assert [r["agent"] for r in report["rows"]] == ["random_bot", "dumb_bot"]
 

@@ -104,7 +104,7 @@ def test_greedy_takes_a_neutral_centre_in_1901() -> None:
 
 
 def test_greedy_beats_random_bots_in_most_games() -> None:
-    cfg = DiplomacyConfig(seed=3, max_years=6, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 3}, max_years=6, games_dir=None)
     report = run_tournament(cfg, "greedy_bot", ["random_bot"], games=7).report()
     assert report["hero"]["win_rate"] >= 5 / 7
     assert report["hero"]["rating_change"] > 0

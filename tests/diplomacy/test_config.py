@@ -57,3 +57,23 @@ def test_play_command_saves_a_game(tmp_path) -> None:
     summary = json.loads(out.stdout)
     assert summary["hero_power"] == "AUSTRIA" and summary["hero_steps"] >= 2
     assert Path(summary["saved_game"]).exists()
+
+
+def test_renamed_keys_load_with_a_warning_under_their_new_names(tmp_path) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "seed: 3\nelo_k: 16\ntrain:\n  seed: 3\n  threads: 2\n  hidden: 16\n  layers: 1\n"
+        "llm:\n  bf16_autocast: true\n  lora_dropout: 0.1\n"
+    )
+    with pytest.warns(FutureWarning) as caught:
+        cfg = load_config(DiplomacyConfig, old)
+    messages = " | ".join(str(w.message) for w in caught)
+    for name in ("train.threads", "train.hidden", "llm.bf16_autocast", "llm.lora_dropout"):
+        assert name in messages
+    assert (cfg.run.seed, cfg.run.threads, cfg.league.elo_k) == (3, 2, 16)
+    assert (cfg.model.hidden, cfg.model.layers) == (16, 1)
+    # the same through --set, and an old key that contradicts its new name is an error
+    with pytest.warns(FutureWarning, match=r"train\.hidden .* model\.hidden"):
+        assert load_config(DiplomacyConfig, None, ["train.hidden=8"]).model.hidden == 8
+    with pytest.warns(FutureWarning), pytest.raises(ConfigError, match=r"keep only run\.seed"):
+        load_config(DiplomacyConfig, None, ["seed=1", "train.seed=2"])

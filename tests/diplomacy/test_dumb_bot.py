@@ -86,7 +86,7 @@ def test_plays_every_kind_of_order_without_bouncing_itself() -> None:
 
 
 def test_dumb_bot_beats_six_random_bots() -> None:
-    cfg = DiplomacyConfig(seed=5, max_years=5, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 5}, max_years=5, games_dir=None)
     report = run_tournament(cfg, "dumb_bot", ["random_bot"], games=7).report()
     assert report["hero"]["win_rate"] >= 6 / 7
     # Large powers owe more builds than they have home centres: none may be counted invalid.
@@ -95,7 +95,7 @@ def test_dumb_bot_beats_six_random_bots() -> None:
 
 def test_dumb_bot_is_stronger_than_greedy_bot() -> None:
     # Each one-against-six of the other, seats rotated: dumb_bot wins far more often.
-    cfg = DiplomacyConfig(seed=9, max_years=8, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 9}, max_years=8, games_dir=None)
     dumb = run_tournament(cfg, "dumb_bot", ["greedy_bot"], games=14).report()["hero"]
     greedy = run_tournament(cfg, "greedy_bot", ["dumb_bot"], games=14).report()["hero"]
     assert dumb["win_rate"] > max(1 / 7, greedy["win_rate"])

@@ -58,7 +58,7 @@ def _self_play(policy: DiplomacyPolicy, years: int, seed: int):
         actors.append(actor)
         return actor
 
-    cfg = DiplomacyConfig(max_years=years, games_dir=None, seed=seed)
+    cfg = DiplomacyConfig(max_years=years, games_dir=None, run={"seed": seed})
     result = run_rollout(cfg, 0, 0, dict.fromkeys(POWERS, "net"), "FRANCE", resolver=resolve)
     return result, [r for a in actors for r in a.records]
 

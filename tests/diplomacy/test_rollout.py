@@ -102,7 +102,7 @@ def test_validate_orders_caps_builds_and_accepts_waive() -> None:
 
 
 def test_same_seed_same_game_other_index_differs() -> None:
-    cfg = DiplomacyConfig(max_years=2, games_dir=None, seed=9)
+    cfg = DiplomacyConfig(max_years=2, games_dir=None, run={"seed": 9})
     seating = dict.fromkeys(POWERS, "random_bot")
     a = run_rollout(cfg, 0, 1, seating, "TURKEY")
     b = run_rollout(cfg, 0, 1, seating, "TURKEY")

@@ -36,7 +36,7 @@ def test_seating_rotates_hero_and_clusters() -> None:
 
 
 def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
-    cfg = DiplomacyConfig(seed=4, max_years=2, games_dir=str(tmp_path / "games"))
+    cfg = DiplomacyConfig(run={"seed": 4}, max_years=2, games_dir=str(tmp_path / "games"))
     log_path = tmp_path / "matches.ndjson"
     result = run_tournament(
         cfg,
@@ -67,7 +67,7 @@ def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
 
 
 def test_self_play_moves_no_rating() -> None:
-    cfg = DiplomacyConfig(seed=1, max_years=2, games_dir=None)
+    cfg = DiplomacyConfig(run={"seed": 1}, max_years=2, games_dir=None)
     report = run_tournament(cfg, "random_bot", ["random_bot"], games=2).report()
     assert report["hero"]["rating_change"] == 0.0
     assert set(report["opponents"]) == {"random_bot"}

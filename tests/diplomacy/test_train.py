@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 pytest.importorskip("diplomacy")
 
@@ -23,8 +24,8 @@ from leaguezero.league.registry import LeagueRegistry
 TINY = [
     "max_years=1",
     "train.group_size=2",
-    "train.hidden=16",
-    "train.layers=1",
+    "model.hidden=16",
+    "model.layers=1",
     "league.eval_games=1",
     "league.bootstrap=0",
 ]
@@ -126,6 +127,7 @@ class _Planted:
 def test_planted_state_file_runs_no_code_on_resume(tmp_path) -> None:
     run, marker = tmp_path / "run", tmp_path / "pwned"
     run.mkdir()
+    (run / "config.yaml").write_text("max_years: 1\n")  # --resume needs the run's config
     torch.save({"format": STATE_FORMAT, "step": _Planted(marker)}, run / "state.pt")
     proc = _train(run, "train.steps=1", resume=True)
     _, err = proc.communicate(timeout=300)
@@ -221,3 +223,40 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
         }
     finally:
         trainer.session.close(timeout=60)
+
+
+def test_resume_reads_the_runs_own_config_as_yz_run_does(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+
+    def train(*args: str):
+        return CliRunner().invoke(app, ["diplomacy", "train", "--quiet", *args])
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = train("--out", str(empty), "--resume")
+    assert result.exit_code != 0 and "holds no run" in result.output
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("run:\n  backend: local\n")
+    result = train("--out", str(run), "--resume", "--config", str(run / "config.yaml"))
+    assert result.exit_code != 0 and "own config.yaml" in result.output
+    result = train("--out", str(run))
+    assert result.exit_code != 0 and "--resume" in result.output
+
+
+def test_the_backend_is_a_config_key_the_saved_config_records(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+
+    bad = ["diplomacy", "train", "--quiet", "--out", str(tmp_path / "x"), "--backend", "modal"]
+    result = CliRunner().invoke(app, bad)
+    assert result.exit_code != 0 and "run.backend" in result.output
+    run = tmp_path / "run"
+    proc = _train(run, "train.steps=1")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["run"]["backend"] == "local" and "seed" not in saved

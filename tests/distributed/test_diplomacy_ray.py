@@ -25,7 +25,7 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer
 from leaguezero.league.matchlog import read_matches
 
-TINY = ["max_years=1", "train.group_size=2", "train.hidden=16", "train.layers=1",
+TINY = ["max_years=1", "train.group_size=2", "model.hidden=16", "model.layers=1",
         "league.eval_games=1", "league.bootstrap=0", "train.steps=2", "league.eval_every=2",
         "games_dir=null"]  # fmt: skip
 

@@ -87,7 +87,7 @@ def test_watch_bots_phase_by_phase_then_replay_the_saved_game(live_server, brows
     assert len(d.find_elements(By.CSS_SELECTOR, "#phase-orders li")) == 7
     screenshot(d, "web_diplomacy_watch", tmp_path)
 
-    cfg = load_diplomacy_config(None, ["max_years=1", "seed=5"])
+    cfg = load_diplomacy_config(None, ["max_years=1", "run.seed=5"])
     saved = run_rollout(cfg, 0, 0, dict.fromkeys(POWERS, "greedy_bot"), "FRANCE", save_dir=tmp_path)
     d.find_element(By.CSS_SELECTOR, "#setup summary").click()  # the forms fold away in a game
     d.find_element(By.ID, "replay-file").send_keys(saved.saved_game)

@@ -9,6 +9,8 @@ Errors are one line that names the key and what is allowed::
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,6 +79,85 @@ class Section(BaseModel):
 
 class ConfigError(ValueError):
     """A config file or override that does not validate; the message is one line."""
+
+
+class ConfigRenameWarning(FutureWarning):
+    """A config uses a key that was renamed (read under its new name) or retired (ignored)."""
+
+
+def read_renamed_key(old: str, new: str, value: Any, current: Any = None) -> Any:
+    """The value of a renamed config key: ``value`` was given as ``old`` (dotted names).
+
+    Warns (:class:`ConfigRenameWarning`) that ``old`` is read as ``new``; raises ``ValueError``
+    when ``new`` is also set (``current`` not None) to a different value.
+    """
+    if current is not None and current != value:
+        raise ValueError(
+            f"{old} was renamed {new}; both are set ({value!r} vs {current!r}): keep only {new}"
+        )
+    warnings.warn(
+        f"config key {old} is deprecated and read as {new}; rename it "
+        "(configs/*.yaml are regenerated with `config write`)",
+        ConfigRenameWarning,
+        stacklevel=2,
+    )
+    return value
+
+
+def _copy_sections(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _copy_sections(v) if isinstance(v, dict) else v for k, v in data.items()}
+
+
+def _find(data: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
+    """(the mapping that holds ``dotted``'s last part, that part); None when a section on the
+    way is missing or not a mapping."""
+    *sections, leaf = dotted.split(".")
+    node: Any = data
+    for part in sections:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
+
+
+def _has(data: dict[str, Any], dotted: str) -> bool:
+    holder, leaf = _find(data, dotted)
+    return holder is not None and leaf in holder
+
+
+def move_renamed_keys(
+    data: Any, renamed: Mapping[str, str], retired: Mapping[str, str] | None = None
+) -> Any:
+    """A config document (before validation) with each old dotted key of ``renamed`` moved to
+    its new dotted key (:func:`read_renamed_key`: a warning; both set to different values is an
+    error) and each key of ``retired`` dropped with a warning that gives the reason. Old configs
+    and the ``config.yaml`` of old runs keep loading; the input is not modified."""
+    if not isinstance(data, dict):
+        return data
+    if not any(_has(data, key) for key in [*renamed, *(retired or {})]):
+        return data
+    data = _copy_sections(data)
+    for old, new in renamed.items():
+        holder, leaf = _find(data, old)
+        if holder is None or leaf not in holder:
+            continue
+        value = holder.pop(leaf)
+        *sections, new_leaf = new.split(".")
+        node = data
+        for part in sections:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{new}: {part!r} is a value, not a section")
+        node[new_leaf] = read_renamed_key(old, new, value, node.get(new_leaf))
+    for key, reason in (retired or {}).items():
+        holder, leaf = _find(data, key)
+        if holder is None or leaf not in holder:
+            continue
+        holder.pop(leaf)
+        warnings.warn(
+            f"config key {key} is retired and ignored ({reason}); remove it",
+            ConfigRenameWarning,
+            stacklevel=2,
+        )
+    return data
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -11,9 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from leaguezero.common.config import Section
+from leaguezero.common.config import Section, move_renamed_keys
 from leaguezero.league.config import LeagueSection as SharedLeagueSection
-from leaguezero.league.config import read_renamed_key
 
 
 @dataclass(frozen=True)
@@ -30,6 +29,59 @@ class SamplingBackend:
 
     name: str  # "hf" | "openai"
     shared_server: bool  # an OpenAI-compatible server every process and node can reach
+
+
+# Old dotted key -> its new name (one vocabulary with Yatzy's config: run.seed, run.threads,
+# a model section); old configs and run config.yaml files keep loading, with a warning.
+RENAMED_KEYS = {
+    "elo_k": "league.elo_k",
+    "seed": "run.seed",
+    "train.seed": "run.seed",
+    "train.threads": "run.threads",
+    "train.hidden": "model.hidden",
+    "train.layers": "model.layers",
+}
+# Retired switches: still accepted in old configs (ignored, with a warning saying why).
+RETIRED_KEYS = {
+    "llm.bf16_autocast": "no gain measured in a whole league step; `leaguezero llm serve "
+    "--bf16-autocast` keeps the option for serving",
+    "llm.lora_dropout": "inert: the hf backend samples and trains in eval mode, so adapters "
+    "are written with dropout 0",
+}
+
+
+class RunSection(Section):
+    """Run identity: seed, threads, and where training runs (the keys of Yatzy's run section)."""
+
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Master seed; every game and seat seed, the initial weights, sampling and "
+        "opponent draws derive from it.",
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        description="Torch threads per process (1: one core, the shared-machine default; an LLM "
+        "hero sampled in process gains from more).",
+    )
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description="Where diplomacy train plays the network hero's games and the evaluator's "
+        "jobs: this process, or Ray tasks (extra 'ray'; docs/cluster.md).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster for backend ray: host:port, 'auto', or null (RAY_ADDRESS, the "
+        "cluster `leaguezero cluster start` started, else a private local one).",
+    )
+
+
+class ModelSection(Section):
+    """The policy network of a policy hero (docs/diplomacy_training.md)."""
+
+    hidden: int = Field(64, ge=4, description="Policy network width.")
+    layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
 
 
 HERO_KINDS = {"policy": HeroKind("policy", llm=False), "llm": HeroKind("llm", llm=True)}
@@ -88,15 +140,12 @@ class TrainSection(Section):
         description="Advantage of a record: game (the seat's final score, group-normalised) "
         "or phase (only the score gained from that phase on, baselined per phase).",
     )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature in training games.")
-    hidden: int = Field(64, ge=4, description="Policy network width.")
-    layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
-    seed: int = Field(0, ge=0, description="Seed of the initial weights, sampling and opponents.")
-    threads: int = Field(
-        1,
-        ge=1,
-        description="Torch threads of the trainer process (1: one core, the shared-machine "
-        "default; an LLM hero sampled in process gains from more).",
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="Sampling temperature of learned agents in training games (the hero, its "
+        "mirror seats, past checkpoints); LLM folders named on the command line sample at "
+        "llm.temperature.",
     )
 
     @property
@@ -129,7 +178,7 @@ class LeagueSection(SharedLeagueSection):
     )
     eval_all_baselines: bool = Field(
         True,
-        description="Add every baseline to the spec's gatekeepers (random, best, recent) so "
+        description="Add every baseline to the evaluator's gatekeepers (random, best, recent) so "
         "baseline ratings are measured, not just initial.",
     )
     eval_greedy: bool = Field(
@@ -158,12 +207,6 @@ class LLMSection(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="hf backend weights dtype (bfloat16 on GPUs)."
     )
-    bf16_autocast: bool = Field(
-        False,
-        description="hf backend: forward passes in bfloat16 autocast, weights and adapters "
-        "kept in float32 (long prompts' forward passes ~2x faster on CPUs with AMX; no gain "
-        "measured in a whole league step of the small base model; docs/llm.md).",
-    )
     max_loras: int = Field(
         8,
         ge=1,
@@ -173,20 +216,18 @@ class LLMSection(Section):
     max_lora_rank: int = Field(16, ge=1, description="Largest adapter rank (vLLM --max-lora-rank).")
     lora_rank: int = Field(8, ge=1, description="Rank of new adapters (<= max_lora_rank).")
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / rank).")
-    lora_dropout: float = Field(
-        0.0,
-        ge=0,
-        lt=1,
-        description="LoRA dropout, stored in adapter configs; the hf backend samples and "
-        "trains in eval mode (no dropout) so sampled and recomputed log-probs agree.",
-    )
     target_modules: list[str] = Field(
         ["q_proj", "v_proj"], description="Module names LoRA wraps (attention projections)."
     )
     max_new_tokens: int = Field(
         256, ge=1, description="Completion budget per seat and phase (orders + END)."
     )
-    temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 is greedy).")
+    temperature: float = Field(
+        1.0,
+        ge=0,
+        description="Sampling temperature of LLM folders named on the command line (diplomacy "
+        "eval, bench, play; 0 is greedy); training games sample at train.temperature.",
+    )
     mode: Literal["generate", "constrained"] = Field(
         "generate",
         description="generate: free text, parsed (an illegal order is counted and the unit "
@@ -236,7 +277,7 @@ class BenchSection(Section):
 class DiplomacyConfig(Section):
     """No-press Diplomacy rollouts and tournaments (docs/design.md#league-training)."""
 
-    seed: int = Field(0, ge=0, description="Master seed; every game and seat seed derives from it.")
+    run: RunSection = RunSection()
     max_years: int = Field(
         10,
         ge=1,
@@ -271,6 +312,7 @@ class DiplomacyConfig(Section):
     record_observations: bool = Field(
         True, description="Store the hero's board observation in each trajectory step."
     )
+    model: ModelSection = ModelSection()
     train: TrainSection = TrainSection()
     league: LeagueSection = LeagueSection()
     llm: LLMSection = LLMSection()
@@ -279,12 +321,4 @@ class DiplomacyConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
-        # elo_k moved into the league section (one name in both games); an old run's
-        # config.yaml still loads, with a warning.
-        if isinstance(data, dict) and "elo_k" in data:
-            data = dict(data)
-            league = dict(data.get("league") or {})
-            value = data.pop("elo_k")
-            league["elo_k"] = read_renamed_key("elo_k", "league.elo_k", value, league.get("elo_k"))
-            data["league"] = league
-        return data
+        return move_renamed_keys(data, RENAMED_KEYS, RETIRED_KEYS)

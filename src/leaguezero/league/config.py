@@ -12,47 +12,27 @@ paired 2-player games). Renamed keys are still read, with a warning that names t
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from leaguezero.common.config import Section
+from leaguezero.common.config import ConfigRenameWarning, Section, read_renamed_key
 from leaguezero.league.matchmaker import BucketShares
 
 # Old key in a ``league`` section -> its new name (configs and run config.yaml files written by
 # earlier versions keep loading; both set to different values is an error).
 RENAMED_KEYS = {"k_factor": "elo_k"}
 
-
-class ConfigRenameWarning(FutureWarning):
-    """A config uses a key that was renamed; it is read under its new name."""
-
-
-def read_renamed_key(old: str, new: str, value: Any, current: Any = None) -> Any:
-    """The value of a renamed config key: ``value`` was given as ``old`` (dotted names).
-
-    Warns (:class:`ConfigRenameWarning`) that ``old`` is read as ``new``; raises ``ValueError``
-    when ``new`` is also set (``current`` not None) to a different value.
-    """
-    if current is not None and current != value:
-        raise ValueError(
-            f"{old} was renamed {new}; both are set ({value!r} vs {current!r}): keep only {new}"
-        )
-    warnings.warn(
-        f"config key {old} is deprecated and read as {new}; rename it "
-        "(configs/*.yaml are regenerated with `config write`)",
-        ConfigRenameWarning,
-        stacklevel=2,
-    )
-    return value
+__all__ = ["ConfigRenameWarning", "LeagueSection", "MatchmakingSection", "read_renamed_key"]
 
 
 class MatchmakingSection(Section):
     """PFSP opponent sampling (docs/league.md#matchmaking): bucket shares, peers, cold start."""
 
     mode: Literal["pfsp", "tiered"] = Field(
-        "pfsp", description="Opponent sampling: PFSP buckets, or the spec's tiered weights."
+        "pfsp",
+        description="Opponent sampling: PFSP buckets, or the original tiered weights "
+        "(docs/design.md#matchmaking-pfsp).",
     )
     mirror_share: float = Field(0.30, ge=0, le=1, description="PFSP share: the current self.")
     peers_share: float = Field(0.40, ge=0, le=1, description="PFSP share: agents within +-window.")
@@ -103,7 +83,7 @@ class LeagueSection(MatchmakingSection):
         0.0,
         ge=0,
         description="Schedule's elite rule: a snapshot joins when the live hero's rating beats "
-        "the best checkpoint's by more than this (0: the spec's plain new high score).",
+        "the best checkpoint's by more than this (0: a plain new high score).",
     )
     wandb: bool = Field(False, description="Also log to Weights & Biases (extra 'wandb').")
     wandb_mode: Literal["offline", "online"] = Field(

@@ -44,7 +44,7 @@ def _resolver(names: list[str], seed: int):
     from leaguezero.diplomacy.cli.app import load_diplomacy_config
 
     specs = parse_agents(names)  # AgentSpecError is a ValueError
-    cfg = load_diplomacy_config(None, [f"seed={seed}"])
+    cfg = load_diplomacy_config(None, [f"run.seed={seed}"])
     return command_resolver(specs, cfg, greedy=True)
 
 

@@ -5,12 +5,16 @@ Each field's description is its documentation (``yz config show --help`` and doc
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from leaguezero.common.config import Section
+from leaguezero.common.config import Section, move_renamed_keys
 from leaguezero.league.config import LeagueSection as SharedLeagueSection
+
+# Old dotted key -> its new name (one vocabulary with Diplomacy's config); old configs and run
+# config.yaml files keep loading, with a warning.
+RENAMED_KEYS = {"run.torch_threads": "run.threads"}
 
 
 class RunSection(Section):
@@ -20,8 +24,8 @@ class RunSection(Section):
     seed: int = Field(0, ge=0, description="Master seed; every other seed derives from it.")
     iterations: int = Field(30, ge=1, description="Self-play -> train -> gate iterations.")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Torch device for net work.")
-    torch_threads: int = Field(
-        1, ge=1, description="torch threads per process (1 when processes share cores)."
+    threads: int = Field(
+        1, ge=1, description="Torch threads per process (1 when processes share cores)."
     )
     backend: Literal["local", "ray"] = Field(
         "local",
@@ -280,7 +284,8 @@ class LeagueSection(SharedLeagueSection):
         0, ge=0, description="Search budget of checkpoints in evaluator games (0 = raw policy)."
     )
     eval_extra_gatekeepers: list[str] = Field(
-        ["greedy"], description="Baselines added to the spec's gatekeepers (random, best, recent)."
+        ["greedy"],
+        description="Baselines added to the evaluator's gatekeepers (random, best, recent).",
     )
     random_elo: float = Field(800.0, description="Initial (anchor) rating of the random bot.")
     greedy_elo: float = Field(1000.0, description="Initial rating of the greedy bot.")
@@ -303,6 +308,11 @@ class YatzyConfig(Section):
     oracle_eval: OracleEvalSection = OracleEvalSection()
     infer: InferSection = InferSection()
     league: LeagueSection = LeagueSection()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        return move_renamed_keys(data, RENAMED_KEYS)
 
     @model_validator(mode="after")
     def _arch_fits_search(self) -> YatzyConfig:

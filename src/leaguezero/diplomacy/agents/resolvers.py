@@ -81,7 +81,7 @@ def command_resolver(
 ) -> AgentResolver | None:
     """The resolver of a command's agents (None when all are bots): policy files
     (``policies``: already loaded by :func:`load_policy_files`) and LLM folders, seeded from
-    ``cfg.seed``; ``decoding``: the LLM folders' decoding strategy (None: ``cfg.llm.mode``)."""
+    ``cfg.run.seed``; ``decoding``: the LLM folders' decoding strategy (None: ``cfg.llm.mode``)."""
     by_name = {s.name: s for s in specs}
     files = {s.name: s.path for s in by_name.values() if s.kind is AgentKind.POLICY_FILE}
     folders = [s for s in by_name.values() if s.is_llm_folder]
@@ -89,10 +89,10 @@ def command_resolver(
     if folders:
         from leaguezero.diplomacy.llm.resolvers import folder_resolver
 
-        llm = folder_resolver(folders, cfg.llm, seed=cfg.seed, greedy=greedy, decoding=decoding)
+        llm = folder_resolver(folders, cfg.llm, seed=cfg.run.seed, greedy=greedy, decoding=decoding)
     if not files:
         return llm
-    played = policy_resolver(files, seed=cfg.seed, greedy=greedy, loaded=policies)
+    played = policy_resolver(files, seed=cfg.run.seed, greedy=greedy, loaded=policies)
     if llm is None:
         return played
 

@@ -148,7 +148,7 @@ def eval_cmd(
 
     overrides = list(set_ or [])
     if seed is not None:
-        overrides.append(f"seed={seed}")
+        overrides.append(f"run.seed={seed}")
     if no_save:
         overrides.append("games_dir=null")
     cfg = load_diplomacy_config(config, overrides)
@@ -259,7 +259,7 @@ def bench_cmd(
 
     overrides = [*(set_ or []), "games_dir=null"]
     if seed is not None:
-        overrides.append(f"seed={seed}")
+        overrides.append(f"run.seed={seed}")
     cfg = load_diplomacy_config(config, overrides)
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
@@ -277,7 +277,7 @@ def bench_cmd(
             progress.update(task, advance=1, description=f"{hero} vs six {agent}")
 
         rows = run_bench(cfg, hero, suite, games, resolver=resolver, on_game=on_game)
-    report = bench_report(hero, cfg.seed, games, rows)
+    report = bench_report(hero, cfg.run.seed, games, rows)
     if json_out:
         typer.echo(json.dumps(report))
         return
@@ -335,7 +335,7 @@ def play_cmd(
     from leaguezero.diplomacy.game.env import POWERS
     from leaguezero.diplomacy.game.rollout import run_rollout
 
-    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
+    overrides = list(set_ or []) + ([f"run.seed={seed}"] if seed is not None else [])
     cfg = load_diplomacy_config(config, overrides)
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
@@ -378,20 +378,26 @@ def train_cmd(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     backend: Annotated[
-        str, typer.Option(help="local | ray: play rollouts and evaluations as Ray tasks.")
-    ] = "local",
+        str | None,
+        typer.Option(
+            help="local | ray: play rollouts and evaluations as Ray tasks (sets run.backend)."
+        ),
+    ] = None,
     ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster (host:port; default RAY_ADDRESS or local).")
+        str | None,
+        typer.Option(
+            help="Ray cluster (host:port; default RAY_ADDRESS or local; sets run.ray_address)."
+        ),
     ] = None,
 ) -> None:
     """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
 
-    With --resume and no --config, the run's own config.yaml is used (plus any --set, e.g.
-    --set train.steps=600 to extend a finished run).
+    --resume continues the run in --out with its own config.yaml (plus any --set, e.g.
+    --set train.steps=600 to extend a finished run), as `yz run --resume` does.
     """
-    if resume and config is None and (out / "config.yaml").exists():
-        config = out / "config.yaml"
-    cfg = load_diplomacy_config(config, set_)
+    cfg = read_train_config(
+        out, config, set_, resume=resume, backend=backend, ray_address=ray_address
+    )
     try:
         from leaguezero.diplomacy.train.loop import TrainError
     except ImportError as err:  # the optional engine is missing
@@ -407,7 +413,7 @@ def train_cmd(
     # in `leaguezero league show` (the three error types carry the path).
     damaged = (RegistryError, MatchLogError, CorruptLogError)
     try:
-        trainer = make_trainer(cfg, out, resume=resume, backend=backend, ray_address=ray_address)
+        trainer = make_trainer(cfg, out, resume=resume)
     except (TrainError, RayUnavailableError, *damaged) as err:
         raise fail(str(err)) from None
     columns = (
@@ -437,11 +443,41 @@ def train_cmd(
     typer.echo(json.dumps(summary))
 
 
-def make_trainer(
-    cfg, out: Path, *, resume: bool = False, backend: str = "local", ray_address: str | None = None
+def read_train_config(
+    out: Path,
+    config: Path | None,
+    overrides: list[str] | None,
+    *,
+    resume: bool,
+    backend: str | None = None,
+    ray_address: str | None = None,
 ):
-    """The Diplomacy league trainer with its backends: this process (``local``), or the
-    network hero's games and the evaluator's jobs as Ray tasks (``ray``, docs/cluster.md).
+    """The config of ``diplomacy train``, read as ``yz run`` reads its own: a new run takes
+    ``--config`` (or the defaults) and refuses a non-empty ``--out``; ``--resume`` takes the
+    run's own ``config.yaml`` and refuses ``--config``. ``--backend``/``--ray-address`` become
+    ``run.backend``/``run.ray_address`` overrides, so the saved config records them."""
+    overrides = list(overrides or [])
+    if backend is not None:
+        overrides.append(f"run.backend={backend}")
+    if ray_address is not None:
+        overrides.append(f"run.ray_address={ray_address}")
+    if not resume:
+        if out.exists() and any(out.iterdir()):
+            raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
+        return load_diplomacy_config(config, overrides)
+    if not (out / "config.yaml").exists():
+        raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
+    if config is not None:
+        raise fail("--resume uses the run's own config.yaml; change it with --set instead")
+    return load_diplomacy_config(out / "config.yaml", overrides)
+
+
+def make_trainer(
+    cfg, out: Path, *, resume: bool = False, backend: str | None = None, ray_address=None
+):
+    """The Diplomacy league trainer with its backends (``run.backend``): this process
+    (``local``), or the network hero's games and the evaluator's jobs as Ray tasks (``ray``,
+    docs/cluster.md). ``backend``/``ray_address`` given here replace the config's.
 
     The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
     LLM hero on Ray without a server (``llm.backend: hf``), ``RayUnavailableError`` when Ray
@@ -451,8 +487,13 @@ def make_trainer(
 
     from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 
+    run = {"backend": backend, "ray_address": ray_address}
+    if any(v is not None for v in run.values()):
+        run = {k: v for k, v in run.items() if v is not None}
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update=run)})
+    backend, ray_address = cfg.run.backend, cfg.run.ray_address
     # default one core per process (docs/design.md#one-torch-thread-per-process)
-    torch.set_num_threads(cfg.train.threads)
+    torch.set_num_threads(cfg.run.threads)
     if backend == "local":
         return LeagueTrainer(cfg, out, resume=resume)
     if backend != "ray":

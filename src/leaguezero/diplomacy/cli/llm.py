@@ -44,7 +44,7 @@ The same through the vLLM interface (a server process samples, the trainer train
   leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
       --port 8123 --max-loras 8 &
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm \\
-      --set llm.backend=openai --set train.threads=1
+      --set llm.backend=openai --set run.threads=1
 Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
 # What differs from the built-in defaults in configs/diplomacy_llm_cpu.yaml.
 CPU_OVERRIDES = [
@@ -60,7 +60,7 @@ CPU_OVERRIDES = [
     "train.lr=0.002",
     "train.lr_schedule=cosine",
     "train.kl_coef=0.1",
-    "train.threads=2",
+    "run.threads=2",
     "llm.max_new_tokens=192",
     "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
     "league.eval_every=20",

@@ -109,7 +109,7 @@ def run_bench(
 ) -> list[BenchRow]:
     """Play ``hero`` against each entry of ``suite`` (``games`` games each) and return the rows.
 
-    Every entry replays the same seeds (``cfg.seed``), so two heroes benched with one seed meet
+    Every entry replays the same seeds (``cfg.run.seed``), so two heroes benched with one seed meet
     the same dice of fate. ``on_game(agent, game)`` is called after each game (progress).
     Raises ``ValueError`` for an empty suite or ``games < 1``.
     """

@@ -177,7 +177,7 @@ def run_rollout(
     """
     _check_seats(power_adapters, hero_power)
     started = time.perf_counter()
-    game_seed = rollout_seed(cfg.seed, group_idx, game_idx)
+    game_seed = rollout_seed(cfg.run.seed, group_idx, game_idx)
     policies: dict[str, Policy] = {
         power: resolve_agent(power_adapters[power], seat_seed(game_seed, power), resolver)
         for power in POWERS

@@ -163,7 +163,7 @@ def run_tournament(
 ) -> TournamentResult:
     """Play ``games`` games of ``hero`` against ``opponents`` (see module doc).
 
-    ``cfg.seed`` seeds the seating and every game (``group_idx`` = 0, ``game_idx`` = i).
+    ``cfg.run.seed`` seeds the seating and every game (``group_idx`` = 0, ``game_idx`` = i).
     ``ratings`` are the starting ratings (agents not in it start at ``cfg.initial_rating``);
     ``matchlog`` appends one :class:`~leaguezero.league.types.MatchResult` per game (kind
     ``"evaluation"``, seats are powers, scores the final scores); ``save_dir`` overrides
@@ -177,11 +177,11 @@ def run_tournament(
     result = TournamentResult(
         hero=hero_label,
         opponents=list(dict.fromkeys(names[1:])),
-        seed=cfg.seed,
+        seed=cfg.run.seed,
         config=cfg.model_dump(mode="json"),
         ratings_before=dict(current),
     )
-    rng = random.Random(cfg.seed)
+    rng = random.Random(cfg.run.seed)
     log = MatchLog(matchlog) if matchlog is not None else None
     for game_idx in range(games):
         seating = seat_powers(hero, opponents, game_idx, cfg.max_unique_opponents, rng)

@@ -38,7 +38,6 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
     lora = LoraSettings(
         rank=llm.lora_rank,
         alpha=llm.lora_alpha,
-        dropout=llm.lora_dropout,
         target_modules=list(llm.target_modules),
         max_lora_rank=llm.max_lora_rank,
     )
@@ -48,7 +47,6 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
             lora=lora,
             device=llm.device,
             dtype=llm.dtype,
-            bf16_autocast=llm.bf16_autocast,
         )
     except (OSError, ValueError) as err:
         raise LLMError(f"cannot load base model {llm.base_model}: {err}") from None

@@ -84,7 +84,11 @@ def _play_gatekeepers(
     results: list[MatchResult] = []
     for k, keeper in enumerate(gatekeepers):
         cfg = base.model_copy(
-            update={"seed": seed * 1_000 + k, "games_dir": None, "record_observations": False}
+            update={
+                "run": base.run.model_copy(update={"seed": seed * 1_000 + k}),
+                "games_dir": None,
+                "record_observations": False,
+            }
         )
         resolver = make_resolver(
             paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature

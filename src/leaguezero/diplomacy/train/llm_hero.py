@@ -199,7 +199,7 @@ class LanguageModelHero:
                 raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
             adapter_paths[name] = registry.resolve(agent.path)
         tcfg = self.cfg.train
-        seeds = [game_seed(tcfg.seed, group_idx, i) for i in range(tcfg.group_size)]
+        seeds = [game_seed(self.cfg.run.seed, group_idx, i) for i in range(tcfg.group_size)]
         seating = self.prepare(seating, hero_power, adapter_paths)
         if not self.task_map.in_process:  # Ray: each game a task sampling on the shared server
             shared = self.remote_games(tcfg.temperature)

@@ -143,7 +143,7 @@ class LeagueTrainer:
                 "games_per_gatekeeper": lcfg.eval_games,
                 "greedy": lcfg.eval_greedy,
             },
-            seed=tcfg.seed,
+            seed=cfg.run.seed,
             extra_gatekeepers=BASELINES if lcfg.eval_all_baselines else (),
             eval_runner=eval_runner,
             tracker_config=cfg.model_dump(mode="json"),

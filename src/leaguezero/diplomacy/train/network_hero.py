@@ -96,7 +96,8 @@ class NetworkHero:
         self.agent = tcfg.hero.name
         self.cfg = cfg
         self.task_map = task_map
-        self.policy = DiplomacyPolicy(PolicyConfig(tcfg.hidden, tcfg.layers), seed=tcfg.seed)
+        shape = PolicyConfig(cfg.model.hidden, cfg.model.layers)
+        self.policy = DiplomacyPolicy(shape, seed=cfg.run.seed)
         self.base_path = ckpt_dir / f"{BASE_MODEL}.pt"
         if not self.base_path.exists():
             self.policy.save(self.base_path)  # step 0: the base model is the initial policy
@@ -132,7 +133,7 @@ class NetworkHero:
         tcfg = self.cfg.train
         shared = PolicyGames(
             cfg.model_dump_json(),
-            tcfg.seed,
+            self.cfg.run.seed,
             tcfg.temperature,
             self.policy.config,
             {k: v.detach().cpu() for k, v in self.policy.net.state_dict().items()},

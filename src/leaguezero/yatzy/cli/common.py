@@ -32,11 +32,11 @@ def load_yatzy_config(config: Path | None, overrides: list[str] | None):
 
 
 def setup_threads(cfg) -> None:
-    """Torch threads per process (``run.torch_threads``)."""
+    """Torch threads per process (``run.threads``)."""
     # Processes share the cores: two torch threads under load ran 30-70x slower than one.
     import torch
 
-    torch.set_num_threads(cfg.run.torch_threads)
+    torch.set_num_threads(cfg.run.threads)
 
 
 def load_oracle_with_notice(table: Path | None):

@@ -51,7 +51,7 @@ class SelfPlayWorker:
 
         self.cfg = YatzyConfig.model_validate_json(cfg_json)
         self.worker = worker
-        torch.set_num_threads(self.cfg.run.torch_threads)
+        torch.set_num_threads(self.cfg.run.threads)
 
     def pid(self) -> int:
         """The actor's process id (tests kill it to check recovery)."""
@@ -228,7 +228,7 @@ def _train_task(cfg_json: str, run_root: str, it: int) -> dict[str, Any]:
     import torch
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
-    torch.set_num_threads(cfg.run.torch_threads)
+    torch.set_num_threads(cfg.run.threads)
     return train_phase(cfg, RunDir(run_root), it, lambda phase, advance, total: None)
 
 

@@ -45,7 +45,7 @@ def _worker_main(
     from leaguezero.yatzy.train.kinds import selfplay_function
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
-    torch.set_num_threads(cfg.run.torch_threads)
+    torch.set_num_threads(cfg.run.threads)
     evaluator = make_selfplay_evaluator(cfg, Path(best_path))
     oracle = None
     if roots_log is not None:
