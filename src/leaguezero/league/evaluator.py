@@ -15,7 +15,7 @@ The job:
    and returning ``list[MatchResult]`` (agent paths are resolved to absolute paths first);
 3. recomputes ratings — by default the batch Bradley–Terry refit of the whole evaluation log
    and the new games, anchored at the registry's anchor, with bootstrap intervals
-   (``method="refit"``), or the spec's online multi-player Elo over the new games
+   (``method="refit"``), or the design's online multi-player Elo over the new games
    (``method="elo"``) — and stores them in ``league.json``;
 4. appends the games to the match log (kind ``"evaluation"``, the challenger's step,
    ``meta["challenger"]``); 3 and 4 are one transaction under the registry's file lock;
@@ -98,7 +98,7 @@ def check_tournament(fn: Tournament) -> Tournament:
 
 
 def choose_gatekeepers(state: LeagueState, challenger: str) -> list[str]:
-    """The spec's basket: the anchor baseline ("random"), the previous best checkpoint, and the
+    """The design's basket: the anchor baseline ("random"), the previous best checkpoint, and the
     most recent snapshot before the challenger — distinct, excluding the challenger."""
     picks: list[str] = []
     if state.anchor is not None:

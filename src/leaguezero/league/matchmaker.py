@@ -2,11 +2,11 @@
 #several-adapters-in-one-game).
 
 - :class:`PFSPMatchmaker` draws opponents by bucket (30% mirror, 40% peers, 20% exploitable,
-  10% baselines) or with the spec's simple tiered weights; every draw says its bucket.
+  10% baselines) or with the design's simple tiered weights; every draw says its bucket.
 - :class:`WinRateTable` keeps the hero's decayed win rate per opponent for the exploitable
   bucket.
 - :func:`cluster_seating` fills a many-seat game with a few unique opponents cloned across
-  seats (``[Hero, A, A, A, B, B, B]``), the spec's fallback when serving seven unique adapters
+  seats (``[Hero, A, A, A, B, B, B]``), the design's fallback when serving seven unique adapters
   does not fit in memory.
 """
 
@@ -206,7 +206,7 @@ class PFSPMatchmaker:
     others are renormalised, so e.g. with no peers the remaining 60% split 30:20:10. Cold start:
     until ``min_checkpoints`` checkpoints exist, every draw is a baseline
     (docs/design.md#registry-and-cold-start).
-    ``mode="tiered"`` instead uses the spec's simple weights (5.0 within 100 rating, 2.0 within
+    ``mode="tiered"`` instead uses the design's simple weights (5.0 within 100 rating, 2.0 within
     300, else 0.5; baselines x2) over all agents. Retired checkpoints
     (``extra["retired"]``) are never drawn. Draws use the ``seed``-ed generator only.
     """
@@ -306,7 +306,7 @@ class PFSPMatchmaker:
         k: int,
         win_rates: WinRateTable | None = None,
     ) -> list[Draw]:
-        # The spec's §8 MVP: tiered weights by rating gap, baselines boosted.
+        # The design's first version: tiered weights by rating gap, baselines boosted.
         candidates = [a for a in state.agents.values() if not a.extra.get("retired")]
         if not candidates:
             raise ValueError("the league has no agent to sample; create it with baselines")

@@ -1,4 +1,4 @@
-"""Ratings: the spec's pairwise multi-player Elo (2-player Elo is its n = 2 case), and a batch
+"""Ratings: the design's pairwise multi-player Elo (2-player Elo is its n = 2 case), and a batch
 maximum-likelihood refit over the whole match log (:func:`fit_ratings`).
 
 The scale is the usual Elo one: a 400-point gap means the stronger side is expected to score
@@ -232,7 +232,7 @@ def fit_ratings(
 
     Model: A beats B with probability ``1 / (1 + 10 ** ((r_B - r_A) / 400))`` — the Elo
     expectation — for every pair of seats with distinct agents in every match; a tie counts as
-    half a win each, and a pair's weight is ``1 / (seats - 1)`` as in the spec's multi-player
+    half a win each, and a pair's weight is ``1 / (seats - 1)`` as in the design's multi-player
     Elo. The scale is pinned by holding ``anchor`` at ``anchor_elo``. A Gaussian prior with
     standard deviation ``prior_sd`` Elo around the anchor's rating keeps agents that never
     lost (or never won), or that are not connected to the anchor by any chain of games,

@@ -7,7 +7,7 @@ Three kinds of snapshots enter the league:
 2. historical anchors — every ``anchor_every`` (100) steps, forever, against cycling;
 3. the elite — any snapshot whose rating beats the best checkpoint so far.
 
-:func:`should_add_to_league` is the spec's function, check for check. The spec's recent rule
+:func:`should_add_to_league` is the design's function, check for check. The design's recent rule
 (``step > latest_step - 100``) admits every 10th step as training moves forward; the "last 100
 steps" part is realised by :func:`retire_candidates`, which names curriculum snapshots that
 have fallen out of the window (never anchors, elites, the first or the best checkpoint), so a

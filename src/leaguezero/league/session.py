@@ -100,7 +100,7 @@ class LeagueSession:
         tournament_kwargs: its keyword arguments (plain data).
         seed: seeds the matchmaker and the evaluator's games.
         hero: the live hero's league name; ``hero_start`` the agent it starts as.
-        extra_gatekeepers: agents every evaluation adds to the spec's gatekeepers.
+        extra_gatekeepers: agents every evaluation adds to the design's gatekeepers.
         eval_runner: where evaluation jobs run (default: a local process per job).
         tracker_config: the resolved run config, logged with WandB (``cfg.wandb``).
         elo_png: file name of the Elo chart.
@@ -296,7 +296,7 @@ class LeagueSession:
     def evaluate(self, step: int, challenger: str | None = None) -> bool:
         """Rate ``challenger`` (default: the newest checkpoint) in the background.
 
-        The gatekeepers are the spec's (:func:`~.evaluator.choose_gatekeepers`) plus
+        The gatekeepers are the design's (:func:`~.evaluator.choose_gatekeepers`) plus
         ``extra_gatekeepers``. A (challenger, step) pair is never rated twice — a resumed step
         would replay the very same seeded games and count them double. Returns whether a job
         was submitted.

@@ -19,12 +19,12 @@ BASE_MODEL = "base_model"  # the league's name of the untrained starting point (
 
 def checkpoint_name(step: int) -> str:
     """Immutable league name of the hero's snapshot after ``step`` training steps
-    (``ckpt_000050``, the spec's registry example); the same format in every game."""
+    (``ckpt_000050``, as in docs/design.md); the same format in every game."""
     return f"ckpt_{step:06d}"
 
 
 class AgentKind(enum.StrEnum):
-    """What an entry of ``league.json`` is (the spec's ``type`` field)."""
+    """What an entry of ``league.json`` is (the design's ``type`` field)."""
 
     BASELINE = "baseline"  # a fixed bot or the untrained base model; path may be null
     CHECKPOINT = "checkpoint"  # a trained snapshot of the hero, with a path and a step
@@ -45,7 +45,7 @@ class Bucket(enum.StrEnum):
     PEERS = "peers"  # rating within +-peer_window of the hero
     EXPLOITABLE = "exploitable"  # opponents the hero used to lose to
     BASELINES = "baselines"  # fixed bots, a regression "unit test"
-    TIERED = "tiered"  # the spec's simple tiered-weight mode (no buckets)
+    TIERED = "tiered"  # the design's simple tiered-weight mode (no buckets)
 
 
 @dataclass
@@ -163,7 +163,7 @@ class MatchResult:
         """Yield ``(agent_a, agent_b, score_a, weight)`` for every pair of seats with distinct
         agents: ``score_a`` is 1 / 0.5 / 0 as A's seat scored more / the same / less than B's.
 
-        ``weight`` is ``1 / (n_seats - 1)``, the spec's k/(n-1) scaling: a 7-player game moves
+        ``weight`` is ``1 / (n_seats - 1)``, the design's k/(n-1) scaling: a 7-player game moves
         each player as much as one 2-player game, and a 2-player game has weight 1. Pairs of
         clones of one agent carry no information about ratings and are skipped.
         """

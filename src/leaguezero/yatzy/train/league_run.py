@@ -115,7 +115,7 @@ class LeagueRun:
             baselines={"random": lc.random_elo, "greedy": lc.greedy_elo,
                        "oracle": lc.oracle_elo, BASE_MODEL: lc.base_model_elo},
             anchor="random",
-            # the untrained net is the spec's base model
+            # the untrained net is the league's base model (docs/design.md)
             baseline_paths={BASE_MODEL: "models/best_0000.pt"},
             tournament=yatzy_tournament,
             tournament_kwargs={"games_per_opponent": lc.eval_games,
