@@ -137,7 +137,7 @@ def test_planted_state_file_runs_no_code_on_resume(tmp_path) -> None:
 
 def test_the_backend_is_injected_and_the_same_seeds_play_the_same_games(tmp_path) -> None:
     from leaguezero.common.config import load_config
-    from leaguezero.diplomacy.cli.app import make_trainer
+    from leaguezero.diplomacy.cli.train import make_trainer
     from leaguezero.diplomacy.config import DiplomacyConfig
     from leaguezero.diplomacy.train.heroes import local_map
     from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError

@@ -20,7 +20,7 @@ pytest.importorskip("ray")
 
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
-from leaguezero.diplomacy.cli.app import make_trainer
+from leaguezero.diplomacy.cli.train import make_trainer
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer
 from leaguezero.league.matchlog import read_matches

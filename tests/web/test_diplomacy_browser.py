@@ -69,7 +69,7 @@ def test_play_france_against_bots_by_choosing_legal_orders(live_server, browser,
 
 
 def test_watch_bots_phase_by_phase_then_replay_the_saved_game(live_server, browser, tmp_path):
-    from leaguezero.diplomacy.cli.app import load_diplomacy_config
+    from leaguezero.diplomacy.cli.common import load_diplomacy_config
     from leaguezero.diplomacy.game.env import POWERS
     from leaguezero.diplomacy.game.rollout import run_rollout
 

@@ -41,7 +41,7 @@ def _resolver(names: list[str], seed: int):
     """
     from leaguezero.diplomacy.agents.catalogue import parse_agents
     from leaguezero.diplomacy.agents.resolvers import command_resolver
-    from leaguezero.diplomacy.cli.app import load_diplomacy_config
+    from leaguezero.diplomacy.cli.common import load_diplomacy_config
 
     specs = parse_agents(names)  # AgentSpecError is a ValueError
     cfg = load_diplomacy_config(None, [f"run.seed={seed}"])

@@ -1,0 +1,200 @@
+"""``leaguezero diplomacy train`` and ``train-report``: the league GRPO loop from the command line
+(read or resume the run's config, build the trainer, run it with progress, print the summary)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from leaguezero.common.cli import fail
+from leaguezero.diplomacy.cli.common import ConfigOpt, SetOpt, load_diplomacy_config
+
+app = typer.Typer()  # mounted flat by the diplomacy app
+
+
+@app.command("train")
+def train_cmd(
+    out: Annotated[
+        Path, typer.Option("--out", help="Run directory (created; reused by --resume).")
+    ],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last step.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="local | ray: play rollouts and evaluations as Ray tasks (sets run.backend)."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster (host:port; default RAY_ADDRESS or local; sets run.ray_address)."
+        ),
+    ] = None,
+) -> None:
+    """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
+
+    --resume continues the run in --out with its own config.yaml (plus any --set, e.g.
+    --set train.steps=600 to extend a finished run), as `yz run --resume` does.
+    """
+    cfg = read_train_config(
+        out, config, set_, resume=resume, backend=backend, ray_address=ray_address
+    )
+    try:
+        from leaguezero.diplomacy.train.loop import TrainError
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from leaguezero.common.events import CorruptLogError
+    from leaguezero.distributed.runtime import RayUnavailableError
+    from leaguezero.league.matchlog import MatchLogError
+    from leaguezero.league.registry import RegistryError
+
+    # A damaged league.json, match log or event log of the run is one line naming the file, as
+    # in `leaguezero league show` (the three error types carry the path).
+    damaged = (RegistryError, MatchLogError, CorruptLogError)
+    try:
+        trainer = make_trainer(cfg, out, resume=resume)
+    except (TrainError, RayUnavailableError, *damaged) as err:
+        raise fail(str(err)) from None
+    columns = (
+        TextColumn("[bold]train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, disable=quiet) as progress:
+        task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
+
+        def on_step(record: dict) -> None:
+            progress.update(
+                task,
+                completed=record["step"],
+                description=(
+                    f"score {record['score_mean']:.2f}  hero elo {record['hero_elo']:.0f}  "
+                    f"clip {record['clip_fraction']:.2f}  {record['seconds']:.1f}s/step"
+                ),
+            )
+
+        try:
+            summary = trainer.run(on_step=on_step)
+        except damaged as err:
+            raise fail(str(err)) from None
+    typer.echo(json.dumps(summary))
+
+
+def read_train_config(
+    out: Path,
+    config: Path | None,
+    overrides: list[str] | None,
+    *,
+    resume: bool,
+    backend: str | None = None,
+    ray_address: str | None = None,
+):
+    """The config of ``diplomacy train``, read as ``yz run`` reads its own: a new run takes
+    ``--config`` (or the defaults) and refuses a non-empty ``--out``; ``--resume`` takes the
+    run's own ``config.yaml`` and refuses ``--config``. ``--backend``/``--ray-address`` become
+    ``run.backend``/``run.ray_address`` overrides, so the saved config records them."""
+    overrides = list(overrides or [])
+    if backend is not None:
+        overrides.append(f"run.backend={backend}")
+    if ray_address is not None:
+        overrides.append(f"run.ray_address={ray_address}")
+    if not resume:
+        if out.exists() and any(out.iterdir()):
+            raise fail(f"{out} is not empty: pass --resume to continue it, or choose a new --out")
+        return load_diplomacy_config(config, overrides)
+    if not (out / "config.yaml").exists():
+        raise fail(f"--resume: {out} holds no run (no config.yaml); drop --resume to start one")
+    if config is not None:
+        raise fail("--resume uses the run's own config.yaml; change it with --set instead")
+    return load_diplomacy_config(out / "config.yaml", overrides)
+
+
+def make_trainer(
+    cfg, out: Path, *, resume: bool = False, backend: str | None = None, ray_address=None
+):
+    """The Diplomacy league trainer with its backends (``run.backend``): this process
+    (``local``), or the network hero's games and the evaluator's jobs as Ray tasks (``ray``,
+    docs/cluster.md). ``backend``/``ray_address`` given here replace the config's.
+
+    The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
+    LLM hero on Ray without a server (``llm.backend: hf``), ``RayUnavailableError`` when Ray
+    cannot be reached.
+    """
+    import torch
+
+    from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
+
+    run = {"backend": backend, "ray_address": ray_address}
+    if any(v is not None for v in run.values()):
+        run = {k: v for k, v in run.items() if v is not None}
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update=run)})
+    backend, ray_address = cfg.run.backend, cfg.run.ray_address
+    # default one core per process (docs/design.md#one-torch-thread-per-process)
+    torch.set_num_threads(cfg.run.threads)
+    if backend == "local":
+        return LeagueTrainer(cfg, out, resume=resume)
+    if backend != "ray":
+        raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
+    if cfg.train.hero.llm and not cfg.llm.sampling.shared_server:
+        raise TrainError(
+            "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
+            "server (vLLM or leaguezero llm serve) that every node can reach"
+        )
+    from leaguezero.distributed.evaluator import RayJobRunner
+    from leaguezero.distributed.tasks import RayTaskMap
+
+    return LeagueTrainer(
+        cfg,
+        out,
+        resume=resume,
+        task_map=RayTaskMap(ray_address),
+        eval_runner=RayJobRunner(ray_address),
+    )
+
+
+@app.command("train-report")
+def train_report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A 'diplomacy train' run directory.")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the whole summary as JSON.")
+    ] = False,
+) -> None:
+    """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
+    random_bot; writes training_summary.json and training.png into the run."""
+    from leaguezero.common.config import ConfigError
+    from leaguezero.diplomacy.train.report import write_report
+
+    try:
+        summary = write_report(run_dir)
+    except (FileNotFoundError, ConfigError) as err:
+        raise fail(str(err)) from None
+    except ValueError as err:  # a damaged events.ndjson / match log line: the reader names it
+        raise fail(str(err).splitlines()[0]) from None
+    if json_out:
+        typer.echo(json.dumps(summary))
+        return
+    pfsp = summary["pfsp"]
+    shares = "  ".join(f"{b} {100 * v:.1f}%" for b, v in pfsp["shares"].items())
+    typer.echo(f"steps: {len(summary['steps'])}   PFSP from step {pfsp['from_step']}: {shares}")
+    typer.echo(f"  max deviation from 30/40/20/10: {pfsp['max_abs_deviation_points']:.1f} points")
+    for e in summary["evaluations"]:
+        base = ", ".join(f"{k} {v:.0f}" for k, v in e["baselines"].items())
+        win = e["random_bot_win_rate"]
+        typer.echo(
+            f"  step {e['step']:5d}  {e['challenger']}  elo {e['hero_elo']:.0f}  ({base})"
+            f"  {'above' if e['above_baselines'] else 'BELOW'} baselines"
+            + (f"  win vs random_bot {win:.2f}" if win is not None else "")
+        )
+    typer.echo(f"evaluator failures/errors: {len(summary['errors'])}")
