@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from leaguezero.az.inference.lanes import FairQueue, Pending
 from leaguezero.az.inference.protocol import encode_eval_request
-from leaguezero.az.inference.server import _Pending, _Queue
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
 from tests.az.test_server import client_for, expected, make_checkpoint, random_batch, start_server
 
@@ -25,15 +25,15 @@ class _FakeRequest:
         self.rows = rows
 
 
-def _pending(conn: object, rows: int, tag: str) -> _Pending:
-    p = _Pending(_FakeRequest(rows), conn, 0.0, rows)  # type: ignore[arg-type]
+def _pending(conn: object, rows: int, tag: str) -> Pending:
+    p = Pending(_FakeRequest(rows), conn, 0.0, rows)  # type: ignore[arg-type]
     p.tag = tag  # type: ignore[attr-defined]
     return p
 
 
 def test_batches_are_formed_round_robin_over_connections() -> None:
-    async def build() -> _Queue:
-        return _Queue()
+    async def build() -> FairQueue:
+        return FairQueue()
 
     queue = asyncio.run(build())
     flooders = [object() for _ in range(3)]

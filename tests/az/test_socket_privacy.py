@@ -28,6 +28,7 @@ from leaguezero.az.inference.endpoint import (
     parse_endpoint,
     runtime_dir,
 )
+from leaguezero.az.inference.lanes import RateLimitedLog
 from leaguezero.az.inference.protocol import (
     LENGTH,
     ControlOp,
@@ -38,7 +39,7 @@ from leaguezero.az.inference.protocol import (
     encode_error,
 )
 from leaguezero.az.inference.replies import text_reply
-from leaguezero.az.inference.server import RateLimitedLog, ServerSettings
+from leaguezero.az.inference.server import ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from tests.az.test_server import make_checkpoint, start_server

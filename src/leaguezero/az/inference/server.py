@@ -41,10 +41,9 @@ import logging
 import os
 import signal
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -53,6 +52,7 @@ from torch import nn
 from leaguezero.az.inference.admin import admin_refusal, split_token
 from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
+from leaguezero.az.inference.lanes import FairQueue, Pending, RateLimitedLog
 from leaguezero.az.inference.local import ValueForwardModel, ValueFunction, model_dims
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.protocol import (
@@ -60,7 +60,6 @@ from leaguezero.az.inference.protocol import (
     MAX_FRAME_BYTES,
     ControlOp,
     ControlRequest,
-    EvalRequest,
     ProtocolError,
     Status,
     decode_request,
@@ -133,99 +132,10 @@ class ServerSettings:
         self.max_frame_bytes = min(self.max_frame_bytes, MAX_FRAME_BYTES)
 
 
-class RateLimitedLog:
-    """At most one log line per ``interval_s`` for a repeated event; the next line says how many
-    were left out (a refused client cannot fill the log)."""
-
-    def __init__(self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
-        self.interval_s = interval_s
-        self.clock = clock
-        self._last = -float("inf")
-        self._skipped = 0
-
-    def warning(self, message: str, *args: object) -> bool:
-        """Log ``message % args`` unless a line went out less than ``interval_s`` ago; returns
-        whether it was logged."""
-        now = self.clock()
-        if now - self._last < self.interval_s:
-            self._skipped += 1
-            return False
-        if self._skipped:
-            message += f" ({self._skipped} more like this in the last {now - self._last:.0f} s)"
-        self._last, self._skipped = now, 0
-        log.warning(message, *args)
-        return True
-
-
 LOAD_FAILED_MESSAGE = (
     "cannot load that checkpoint: it is missing, unreadable or not a compatible checkpoint "
     "(the server log says which)"
 )
-
-
-@dataclass
-class _Pending:
-    request: EvalRequest
-    conn: Connection
-    arrival: float  # time.perf_counter() when the frame was read
-    nbytes: int  # frame length (what the request holds of the server's memory)
-
-
-@dataclass
-class _Queue:
-    """One model's queued requests: a FIFO lane per connection, in round-robin order (a lane
-    moves to the back when it gives a frame to a batch)."""
-
-    lanes: dict[Connection, deque[_Pending]] = field(default_factory=dict)
-    rows: int = 0
-    count: int = 0
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def push(self, pending: _Pending) -> None:
-        lane = self.lanes.get(pending.conn)
-        if lane is None:
-            lane = self.lanes[pending.conn] = deque()
-        lane.append(pending)
-        self.rows += pending.request.rows
-        self.count += 1
-
-    def oldest_arrival(self) -> float:
-        return min(lane[0].arrival for lane in self.lanes.values())
-
-    def take_batch(self, max_batch: int) -> tuple[list[_Pending], int]:
-        """Whole frames round-robin over the connections until ``max_batch`` rows (at least one
-        frame; a connection whose next frame does not fit keeps its place at the front)."""
-        batch: list[_Pending] = []
-        rows = 0
-        progress = True
-        while progress and rows < max_batch:
-            progress = False
-            for conn in list(self.lanes):
-                lane = self.lanes[conn]
-                head = lane[0]
-                if batch and rows + head.request.rows > max_batch:
-                    continue
-                lane.popleft()
-                batch.append(head)
-                rows += head.request.rows
-                progress = True
-                del self.lanes[conn]
-                if lane:
-                    self.lanes[conn] = lane  # back of the round
-                if rows >= max_batch:
-                    break
-        self.rows -= rows
-        self.count -= len(batch)
-        return batch, rows
-
-    def drop(self, conn: Connection) -> int:
-        """Forget ``conn``'s queued requests; returns how many."""
-        lane = self.lanes.pop(conn, None)
-        if not lane:
-            return 0
-        self.rows -= sum(p.request.rows for p in lane)
-        self.count -= len(lane)
-        return len(lane)
 
 
 class InferenceServer:
@@ -245,7 +155,7 @@ class InferenceServer:
         for served in self.models.values():
             served.model.to(self.device).eval()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lz-forward")
-        self._queues: dict[int, _Queue] = {}
+        self._queues: dict[int, FairQueue] = {}
         self._tasks: list[asyncio.Task] = []  # one batcher per model_id
         self._control_tasks: set[asyncio.Task] = set()
         self._connections: set[Connection] = set()
@@ -447,14 +357,14 @@ class InferenceServer:
         queue = self._queues[request.model_id]
         conn.pending += 1
         conn.queued_bytes += len(body)
-        queue.push(_Pending(request, conn, arrival, len(body)))
+        queue.push(Pending(request, conn, arrival, len(body)))
         self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
         queue.wake.set()
 
     # ---------------------------------------------------------------- batching
     def _ensure_queue(self, model_id: int) -> None:
         if model_id not in self._queues:
-            self._queues[model_id] = _Queue()
+            self._queues[model_id] = FairQueue()
             self._tasks.append(asyncio.create_task(self._batcher(model_id)))
 
     async def _batcher(self, model_id: int) -> None:
@@ -479,7 +389,7 @@ class InferenceServer:
             await self._flush(model_id, batch, rows)
             self._enforce_budget()  # the replies now sit in the connections' write buffers
 
-    async def _flush(self, model_id: int, batch: list[_Pending], rows: int) -> None:
+    async def _flush(self, model_id: int, batch: list[Pending], rows: int) -> None:
         served = self.models[model_id]
         label = str(model_id)
         requests = [p.request for p in batch]
