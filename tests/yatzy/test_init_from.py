@@ -41,10 +41,15 @@ def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(t
     assert "arch: resmlp" in (first / "config.yaml").read_text()
     record = json.loads((first / "lineage.json").read_text())
     assert record["init_from"]["path"] == str(PRETRAINED_PATH.resolve())
-    assert record["init_from"]["iteration"] == 168 and record["ancestors"] == []
+    # The shipped network was itself made over several runs: its chain comes first.
+    _, shipped = load_checkpoint(PRETRAINED_PATH, MODEL_CONSTRUCTORS)
+    ancestors = shipped.extra.get("lineage", [])
+    assert record["init_from"]["iteration"] == shipped.extra["iteration"]
+    assert record["ancestors"] == ancestors
+    before = [entry["run"] for entry in ancestors]
     chain = _lineage(first / "models" / "candidate_0001.pt")
-    assert [entry["run"] for entry in chain] == [str(first.resolve())]
-    assert chain[0]["init_from"]["sha256"] == record["init_from"]["sha256"]
+    assert [entry["run"] for entry in chain] == [*before, str(first.resolve())]
+    assert chain[-1]["init_from"]["sha256"] == record["init_from"]["sha256"]
 
     # A second session continues from the first one's candidate: the chain grows.
     second = tmp_path / "second"
@@ -53,8 +58,12 @@ def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(t
                  str(candidate), *TURN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     chain = _lineage(second / "models" / "candidate_0001.pt")
-    assert [entry["run"] for entry in chain] == [str(first.resolve()), str(second.resolve())]
-    assert chain[1]["init_from"]["path"] == str(candidate.resolve())
+    assert [entry["run"] for entry in chain] == [
+        *before,
+        str(first.resolve()),
+        str(second.resolve()),
+    ]
+    assert chain[-1]["init_from"]["path"] == str(candidate.resolve())
 
 
 def test_init_from_refuses_what_cannot_seed_the_run_in_one_line_and_writes_nothing(tmp_path):
