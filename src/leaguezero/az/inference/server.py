@@ -289,6 +289,9 @@ class InferenceServer:
         """Close the connections holding the most until all together hold at most
         ``max_held_bytes`` (see the module docstring)."""
         limit = self.settings.max_held_bytes
+        # Called per frame and per batch: the common case (under budget) builds nothing.
+        if sum(conn.held_bytes() for conn in self._connections) <= limit:
+            return
         while self._connections:
             held = {conn: conn.held_bytes() for conn in self._connections}
             total = sum(held.values())
