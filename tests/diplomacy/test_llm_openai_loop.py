@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+from pathlib import Path
 
 import httpx
 import pytest
@@ -155,3 +156,51 @@ def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_shipped_vllm_config_trains_constrained_steps_through_llm_serve(
+    tiny_lm, server, tmp_path
+):
+    # configs/diplomacy_vllm.yaml is the recipe that learned on the CPU; on a CPU against
+    # `llm serve` it runs with the sets its header gives (plus a tiny game and group here).
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "diplomacy_vllm.yaml"
+    recipe = load_config(DiplomacyConfig, shipped, [])
+    assert (recipe.llm.backend, recipe.llm.mode, recipe.llm.device) == (
+        "openai",
+        "constrained",
+        "cuda",
+    )
+    assert (recipe.train.lr, recipe.train.lr_schedule, recipe.train.kl_coef) == (
+        0.002,
+        "cosine",
+        0.1,
+    )
+    assert len(recipe.llm.target_modules) == 7 and recipe.max_years == 3
+    cpu = [
+        f"llm.base_model={tiny_lm}",
+        "llm.device=cpu",
+        "llm.dtype=float32",
+        f"llm.endpoint={server}",
+        "llm.lora_rank=4",
+        "max_years=2",
+        "train.steps=2",
+        "train.group_size=3",
+        "league.eval_every=100",
+        "league.bootstrap=0",
+    ]
+    run = tmp_path / "run"
+    rows_before = httpx.get(f"{server}/stats").json()["rows"]
+    trainer = LeagueTrainer(load_config(DiplomacyConfig, shipped, cpu), run)
+    before = trainer.hero.weights()
+    trainer.run()
+    steps = read_events(run / "events.ndjson", "diplomacy.train_step")
+    assert [e["step"] for e in steps] == [1, 2]
+    assert all(e["llm_completions"] > 0 for e in steps)
+    # A group whose games tie has no advantage to learn from; at least one step updated.
+    assert sum(e["records"] for e in steps) > 0
+    after = trainer.hero.weights()
+    assert any(not torch.equal(before[n], after[n]) for n in before)
+    # Unit orders are legal by construction: only an adjustment line may name a site twice.
+    assert all(e["llm_missing"] == 0 for e in steps)
+    assert all(e["old_log_prob_gap"] < 1e-2 for e in steps)  # the server's masked log-probs
+    assert httpx.get(f"{server}/stats").json()["rows"] > rows_before  # sampled on the server

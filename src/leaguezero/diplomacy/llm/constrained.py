@@ -1,33 +1,57 @@
 """Constrained decoding: the model writes its answer token by token, but only legal orders.
 
-In ``llm.mode: constrained`` the completion has the free-generation layout (one numbered
-order per line, then ``END`` and end-of-sequence, :func:`~.pretrain.answer_text`) but every
-token is sampled from the model's distribution *restricted to the tokens that keep the answer
-legal*: line *k* must be ``"{k}) {order}\\n"`` for one of location *k*'s legal orders (a token
-trie of those lines), then ``END`` and EOS are forced. Every order is legal by construction,
-and the policy is still the language model's own: where a line has one continuation the token
-is forced (probability 1, no gradient); where it branches the model chooses.
+In ``llm.mode: constrained`` a seat's answer is constrained by a **regular expression** — the
+same constraint whichever process samples: vLLM's OpenAI-compatible server takes it as
+``structured_outputs: {"regex": ...}`` (vLLM >= 0.10.2), ``leaguezero llm serve`` takes the same
+field, and the in-process backend applies it directly. The answer keeps the free-generation
+layout (:func:`~.pretrain.answer_text`): line *k* is ``"{k}) {order}\\n"`` for one of location
+*k*'s legal orders (locations in the prompt's order), then ``END`` and end-of-sequence.
 
-The policy's log-probability of a token is ``log_softmax`` over the *allowed* tokens only
-(the raw logits, temperature 1) — the probability the constrained sampler really used, so
-GRPO's ratios are of the policy that played. :class:`AnswerMachine` replays a completion's
-tokens to give the allowed set at each position, which the trainer uses to recompute the same
-masked log-probs (:meth:`~.hf_backend.HFBackend.logprobs` with ``allowed``).
+Token masks come from the regular expression and the model's vocabulary by ``outlines-core``
+(an :class:`outlines_core.Index`: a token is allowed when its bytes keep the text a prefix of a
+string the expression matches, as vLLM's grammar backends decide), so a line may be written in
+any tokenisation the vocabulary allows, and end-of-sequence only once ``END`` is written. The
+policy's log-probability of a token is ``log_softmax`` over the *allowed* tokens (raw logits,
+temperature 1): the distribution the sampler really drew from, which vLLM also reports (it
+applies the grammar mask to the logits before its log-probs); a forced token has log-prob 0.
+:func:`replay_allowed` walks a completion's tokens again to give the allowed set at each
+position, with which the trainer recomputes the same masked log-probs.
 
-Adjustment phases: ``owed`` lines, each from the options of the sites not yet used
-(``WAIVE`` leaves its site open), numbered 1, 2, ...; fewer sites than owed: one line per site.
+Adjustment phases: ``min(owed, sites)`` lines, each any option of any site (``WAIVE``
+included). A regular expression cannot say "a site not used yet" without listing every
+combination, so a second build or disband at one site is possible; :func:`.prompt.extract_orders`
+counts it invalid and keeps the first (the one place the constraint is looser than the rules).
 
-:class:`OrderChoices` is the whole constraint of one seat's answer as plain data (JSON for a
-server request, the training record's payload); the machine is built from it and a tokenizer.
+:class:`OrderChoices` is one seat's constraint as plain data (a training record's payload);
+:meth:`OrderChoices.regex` writes the expression.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from leaguezero.diplomacy.llm.prompt import END_MARK, WAIVE
+from leaguezero.diplomacy.llm.prompt import END_MARK
+
+_REGEX_META = re.compile(r"([\\.^$*+?()\[\]{}|])")
+
+
+def regex_literal(text: str) -> str:
+    """``text`` as a regular expression matching exactly it (the metacharacters escaped; a
+    newline written ``\\n``), in the syntax vLLM's grammar backends and outlines-core share."""
+    return _REGEX_META.sub(r"\\\1", text).replace("\n", r"\n")
+
+
+def choice_regex(options: Sequence[str]) -> str:
+    """A regular expression matching exactly one of ``options`` (a ``choice`` list)."""
+    if not options:
+        raise ValueError("a choice list needs at least one option")
+    return "(" + "|".join(regex_literal(o) for o in options) + ")"
 
 
 @dataclass(frozen=True)
@@ -42,176 +66,182 @@ class OrderChoices:
     phase_type: str = "M"
     owed: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain data (a server request's ``leaguezero_choices`` field)."""
-        return {
-            "legal": {loc: list(opts) for loc, opts in self.legal.items()},
-            "phase_type": self.phase_type,
-            "owed": self.owed,
-        }
+    def line_patterns(self) -> list[str]:
+        """The answer's regular expression line by line: one per order line (each ending in
+        ``\\n``), then ``END``."""
+        lines: list[str] = []
+        if self.phase_type == "A":
+            sites = {loc: opts for loc, opts in sorted(self.legal.items()) if opts}
+            options = list(dict.fromkeys(o for opts in sites.values() for o in opts))
+            for number in range(1, min(self.owed or 0, len(sites)) + 1):
+                lines.append(f"{number}\\) " + choice_regex(options) + r"\n")
+        else:
+            located = [loc for loc in sorted(self.legal) if self.legal[loc]]
+            for number, loc in enumerate(located, 1):
+                options = list(dict.fromkeys(self.legal[loc]))
+                lines.append(f"{number}\\) " + choice_regex(options) + r"\n")
+        return [*lines, regex_literal(END_MARK)]
 
-    @classmethod
-    def from_json(cls, data: Any) -> OrderChoices:
-        """The inverse of :meth:`to_json`; ``ValueError`` with one line on a malformed value."""
-        if not isinstance(data, dict) or not isinstance(data.get("legal"), dict):
-            raise ValueError("leaguezero_choices must be an object with a 'legal' object")
-        legal = data["legal"]
-        for loc, opts in legal.items():
-            if not isinstance(opts, list) or not all(isinstance(o, str) for o in opts):
-                raise ValueError(f"leaguezero_choices: options of {loc!r} must be strings")
-        phase_type = data.get("phase_type", "M")
-        if phase_type not in ("M", "R", "A"):
-            raise ValueError(f"leaguezero_choices: phase_type {phase_type!r} not M, R or A")
-        owed = data.get("owed")
-        if owed is not None and (not isinstance(owed, int) or owed < 0):
-            raise ValueError("leaguezero_choices: owed must be a non-negative integer or null")
-        return cls({str(k): list(v) for k, v in legal.items()}, phase_type, owed)
+    def regex(self) -> str:
+        """The answer's regular expression (``structured_outputs.regex``)."""
+        return "".join(self.line_patterns())
 
-
-@dataclass
-class _Node:
-    children: dict[int, _Node] = field(default_factory=dict)
-    line: int | None = None  # index of the line this node ends (a leaf)
-
-
-class _LineTrie:
-    """Token sequences of a slot's lines; ``lines[i]`` is ``(location, order)``."""
-
-    def __init__(self, sequences: Sequence[Sequence[int]], lines: Sequence[tuple[str, str]]):
-        self.root = _Node()
-        self.lines = list(lines)
-        for i, seq in enumerate(sequences):
-            if not seq:
-                raise ValueError("a constrained line encoded to no tokens")
-            node = self.root
-            for token in seq:
-                if node.line is not None:
-                    raise ValueError("a constrained line is a prefix of another")
-                node = node.children.setdefault(token, _Node())
-            if node.line is not None:
-                continue  # the same line twice (e.g. WAIVE at several sites): the first counts
-            if node.children:
-                raise ValueError("a constrained line is a prefix of another")
-            node.line = i
+    def admits(self, text: str, finished: bool) -> bool:
+        """Whether ``text`` keeps this constraint: matches it whole when ``finished``, else (a
+        completion cut at its token budget) starts a match."""
+        index = _byte_index(self.regex())
+        state = index.get_initial_state()
+        for byte in text.encode("utf-8"):
+            state = index.get_next_state(state, byte)
+            if state is None:
+                return False
+        return index.is_final_state(state) if finished else True
 
 
-class AnswerMachine:
-    """The legal continuations of one constrained answer, token by token (see module doc).
+@functools.lru_cache(maxsize=256)
+def _byte_index(regex: str):
+    """``regex`` over a vocabulary of the 256 single bytes (text checks, no tokenizer)."""
+    from outlines_core import Index, Vocabulary
 
-    ``tokenizer``: the model's tokenizer; ``eos_id``: the token that ends the completion;
-    ``cache``: a ``{text: token ids}`` dict shared between machines of one tokenizer.
+    return Index(regex, Vocabulary(256, {bytes([b]): [b] for b in range(256)}))
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: the printable stand-in of each byte -> the byte."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def token_bytes(tokenizer) -> dict[bytes, list[int]]:
+    """The bytes each ordinary token of a Hugging Face tokenizer writes (special tokens left out).
+
+    Byte-level BPE (GPT-2, Llama 3, Qwen, the base ``llm pretrain`` builds) maps its printable
+    alphabet back to bytes; SentencePiece-style vocabularies (Llama 2, Mistral) write ``▁`` for
+    a space and ``<0xNN>`` for a raw byte.
+    """
+    decoder_type = ""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str()).get("decoder") or {}
+        kinds = [spec.get("type")] + [d.get("type") for d in spec.get("decoders") or []]
+        decoder_type = "bytelevel" if "ByteLevel" in kinds else ""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    special |= {i for i, t in added.items() if getattr(t, "special", False)}
+    byte_of = _byte_decoder() if decoder_type == "bytelevel" else None
+    out: dict[bytes, list[int]] = {}
+    for token, token_id in tokenizer.get_vocab().items():
+        if token_id in special:
+            continue
+        if byte_of is not None and all(c in byte_of for c in token):
+            raw = bytes(byte_of[c] for c in token)
+        elif (m := _BYTE_FALLBACK.match(token)) is not None:
+            raw = bytes([int(m.group(1), 16)])
+        else:
+            raw = token.replace("\u2581", " ").encode("utf-8")
+        if raw:
+            out.setdefault(raw, []).append(int(token_id))
+    return out
+
+
+class ConstraintCompiler:
+    """Regular expressions compiled to token masks for one tokenizer (cached, thread-safe).
+
+    ``eos_id``: the token that ends a completion (allowed only once the expression is matched).
     """
 
-    def __init__(
-        self,
-        tokenizer,
-        choices: OrderChoices,
-        eos_id: int,
-        cache: dict[str, list[int]] | None = None,
-    ) -> None:
-        self.tokenizer = tokenizer
-        self.choices = choices
+    def __init__(self, tokenizer, eos_id: int, cache_size: int = 512) -> None:
+        from outlines_core import Vocabulary
+
+        vocab = token_bytes(tokenizer)
+        for ids in vocab.values():
+            if eos_id in ids:
+                ids.remove(eos_id)
         self.eos_id = int(eos_id)
-        self._encode_cache: dict[str, list[int]] = cache if cache is not None else {}
-        self.chosen: list[tuple[str, str]] = []  # (location, order) of each finished line
+        self._vocabulary = Vocabulary(self.eos_id, {k: v for k, v in vocab.items() if v})
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def index(self, regex: str):
+        """The :class:`outlines_core.Index` of ``regex``; ``ValueError`` (one line) when the
+        expression is not valid or the vocabulary cannot write it."""
+        with self._lock:
+            found = self._cache.get(regex)
+            if found is not None:
+                self._cache.move_to_end(regex)
+                return found
+        from outlines_core import Index
+
+        try:
+            index = Index(regex, self._vocabulary)
+        except (ValueError, RuntimeError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ValueError(f"cannot constrain to that regex: {first[:300]}") from None
+        with self._lock:
+            self._cache[regex] = index
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return index
+
+    def machine(self, regex: str) -> RegexMachine:
+        """A fresh walk through ``regex``'s token masks."""
+        return RegexMachine(self.index(regex), self.eos_id)
+
+
+class RegexMachine:
+    """One constrained completion, token by token: :meth:`allowed` then :meth:`step`."""
+
+    def __init__(self, index, eos_id: int) -> None:
+        self._index = index
+        self._eos_id = eos_id
+        self._state = index.get_initial_state()
         self.done = False
-        if choices.phase_type == "A":
-            self._sites = {loc: list(opts) for loc, opts in sorted(choices.legal.items()) if opts}
-            self._slots_left = min(choices.owed or 0, len(self._sites))
-            self._slot_number = 0
-        else:
-            self._movement = [
-                (k, loc) for k, loc in enumerate(sorted(choices.legal), 1) if choices.legal[loc]
-            ]
-        self._tail: list[int] = []  # forced tokens after the last line: END, EOS
-        self._trie: _LineTrie | None = None
-        self._node: _Node | None = None
-        self._next_slot()
-
-    def _encode(self, text: str) -> list[int]:
-        ids = self._encode_cache.get(text)
-        if ids is None:
-            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            self._encode_cache[text] = ids
-        return ids
-
-    def _open(self, number: int, options: Sequence[tuple[str, str]]) -> None:
-        seqs = [self._encode(f"{number}) {order}\n") for _, order in options]
-        self._trie = _LineTrie(seqs, options)
-        self._node = self._trie.root
-
-    def _next_slot(self) -> None:
-        self._trie = self._node = None
-        if self.choices.phase_type == "A":
-            if self._slots_left > 0 and self._sites:
-                self._slots_left -= 1
-                self._slot_number += 1
-                options = [(loc, o) for loc, opts in self._sites.items() for o in opts]
-                self._open(self._slot_number, options)
-                return
-        else:
-            if self._movement:
-                number, loc = self._movement.pop(0)
-                self._open(number, [(loc, o) for o in self.choices.legal[loc]])
-                return
-        self._tail = [*self._encode(END_MARK), self.eos_id]
 
     def allowed(self) -> list[int]:
-        """Tokens that may come next (empty once the answer is complete)."""
+        """Tokens that may come next (empty once end-of-sequence was written)."""
         if self.done:
             return []
-        if self._node is not None:
-            return list(self._node.children)
-        return self._tail[:1]
+        return list(self._index.get_allowed_tokens(self._state))
 
     def step(self, token: int) -> None:
         """Advance by ``token``; ``ValueError`` if it is not allowed."""
-        if self.done:
-            raise ValueError("the constrained answer is already complete")
-        if self._node is not None:
-            nxt = self._node.children.get(int(token))
-            if nxt is None:
-                raise ValueError(f"token {token} is not a legal continuation here")
-            if nxt.line is not None and not nxt.children:
-                assert self._trie is not None
-                loc, order = self._trie.lines[nxt.line]
-                self.chosen.append((loc, order))
-                if self.choices.phase_type == "A" and order != WAIVE:
-                    self._sites.pop(loc, None)
-                self._next_slot()
-            else:
-                self._node = nxt
+        token = int(token)
+        if not self.done and token == self._eos_id and self._index.is_final_state(self._state):
+            self.done = True
             return
-        if not self._tail or int(token) != self._tail[0]:
+        nxt = None if self.done else self._index.get_next_state(self._state, token)
+        if nxt is None:
             raise ValueError(f"token {token} is not a legal continuation here")
-        self._tail.pop(0)
-        self.done = not self._tail
-
-    @property
-    def orders(self) -> list[str]:
-        """The orders of the lines finished so far."""
-        return [order for _, order in self.chosen]
+        self._state = nxt
 
 
 def replay_allowed(
-    tokenizer,
-    choices: OrderChoices,
-    token_ids: Sequence[int],
-    eos_id: int,
-    cache: dict[str, list[int]] | None = None,
+    compiler: ConstraintCompiler, choices: OrderChoices, token_ids: Sequence[int]
 ) -> list[list[int]]:
     """The allowed token set at each position of a constrained completion (for training).
 
     ``ValueError`` if a token was not allowed (the sampler ignored the constraint).
     """
-    machine = AnswerMachine(tokenizer, choices, eos_id, cache)
+    machine = compiler.machine(choices.regex())
     allowed = []
     for token in token_ids:
         options = machine.allowed()
         if int(token) not in options:
             raise ValueError(
                 f"completion token {token} at position {len(allowed)} breaks its constraint "
-                "(was it sampled without llm.mode=constrained?)"
+                "(was it sampled without llm.mode=constrained, or by a server that ignored "
+                "structured_outputs?)"
             )
         allowed.append(options)
         machine.step(int(token))

@@ -36,7 +36,12 @@ from leaguezero.diplomacy.llm.client import (
     UnknownAdapterError,
     make_requests,
 )
-from leaguezero.diplomacy.llm.constrained import AnswerMachine, OrderChoices, replay_allowed
+from leaguezero.diplomacy.llm.constrained import (
+    ConstraintCompiler,
+    OrderChoices,
+    RegexMachine,
+    replay_allowed,
+)
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
 from leaguezero.diplomacy.llm.sampler import sample_batch
 
@@ -118,7 +123,7 @@ class HFBackend:
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(eos_ids, default=0)
         self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.pad_id
-        self._line_cache: dict[str, list[int]] = {}  # constrained lines' token ids
+        self._compiler: ConstraintCompiler | None = None  # built on first constrained use
         # Constrained decoding feeds a run of forced tokens in one forward pass; False: one
         # pass per token (the same completions; the reference of a test and the benchmark).
         self.jump_forward = True
@@ -395,13 +400,22 @@ class HFBackend:
             )
         return completions
 
-    def _machine(self, row: GenerationRequest) -> AnswerMachine | None:
+    @property
+    def constraints(self) -> ConstraintCompiler:
+        """Regular expressions compiled to this tokenizer's token masks (:mod:`.constrained`)."""
+        with self._lock:
+            if self._compiler is None:
+                self._compiler = ConstraintCompiler(self.tokenizer, self.eos_id)
+            return self._compiler
+
+    def _machine(self, row: GenerationRequest) -> RegexMachine | None:
+        regex = row.extra.get("regex")
         choices = row.extra.get("choices")
-        if choices is None:
+        if choices is not None:
+            regex = choices.regex()
+        if regex is None:
             return None
-        if not isinstance(choices, OrderChoices):
-            choices = OrderChoices.from_json(choices)
-        return AnswerMachine(self.tokenizer, choices, self.eos_id, self._line_cache)
+        return self.constraints.machine(regex)
 
     def allowed_tokens(
         self, choices: OrderChoices | None, token_ids: Sequence[int]
@@ -409,7 +423,7 @@ class HFBackend:
         """The allowed set at each position of a completion decoded under ``choices``."""
         if choices is None:
             return None
-        return replay_allowed(self.tokenizer, choices, token_ids, self.eos_id, self._line_cache)
+        return replay_allowed(self.constraints, choices, token_ids)
 
     # ------------------------------------------------------------------ training
     def logprobs(

@@ -148,8 +148,11 @@ class OpenAIClient:
         return [m["id"] for m in self.models() if m.get("parent")]
 
     def load_adapter(self, name: str, path: str) -> None:
-        """``POST /v1/load_lora_adapter``; ``path`` is on the server's filesystem."""
-        self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+        """``POST /v1/load_lora_adapter``; ``path`` is on the server's filesystem, which must
+        show this process's files at the same absolute paths (a relative path is made absolute
+        here, against this process's working directory: the server's is another)."""
+        absolute = os.path.abspath(os.fspath(path))
+        self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": absolute})
 
     def unload_adapter(self, name: str) -> None:
         """``POST /v1/unload_lora_adapter``."""
@@ -166,7 +169,8 @@ class OpenAIClient:
         choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt (see :mod:`.client` for the conventions); ``choices[i]``
-        constrains row ``i`` (``leaguezero_choices``: ``leaguezero llm serve`` only)."""
+        constrains row ``i``: sent as ``structured_outputs: {"regex": ...}`` (vLLM >= 0.10.2,
+        or ``leaguezero llm serve``), and the answer checked against it."""
         rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         base = self.base_model
         futures = [
@@ -204,16 +208,14 @@ class OpenAIClient:
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
-        if choices is not None:
-            body["leaguezero_choices"] = choices.to_json()
+        regex = choices.regex() if choices is not None else None
+        if regex is not None:
+            body["structured_outputs"] = {"regex": regex}
         reply = self._request("POST", "/v1/completions", body)
         try:
             choice = reply["choices"][0]
-            if choices is not None and not choice.get("leaguezero_constrained"):
-                raise LLMError(
-                    f"the server at {self.endpoint} ignored leaguezero_choices: llm.mode "
-                    "constrained needs `leaguezero llm serve` (with vLLM use llm.mode generate)"
-                )
+            if choices is not None:
+                self._check_constrained(choices, choice)
             logprobs_block = choice.get("logprobs") or {}
             logprobs = [float(x) for x in logprobs_block.get("token_logprobs") or []]
             token_ids = choice.get("token_ids")
@@ -230,3 +232,13 @@ class OpenAIClient:
             )
         except (KeyError, IndexError, TypeError, ValueError) as err:
             raise LLMError(f"unexpected completion reply from {self.endpoint}: {err!r}") from None
+
+    def _check_constrained(self, choices: OrderChoices, choice: dict[str, Any]) -> None:
+        """Refuse an answer that breaks its constraint: a server that ignored
+        ``structured_outputs`` (vLLM before 0.10.2 drops the unknown field)."""
+        if not choices.admits(choice.get("text", ""), choice.get("finish_reason") == "stop"):
+            raise LLMError(
+                f"the server at {self.endpoint} ignored structured_outputs (its answer breaks "
+                "the constraint): llm.mode constrained needs vLLM >= 0.10.2 or leaguezero llm "
+                "serve"
+            )

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from leaguezero.diplomacy.llm.client import GenerationRequest
-from leaguezero.diplomacy.llm.constrained import AnswerMachine
+from leaguezero.diplomacy.llm.constrained import RegexMachine
 
 __all__ = ["constrained_token", "sample_batch", "sample_index"]
 
@@ -30,7 +30,7 @@ def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Gene
 
 
 def constrained_token(
-    machine: AnswerMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
+    machine: RegexMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
 ) -> tuple[int, float]:
     """The next token among the machine's allowed ones and its masked log-prob."""
     allowed = machine.allowed()
@@ -48,7 +48,7 @@ def sample_batch(
     forward: Callable[..., Any],
     rows: list[GenerationRequest],
     encoded: list[list[int]],
-    machines: list[AnswerMachine | None],
+    machines: list[RegexMachine | None],
     *,
     pad_id: int,
     eos_ids: Collection[int],

@@ -8,9 +8,10 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   (a string or a list), ``max_tokens``, ``temperature``, ``seed``, ``logprobs`` (the sampled
   tokens' log-probs come back in ``choices[i].logprobs.token_logprobs``), ``return_token_ids``
   (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed.
-  Ours: ``leaguezero_choices`` (one prompt: :meth:`~.constrained.OrderChoices.to_json`)
-  decodes under that constraint (:mod:`.constrained`); the choice then carries
-  ``"leaguezero_constrained": true``, so a client can tell a server that ignored the field.
+  ``structured_outputs`` as vLLM (>= 0.10.2) takes it: ``{"regex": ...}`` or ``{"choice":
+  [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
+  from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
+  other kinds are refused with 400.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
@@ -45,7 +46,7 @@ from typing import Any
 
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
-from leaguezero.diplomacy.llm.constrained import OrderChoices
+from leaguezero.diplomacy.llm.constrained import choice_regex
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.server_http import (
     DEFAULT_MAX_CONNECTIONS,
@@ -62,6 +63,8 @@ from leaguezero.diplomacy.llm.server_http import (
 __all__ = ["MAX_BODY_BYTES", "LLMServer", "RequestError"]
 MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows; vLLM's epsilon
 MAX_PROMPTS_PER_REQUEST = 256  # one request's rows all enter the batcher's queue at once
+# A constraint's expression (ours: ~5 kB for 17 units); compiling one costs the server CPU.
+MAX_REGEX_CHARS = 64 * 1024
 CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
 
 
@@ -200,14 +203,14 @@ class LLMServer:
         rows = [GenerationRequest(p, adapter, max_tokens, temperature, seed) for p in prompts]
         for row in rows:
             row.extra["prompt_ids"] = self._tokenize(row.prompt, max_tokens)
-        constrained = body.get("leaguezero_choices") is not None
-        if constrained:
-            if len(prompts) != 1:
-                raise RequestError("'leaguezero_choices' constrains one prompt per request")
-            try:
-                rows[0].extra["choices"] = OrderChoices.from_json(body["leaguezero_choices"])
+        regex = self._structured_regex(body.get("structured_outputs"))
+        if regex is not None:
+            try:  # compiled here, in the request's thread, not in the batcher's
+                self.backend.constraints.index(regex)
             except ValueError as err:
-                raise RequestError(str(err)) from None
+                raise RequestError(f"structured_outputs: {err}") from None
+            for row in rows:
+                row.extra["regex"] = regex
         completions = self.batcher.submit(rows)
         choices = []
         for index, c in enumerate(completions):
@@ -217,8 +220,6 @@ class LLMServer:
                 "finish_reason": c.finish_reason,
                 "logprobs": None,
             }
-            if constrained:
-                choice["leaguezero_constrained"] = True
             if want_logprobs:
                 tokens = [self.backend.tokenizer.decode([t]) for t in c.token_ids]
                 choice["logprobs"] = {
@@ -244,6 +245,40 @@ class LLMServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+    @staticmethod
+    def _structured_regex(spec: Any) -> str | None:
+        """The regular expression a request's ``structured_outputs`` asks for (None: none)."""
+        if spec is None:
+            return None
+        if not isinstance(spec, dict):
+            raise RequestError("'structured_outputs' must be an object")
+        kinds = {k for k, v in spec.items() if v is not None and v is not False}
+        unsupported = kinds - {"regex", "choice"}
+        if unsupported:
+            raise RequestError(
+                f"structured_outputs: {', '.join(sorted(unsupported))} not supported by this "
+                "server (regex and choice are)"
+            )
+        if len(kinds) != 1:
+            raise RequestError("structured_outputs: give exactly one of regex, choice")
+        if "regex" in kinds:
+            regex = spec["regex"]
+            if not isinstance(regex, str) or not regex:
+                raise RequestError("structured_outputs.regex must be a non-empty string")
+            if len(regex) > MAX_REGEX_CHARS:
+                raise RequestError(f"structured_outputs.regex longer than {MAX_REGEX_CHARS}")
+            return regex
+        options = spec["choice"]
+        if (
+            not isinstance(options, list)
+            or not options
+            or not all(isinstance(o, str) and o for o in options)
+        ):
+            raise RequestError("structured_outputs.choice must be a list of non-empty strings")
+        if sum(len(o) for o in options) > MAX_REGEX_CHARS:
+            raise RequestError(f"structured_outputs.choice longer than {MAX_REGEX_CHARS}")
+        return choice_regex(options)
 
     def _tokenize(self, prompt: str, max_tokens: int) -> list[int]:
         # Here, in the request's thread: a long prompt costs its sender, not every request
