@@ -56,7 +56,8 @@ VLLM_OVERRIDES = [
 
 
 CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU (the documented run):
-constrained decoding (every order legal), sampled in this process on two threads.
+constrained decoding (every order legal), sampled in this process on one thread (two threads
+gain little on an idle 2-core machine and collapse beside other work; docs/llm.md).
 Build the base model first (docs/llm.md), then train:
   leaguezero llm pretrain --out models/dip_base
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
@@ -64,7 +65,7 @@ The same through the vLLM interface (a server process samples, the trainer train
   leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
       --port 8123 --max-loras 8 &
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm \\
-      --set llm.backend=openai --set run.threads=1
+      --set llm.backend=openai
 Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
 # What differs from the built-in defaults in configs/diplomacy_llm_cpu.yaml.
 CPU_OVERRIDES = [
@@ -80,7 +81,6 @@ CPU_OVERRIDES = [
     "train.lr=0.002",
     "train.lr_schedule=cosine",
     "train.kl_coef=0.1",
-    "run.threads=2",
     "llm.max_new_tokens=192",
     "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
     "league.eval_every=20",
@@ -169,10 +169,22 @@ def serve(
         int | None,
         typer.Option(help="Longest prompt accepted, in tokens (default: the model's positions)."),
     ] = None,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="torch threads (0: torch's default, every core; 1 keeps a shared machine "
+            "usable beside the trainer, docs/llm.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
+    import torch
+
     from leaguezero.diplomacy.llm.server import LLMServer
 
+    if threads > 0:
+        torch.set_num_threads(threads)
     settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
     backend = _load_backend(base_model, served_model_name, device, dtype, settings, bf16_autocast)
     limits = (
