@@ -113,3 +113,24 @@ def test_eval_command_plays_a_base_folder_in_both_modes(base) -> None:
         assert report["games"] == 1
     bad = runner.invoke(app, ["llm", "pretrain", "--out", "x", "--record", "nobody_bot"])
     assert bad.exit_code == 2 and "unknown bot" in bad.output
+
+
+def test_pretrain_command_uses_one_thread_unless_told(monkeypatch, tmp_path) -> None:
+    # On a shared 2-core machine torch's default (every core) collapsed a build to 0.12
+    # steps/s against 0.6 with one thread (docs/llm.md#5-threads-that-fit-the-machine).
+    import leaguezero.diplomacy.llm.pretrain as pretrain_module
+
+    seen = []
+
+    def fake_build(out, settings, log, overwrite):
+        seen.append(settings.threads)
+        return {"parameters": 1, "validity": {"valid_rate": 0.0}, "seconds": {"total": 0.0}}
+
+    monkeypatch.setattr(pretrain_module, "pretrain", fake_build)
+    runner = CliRunner()
+    for extra in ([], ["--threads", "0"], ["--threads", "3"]):
+        result = runner.invoke(app, ["llm", "pretrain", "--out", str(tmp_path), *extra])
+        assert result.exit_code == 0, result.output
+    assert seen == [1, 0, 3]  # 0 still means torch's default
+    bad = runner.invoke(app, ["llm", "pretrain", "--out", str(tmp_path), "--threads", "-1"])
+    assert bad.exit_code == 2

@@ -295,7 +295,14 @@ def pretrain(
         str, typer.Option(help="Comma-separated bots drawn for each seat of a corpus game.")
     ] = "greedy_bot,chaos_bot,random_bot",
     seed: Annotated[int, typer.Option(help="Seed of games, sampling and initial weights.")] = 0,
-    threads: Annotated[int, typer.Option(help="torch threads (0: torch's default).")] = 0,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="torch threads (1: one core, fastest on a shared machine; 0: torch's default, "
+            "every core; docs/llm.md#5-threads-that-fit-the-machine).",
+        ),
+    ] = 1,
     init: Annotated[
         Path | None,
         typer.Option(help="Continue training this earlier build (its tokenizer and weights)."),
