@@ -204,3 +204,19 @@ def test_the_shipped_vllm_config_trains_constrained_steps_through_llm_serve(
     assert all(e["llm_missing"] == 0 for e in steps)
     assert all(e["old_log_prob_gap"] < 1e-2 for e in steps)  # the server's masked log-probs
     assert httpx.get(f"{server}/stats").json()["rows"] > rows_before  # sampled on the server
+
+
+def test_a_relative_adapter_path_is_sent_absolute(tiny_lm, server, tmp_path, monkeypatch):
+    # The server runs in another working directory: "adapters/a" means nothing there, so the
+    # client sends the path it names here, made absolute.
+    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+
+    backend = HFBackend.from_pretrained(tiny_lm)
+    backend.add_adapter("a")
+    backend.save_adapter("a", tmp_path / "adapters" / "a")
+    monkeypatch.chdir(tmp_path)
+    assert Path.cwd() != Path(__file__).resolve().parents[2]  # the server's directory
+    with OpenAIClient(server) as client:
+        client.load_adapter("relative-a", "adapters/a")
+        assert "relative-a" in client.list_adapters()
+        client.unload_adapter("relative-a")
