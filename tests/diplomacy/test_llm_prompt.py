@@ -72,9 +72,9 @@ def test_shipped_llm_configs_are_current_and_documented(name: str) -> None:
     shipped = Path(__file__).resolve().parents[2] / "configs" / name
     cfg = load_config(DiplomacyConfig, shipped)
     cpu = name == "diplomacy_llm_cpu.yaml"
-    # The CPU config samples in process (constrained); the vLLM one through the server.
+    # The CPU config samples in process, the vLLM one through the server; both constrained.
     assert cfg.llm.backend == ("hf" if cpu else "openai")
-    assert cfg.llm.mode == ("constrained" if cpu else "generate")
+    assert cfg.llm.mode == "constrained"
     assert cfg.llm.max_loras == 8 and cfg.llm.max_lora_rank == 16
     # Regenerate with: leaguezero llm config-write configs/NAME [--cpu]
     overrides = cli.CPU_OVERRIDES if cpu else cli.VLLM_OVERRIDES

@@ -216,8 +216,24 @@ class LLMSection(Section):
     max_lora_rank: int = Field(16, ge=1, description="Largest adapter rank (vLLM --max-lora-rank).")
     lora_rank: int = Field(8, ge=1, description="Rank of new adapters (<= max_lora_rank).")
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / rank).")
-    target_modules: list[str] = Field(
-        ["q_proj", "v_proj"], description="Module names LoRA wraps (attention projections)."
+    target_modules: list[str] | Literal["auto"] = Field(
+        "auto",
+        description="Module names LoRA wraps. auto: the model family's projections, by the "
+        "model's config.model_type (Llama, Qwen2, Qwen3, Mistral, Gemma: q_proj, k_proj, "
+        "v_proj, o_proj, gate_proj, up_proj, down_proj; docs/llm.md); or a list of names, "
+        "each checked against the model (a missing one stops the run with the modules found).",
+    )
+    system_prompt: str | None = Field(
+        None,
+        description="A system turn before the prompt's user turn in the chat template (null: "
+        "none, so the template's own default if any, e.g. Qwen2.5's; built bases render as "
+        "before). Ignored by a model without a chat template.",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        {},
+        description="Extra arguments of the tokenizer's apply_chat_template, e.g. "
+        "{enable_thinking: false} so Qwen3 answers without thinking first. Ignored by a "
+        "model without a chat template.",
     )
     max_new_tokens: int = Field(
         256, ge=1, description="Completion budget per seat and phase (orders + END)."

@@ -49,7 +49,6 @@ VLLM_OVERRIDES = [
     "train.lr=0.002",
     "train.lr_schedule=cosine",
     "train.kl_coef=0.1",
-    "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
     "league.eval_every=20",
     "league.eval_games=10",
 ]
@@ -82,7 +81,6 @@ CPU_OVERRIDES = [
     "train.lr_schedule=cosine",
     "train.kl_coef=0.1",
     "llm.max_new_tokens=192",
-    "llm.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
     "league.eval_every=20",
     "league.eval_games=10",
 ]
@@ -91,7 +89,9 @@ CPU_OVERRIDES = [
 def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
     from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 
-    modules = [t.strip() for t in targets.split(",") if t.strip()]
+    modules: list[str] | str = [t.strip() for t in targets.split(",") if t.strip()]
+    if modules == ["auto"]:  # the model family's projections (hf_backend.FAMILY_TARGETS)
+        modules = "auto"
     return LoraSettings(rank=rank, alpha=alpha, target_modules=modules, max_lora_rank=max_lora_rank)
 
 
@@ -143,7 +143,8 @@ def serve(
     lora_alpha: Annotated[float, typer.Option(help="Alpha of adapters created here.")] = 16.0,
     max_lora_rank: Annotated[int, typer.Option(help="Largest adapter rank accepted.")] = 16,
     target_modules: Annotated[
-        str, typer.Option(help="Comma-separated module names LoRA wraps.")
+        str,
+        typer.Option(help="Comma-separated module names LoRA wraps, or auto (the family's)."),
     ] = "q_proj,v_proj",
     max_loras: Annotated[
         int | None,
@@ -242,8 +243,9 @@ def init_adapter(
     lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
     lora_alpha: Annotated[float, typer.Option(help="LoRA alpha.")] = 16.0,
     target_modules: Annotated[
-        str, typer.Option(help="Comma-separated module names LoRA wraps.")
-    ] = "q_proj,v_proj",
+        str,
+        typer.Option(help="Comma-separated module names LoRA wraps, or auto (llm.target_modules)."),
+    ] = "auto",
 ) -> None:
     """Write a fresh adapter (equal to the base model) that vLLM or `llm serve` can load."""
     settings = _lora_settings(lora_rank, lora_alpha, max(16, lora_rank), target_modules)

@@ -5,6 +5,7 @@
   the gradients;
 - :func:`server_client`: an :class:`~.openai_client.OpenAIClient` for ``llm.endpoint`` (vLLM or
   ``leaguezero llm serve``), checked to answer;
+- :func:`chat_format`: how prompts are wrapped in the base model's chat template;
 - :class:`InProcessSampler`: generation through a batcher in front of the in-process backend
   (the games of a group meet in one batch per forward pass).
 
@@ -20,6 +21,14 @@ from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.prompt import ChatFormat
+
+
+def chat_format(llm: LLMSection) -> ChatFormat:
+    """How the section's prompts are wrapped in the base model's chat template
+    (``llm.system_prompt``, ``llm.chat_template_kwargs``): every renderer of prompts (the hero,
+    the evaluator, folders, remote workers) takes it from here, so all render alike."""
+    return ChatFormat(llm.system_prompt, dict(llm.chat_template_kwargs))
 
 
 def backend_from_config(llm: LLMSection) -> HFBackend:
@@ -38,7 +47,7 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
     lora = LoraSettings(
         rank=llm.lora_rank,
         alpha=llm.lora_alpha,
-        target_modules=list(llm.target_modules),
+        target_modules=llm.target_modules,
         max_lora_rank=llm.max_lora_rank,
     )
     try:

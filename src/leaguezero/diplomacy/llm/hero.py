@@ -20,7 +20,7 @@ from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, LLMPayload
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.prompt import render_prompt
+from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMPolicy, LLMTable
 from leaguezero.diplomacy.train.grpo import ActionRecord
 
@@ -50,6 +50,8 @@ class LLMHero:
     itself (e.g. a :class:`~.batching.BatchingGenerator` front), so the training adapter is
     sampled directly and nothing is published. ``decoding``: a trainable strategy of
     :mod:`.decoding` (constrained: every order legal, log-probs over the allowed tokens).
+    ``chat``: how prompts are wrapped in the chat template (system prompt, template arguments;
+    default one user turn); the completions are scored again on the very text rendered.
     """
 
     TRAIN_ADAPTER = "hero_train"
@@ -69,6 +71,7 @@ class LLMHero:
         temperature: float = 1.0,
         in_process: bool = False,
         decoding: Decoding = GENERATE,
+        chat: ChatFormat | None = None,
     ) -> None:
         self.backend = backend
         self.sampler = sampler if sampler is not None else backend
@@ -92,8 +95,8 @@ class LLMHero:
         self.version = 0
         self._published: tuple[int, ...] | None = None
         self.live_adapter = self.TRAIN_ADAPTER if not self.remote else ""
-        tokenizer = backend.tokenizer
-        self.render: Callable[[str], str] = lambda prompt: render_prompt(tokenizer, prompt)
+        self.chat = chat or ChatFormat()
+        self.render: Callable[[str], str] = self.chat.renderer(backend.tokenizer)
 
     # --------------------------------------------------------------- publishing
     def _weights_version(self) -> tuple[int, ...]:

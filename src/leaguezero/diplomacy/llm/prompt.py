@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from leaguezero.diplomacy.game.env import DiplomacyEnv
@@ -140,12 +140,49 @@ def build_prompt(env: DiplomacyEnv, power: str, legal: Mapping[str, Sequence[str
     return "\n".join(lines) + "\n"
 
 
-def render_prompt(tokenizer, prompt: str) -> str:
-    """``prompt`` as the model is asked it: wrapped in the tokenizer's chat template (one user
-    turn, generation prompt added) when it has one, else as written (a base model)."""
+@dataclass(frozen=True)
+class ChatFormat:
+    """How a prompt is wrapped for a model with a chat template (``llm.system_prompt``,
+    ``llm.chat_template_kwargs``); the default is one user turn and nothing else.
+
+    ``system_prompt``: a system turn before the user turn (None: none, the template's own
+    default if it has one, as Qwen2.5's); ``template_kwargs``: extra arguments of
+    ``apply_chat_template`` (``{"enable_thinking": False}`` for Qwen3). Both are ignored by a
+    tokenizer without a chat template (a base model sees the prompt as written).
+    """
+
+    system_prompt: str | None = None
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def render(self, tokenizer, prompt: str) -> str:
+        """``prompt`` as ``tokenizer``'s model is asked it (see :func:`render_prompt`)."""
+        return render_prompt(
+            tokenizer, prompt, system_prompt=self.system_prompt, **dict(self.template_kwargs)
+        )
+
+    def renderer(self, tokenizer) -> Callable[[str], str]:
+        """:meth:`render` bound to ``tokenizer`` (what an :class:`~.tables.LLMTable` takes)."""
+        return functools.partial(self.render, tokenizer)
+
+
+def render_prompt(
+    tokenizer, prompt: str, *, system_prompt: str | None = None, **template_kwargs: Any
+) -> str:
+    """``prompt`` as the model is asked it: wrapped in the tokenizer's chat template (a system
+    turn if ``system_prompt`` is given, one user turn, generation prompt added, ``template_kwargs``
+    passed on to ``apply_chat_template``) when it has one, else as written (a base model: the
+    system prompt and the template arguments are ignored).
+
+    Rendered where the prompt is built (client side): the in-process backend and an
+    OpenAI-compatible server (``/v1/completions``) receive the same text, and the trainer
+    scores completions on that recorded text.
+    """
     if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": prompt}]
+        if system_prompt is not None:
+            messages.insert(0, {"role": "system", "content": system_prompt})
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            messages, tokenize=False, add_generation_prompt=True, **template_kwargs
         )
     return prompt
 

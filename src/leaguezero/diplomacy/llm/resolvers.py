@@ -20,10 +20,9 @@ from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpec, seat_spe
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import AdapterSlots
-from leaguezero.diplomacy.llm.backends import backend_from_config, server_client
+from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, decoding_named
-from leaguezero.diplomacy.llm.prompt import render_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable, SharedTables
 
 
@@ -87,7 +86,7 @@ def evaluation_resolver_factory(llm: LLMSection):
 
     ``hf``: the base model loaded here; ``openai``: the run's server, adapters loaded as
     ``eval-NAME-HASH`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
-    through the base model's chat template either way.
+    through the base model's chat template either way (:func:`~.backends.chat_format`).
     """
     if llm.sampling.shared_server:
         from transformers import AutoTokenizer
@@ -109,7 +108,7 @@ def evaluation_resolver_factory(llm: LLMSection):
             greedy=greedy,
             temperature=temperature,
             max_new_tokens=llm.max_new_tokens,
-            render=lambda prompt: render_prompt(tokenizer, prompt),
+            render=chat_format(llm).renderer(tokenizer),
             slots=slots,
             prefix=prefix,
             decoding=decoding_named(llm.mode),
@@ -160,7 +159,7 @@ def folder_resolver(
             max_new_tokens=llm.max_new_tokens,
             temperature=0.0 if greedy else llm.temperature,
             seed=seed * 1_000_003 + game,
-            render=lambda prompt: render_prompt(backend.tokenizer, prompt),
+            render=chat_format(llm).renderer(backend.tokenizer),
             decoding=decoding or decoding_named(llm.mode),
         )
     )

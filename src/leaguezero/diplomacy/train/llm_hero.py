@@ -21,7 +21,7 @@ import re
 import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,18 @@ from leaguezero.diplomacy.llm.adapters import (
     fit_seating,
     parse_versioned_name,
 )
-from leaguezero.diplomacy.llm.backends import InProcessSampler, backend_from_config, server_client
+from leaguezero.diplomacy.llm.backends import (
+    InProcessSampler,
+    backend_from_config,
+    chat_format,
+    server_client,
+)
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
 from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
@@ -153,6 +159,7 @@ class LanguageModelHero:
             temperature=cfg.train.temperature,
             in_process=not self.remote,
             decoding=self.decoding,
+            chat=chat_format(llm),
         )
         if self.client is not None:
             versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
@@ -279,6 +286,7 @@ class LanguageModelHero:
             temperature=temperature,
             decoding=self.decoding,
             format_penalty=llm.format_penalty,
+            chat=chat_format(llm),
         )
 
     # ----- weights and files ----------------------------------------------------------------
@@ -334,6 +342,7 @@ class RemoteLLMGames:
     temperature: float
     decoding: Decoding
     format_penalty: float = 0.0
+    chat: ChatFormat = field(default_factory=ChatFormat)
 
 
 @functools.cache
@@ -354,8 +363,6 @@ def play_remote_game(
 ) -> PlayedGame:
     """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
     on the server, the live hero as ``shared.hero_adapter``."""
-    from leaguezero.diplomacy.llm.prompt import render_prompt
-
     cfg = DiplomacyConfig.model_validate_json(cfg_json)
     tokenizer = _tokenizer(shared.tokenizer_path)
     with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
@@ -366,7 +373,7 @@ def play_remote_game(
             max_new_tokens=shared.max_new_tokens,
             temperature=shared.temperature,
             seed=seed,
-            render=lambda prompt: render_prompt(tokenizer, prompt),
+            render=shared.chat.renderer(tokenizer),
             decoding=shared.decoding,
         )
         result = run_rollout(
