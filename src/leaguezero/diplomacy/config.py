@@ -118,7 +118,17 @@ class TrainSection(Section):
     )
     clip_eps: float = Field(0.2, gt=0, description="PPO ratio clip: ratios kept in 1 +- clip_eps.")
     kl_coef: float = Field(
-        0.0, ge=0, description="Weight of the KL to the frozen initial policy (0 disables)."
+        0.0,
+        ge=0,
+        description="Weight of the KL to the frozen initial policy (0 disables): the agent "
+        "--init-from names, else the initial network (policy hero) or the base LM (llm hero).",
+    )
+    kl_warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="KL warm-up: with N > 1 the KL weight rises linearly from 0 at step 1 to "
+        "kl_coef at step N, then stays (each step's event logs it as kl_coef); 0 or 1: kl_coef "
+        "from the first step.",
     )
     epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")

@@ -21,7 +21,9 @@ it with gradients. Sampling divides logits by the temperature, and so does ``log
 payload stores it), so PPO ratios compare like with like.
 
 **Checkpoints** are ``torch.save`` dicts written atomically: ``format``, ``schema_version``,
-``feature_schema_id``, the network config and the weights; :func:`load_policy` checks all three.
+``feature_schema_id``, the network config and the weights (and, from a training run, ``extra``:
+its step and lineage, :mod:`leaguezero.diplomacy.train.lineage`); :func:`load_policy` checks
+the first three.
 """
 
 from __future__ import annotations
@@ -316,8 +318,9 @@ class DiplomacyPolicy:
         log_probs = torch.log_softmax(padded, dim=1)  # [N, Kmax]
         return log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
 
-    def save(self, path: str | Path) -> Path:
-        """Write a checkpoint atomically (module doc) and return its path."""
+    def save(self, path: str | Path, extra: dict | None = None) -> Path:
+        """Write a checkpoint atomically (module doc) and return its path; ``extra`` (plain
+        values: the run's step and lineage) is stored alongside and ignored by the loaders."""
         path = Path(path)
         buffer = io.BytesIO()
         torch.save(
@@ -327,6 +330,7 @@ class DiplomacyPolicy:
                 "feature_schema_id": FEATURE_SCHEMA_ID,
                 "config": asdict(self.config),
                 "state_dict": self.net.state_dict(),
+                **({"extra": extra} if extra else {}),
             },
             buffer,
         )

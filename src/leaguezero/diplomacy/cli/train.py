@@ -25,6 +25,15 @@ def train_cmd(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last step.")
     ] = False,
+    init_from: Annotated[
+        str | None,
+        typer.Option(
+            "--init-from",
+            help="Start a new run from a saved agent: a policy checkpoint (train.agent=policy), "
+            "an adapter folder (train.agent=llm), a run folder (its newest checkpoint) or "
+            "'pretrained'; it is also the KL reference, and RUN/lineage.json records it.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     backend: Annotated[
         str | None,
@@ -42,8 +51,12 @@ def train_cmd(
     """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
 
     --resume continues the run in --out with its own config.yaml (plus any --set, e.g.
-    --set train.steps=600 to extend a finished run), as `yz run --resume` does.
+    --set train.steps=600 to extend a finished run), as `yz run --resume` does. --init-from
+    starts a new run from a saved agent (training accumulates across sessions), as
+    `yz run --init-from` does.
     """
+    if init_from is not None and resume:
+        raise fail("--init-from starts a new run; a resumed run keeps its weights (drop one)")
     cfg = read_train_config(
         out, config, set_, resume=resume, backend=backend, ray_address=ray_address
     )
@@ -62,7 +75,7 @@ def train_cmd(
     # in `leaguezero league show` (the three error types carry the path).
     damaged = (RegistryError, MatchLogError, CorruptLogError)
     try:
-        trainer = make_trainer(cfg, out, resume=resume)
+        trainer = make_trainer(cfg, out, resume=resume, init_from=init_from)
     except (TrainError, RayUnavailableError, *damaged) as err:
         raise fail(str(err)) from None
     columns = (
@@ -122,11 +135,18 @@ def read_train_config(
 
 
 def make_trainer(
-    cfg, out: Path, *, resume: bool = False, backend: str | None = None, ray_address=None
+    cfg,
+    out: Path,
+    *,
+    resume: bool = False,
+    backend: str | None = None,
+    ray_address=None,
+    init_from: str | None = None,
 ):
     """The Diplomacy league trainer with its backends (``run.backend``): this process
     (``local``), or the network hero's games and the evaluator's jobs as Ray tasks (``ray``,
-    docs/cluster.md). ``backend``/``ray_address`` given here replace the config's.
+    docs/cluster.md). ``backend``/``ray_address`` given here replace the config's;
+    ``init_from``: the saved agent a new run starts from (``--init-from``).
 
     The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
     LLM hero on Ray without a server (``llm.backend: hf``), ``RayUnavailableError`` when Ray
@@ -144,7 +164,7 @@ def make_trainer(
     # default one core per process (docs/design.md#one-torch-thread-per-process)
     torch.set_num_threads(cfg.run.threads)
     if backend == "local":
-        return LeagueTrainer(cfg, out, resume=resume)
+        return LeagueTrainer(cfg, out, resume=resume, init_from=init_from)
     if backend != "ray":
         raise TrainError(f"backend {backend!r}: use 'local' or 'ray'")
     if cfg.train.hero.llm and not cfg.llm.sampling.shared_server:
@@ -159,6 +179,7 @@ def make_trainer(
         cfg,
         out,
         resume=resume,
+        init_from=init_from,
         task_map=RayTaskMap(ray_address),
         eval_runner=RayJobRunner(ray_address),
     )
@@ -185,6 +206,11 @@ def train_report_cmd(
     if json_out:
         typer.echo(json.dumps(summary))
         return
+    from leaguezero.diplomacy.train.lineage import lineage_line
+
+    started = lineage_line(summary.get("lineage"))
+    if started is not None:
+        typer.echo(started)
     pfsp = summary["pfsp"]
     shares = "  ".join(f"{b} {100 * v:.1f}%" for b, v in pfsp["shares"].items())
     typer.echo(f"steps: {len(summary['steps'])}   PFSP from step {pfsp['from_step']}: {shares}")

@@ -228,15 +228,18 @@ class LLMHero:
 
 
 class BasePolicy:
-    """The base model without any adapter, scoring records (the KL reference; no gradients)."""
+    """The base model without any adapter, or with the frozen ``adapter``, scoring records (the
+    KL reference; no gradients)."""
 
-    def __init__(self, backend: HFBackend) -> None:
+    def __init__(self, backend: HFBackend, adapter: str | None = None) -> None:
         self.backend = backend
+        self.adapter = adapter
 
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
-        """``[N]`` log-prob of each record's completion under the base model."""
+        """``[N]`` log-prob of each record's completion under the base model (or adapter)."""
         with torch.no_grad():
-            per_token = payload_log_probs(self.backend, [r.payload for r in records], None)
+            payloads = [r.payload for r in records]
+            per_token = payload_log_probs(self.backend, payloads, self.adapter)
         if not per_token:
             return torch.zeros((0,), dtype=torch.float32)
         return torch.stack([t.sum() for t in per_token]).float()

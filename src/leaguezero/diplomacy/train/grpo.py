@@ -26,7 +26,8 @@ won before it was given. The loss is PPO's clipped surrogate on the per-record r
     L_pg = -mean_g mean_{i in g} min(r_i A_gi, clip(r_i, 1 - eps, 1 + eps) A_gi)
 
 plus ``kl_coef`` times the k3 estimator of KL(pi || pi_ref) to a frozen reference (the initial
-policy), ``exp(ref - new) - (ref - new) - 1`` per record. Averaging per game first keeps a long
+policy), ``exp(ref - new) - (ref - new) - 1`` per record (:func:`scheduled_kl_coef`: the
+coefficient may warm up from 0 over the first steps). Averaging per game first keeps a long
 game (many units) from outweighing a short one in its group.
 """
 
@@ -63,6 +64,18 @@ def scheduled_lr(lr: float, step: int, steps: int, schedule: str, final: float) 
         return lr
     progress = min(max(step - 1, 0) / (steps - 1), 1.0)
     return lr * (final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def scheduled_kl_coef(kl_coef: float, step: int, warmup_steps: int) -> float:
+    """The KL coefficient of training step ``step`` (1-based): with ``warmup_steps`` N > 1 it
+    rises linearly from 0 at step 1 to ``kl_coef`` at step N and stays there; N of 0 or 1 keeps
+    ``kl_coef`` from the first step. A function of the step only, so a resumed run goes on
+    where the schedule was."""
+    if warmup_steps < 0:
+        raise ValueError(f"KL warm-up steps must be >= 0, not {warmup_steps}")
+    if warmup_steps <= 1 or step >= warmup_steps:
+        return kl_coef
+    return kl_coef * max(step - 1, 0) / (warmup_steps - 1)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 :class:`~leaguezero.diplomacy.train.loop.LeagueTrainer` runs the same loop for both heroes; a
 hero owns what differs: its GRPO policy and the reference of the KL term, how the table is
-seated, how a group's games are played, its weights in ``state.pt`` and its checkpoint files.
+seated, how a group's games are played, its weights in ``state.pt`` and its checkpoint files
+(with their lineage, :mod:`.lineage`), and how it starts from a saved agent (``--init-from``).
 
 - :class:`~.network_hero.NetworkHero` (``train.agent: policy``): the small CPU policy network;
 - :class:`~.llm_hero.LanguageModelHero` (``train.agent: llm``): a LoRA adapter on
@@ -75,6 +76,8 @@ class Hero(Protocol):
     base_model_path: str | None  # league path of base_model (None: no file)
     records_per_pass: int | None  # train.records_per_pass when 0 (None: a step's records)
 
+    def start_from(self, path: Path) -> None: ...  # --init-from: first weights, KL reference
+
     def reference(self) -> GRPOPolicy | None: ...
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]: ...
@@ -92,7 +95,7 @@ class Hero(Protocol):
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None: ...
 
-    def save(self, path: Path) -> Path: ...
+    def save(self, path: Path, extra: dict[str, Any] | None = None) -> Path: ...
 
     def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]: ...
 

@@ -16,6 +16,7 @@ sampler cannot hold them). Every game comes back as one
 from __future__ import annotations
 
 import functools
+import json
 import random
 import re
 import zlib
@@ -27,6 +28,7 @@ from typing import Any
 
 import torch
 
+from leaguezero.common.atomic import atomic_write_json
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
@@ -47,12 +49,14 @@ from leaguezero.diplomacy.llm.backends import (
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
-from leaguezero.diplomacy.llm.hero import LLMHero
+from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
+from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
+from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 
@@ -102,6 +106,41 @@ def played_game(
     )
 
 
+def check_adapter_fits(folder: Path, lora: LoraSettings) -> None:
+    """Raise :class:`~.heroes.TrainError` (one line) unless the adapter folder's rank, alpha and
+    target modules are the hero's (``llm.lora_rank``, ``llm.lora_alpha``, resolved
+    ``llm.target_modules``): ``--init-from`` continues an adapter, it does not reshape it."""
+    try:
+        raw = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise TrainError(
+            f"--init-from {folder}: unreadable adapter_config.json ({reason})"
+        ) from None
+    targets = raw.get("target_modules")
+    found = set(targets) if isinstance(targets, list) else {targets}
+    problems = []
+    if raw.get("r") != lora.rank:
+        problems.append(f"rank {raw.get('r')} (llm.lora_rank is {lora.rank})")
+    alpha = raw.get("lora_alpha")
+    if not isinstance(alpha, int | float) or float(alpha) != float(lora.alpha):
+        problems.append(f"alpha {alpha} (llm.lora_alpha is {lora.alpha})")
+    if found != set(lora.target_modules):
+        problems.append(
+            f"targets {sorted(map(str, found))} (llm.target_modules gives "
+            f"{sorted(lora.target_modules)})"
+        )
+    if raw.get("rank_pattern") or raw.get("alpha_pattern"):
+        problems.append("per-module ranks or alphas")
+    if problems:
+        raise TrainError(
+            f"--init-from {folder} does not fit this run's LoRA: {'; '.join(problems)}; "
+            "set the llm section to match"
+        )
+
+
 class LanguageModelHero:
     """The LLM hero of a league run (see module doc); ``policy`` is the GRPO policy.
 
@@ -113,6 +152,8 @@ class LanguageModelHero:
     checkpoint_suffix = ""
     base_model_path = None
     records_per_pass = LLM_RECORDS_PER_PASS
+    INIT_ADAPTER = "hero_init"  # the frozen adapter a run started from (the KL reference)
+    INIT_FOLDER = "init_adapter"  # its copy in the run folder (read again on --resume)
 
     def __init__(self, cfg: DiplomacyConfig, run_dir: Path, task_map: TaskMap = local_map) -> None:
         llm = cfg.llm
@@ -161,6 +202,10 @@ class LanguageModelHero:
             decoding=self.decoding,
             chat=chat_format(llm),
         )
+        self.init_folder = Path(run_dir) / self.INIT_FOLDER
+        self.has_init = False
+        if self.init_folder.is_dir():  # a resumed run that started from an adapter
+            self._load_init()
         if self.client is not None:
             versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
             self.policy.version = max((v[1] for v in versions if v), default=0)
@@ -169,9 +214,30 @@ class LanguageModelHero:
                 if parsed is not None and parsed[0] == prefix:
                     self.client.unload_adapter(name)
 
-    def reference(self) -> LLMHero | None:
-        # The KL anchor is the base model itself (the adapter switched off).
-        return self.policy.reference() if self.cfg.train.kl_coef > 0 else None
+    def _load_init(self) -> None:
+        try:
+            self.backend.load_adapter(self.INIT_ADAPTER, self.init_folder)
+        except (LLMError, ValueError) as err:
+            raise TrainError(f"{self.init_folder}: {str(err).splitlines()[0]}") from None
+        self.has_init = True
+
+    def start_from(self, folder: Path) -> None:
+        """A new run's hero adapter starts as the adapter folder ``folder``'s weights (its LoRA
+        shape must be the config's, :func:`check_adapter_fits`); a copy in ``RUN/init_adapter``
+        stays loaded, frozen, as the KL reference."""
+        check_adapter_fits(folder, self.backend.lora)
+        try:
+            self.policy.load(folder)
+        except ValueError as err:
+            raise TrainError(f"--init-from: {str(err).splitlines()[0]}") from None
+        self.policy.save(self.init_folder)
+        self._load_init()
+
+    def reference(self) -> BasePolicy | None:
+        # The KL anchor: the adapter the run started from, else the base model itself.
+        if self.cfg.train.kl_coef <= 0:
+            return None
+        return BasePolicy(self.backend, self.INIT_ADAPTER if self.has_init else None)
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
         # Distinct adapters at the table must fit llm.max_loras.
@@ -304,8 +370,13 @@ class LanguageModelHero:
             for name, param in params.items():
                 param.copy_(weights[name])
 
-    def save(self, path: Path) -> Path:
-        return self.policy.save(path)
+    def save(self, path: Path, extra: dict[str, Any] | None = None) -> Path:
+        """Write the hero adapter folder; ``extra`` (step, lineage) goes to its
+        ``lineage.json``."""
+        folder = self.policy.save(path)
+        if extra:
+            atomic_write_json(folder / LINEAGE_FILE, extra)
+        return folder
 
     def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
         """The hero's order hygiene over the step's games: completions, invalid, missing and

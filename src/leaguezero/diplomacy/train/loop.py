@@ -39,7 +39,8 @@ both default to this machine.
 
 Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
 (training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
-metrics), ``checkpoints/``, ``state.pt``, ``elo.png``.
+metrics), ``checkpoints/``, ``state.pt``, ``elo.png``; ``lineage.json`` (and, for an LLM hero,
+``init_adapter/``) when the run started from a saved agent (``--init-from``, :mod:`.lineage`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import random
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,10 +64,22 @@ from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, PlayedGame, scheduled_lr
+from leaguezero.diplomacy.train.grpo import (
+    GRPOTrainer,
+    PlayedGame,
+    scheduled_kl_coef,
+    scheduled_lr,
+)
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import GAME, diplomacy_tournament
+from leaguezero.diplomacy.train.lineage import (
+    LineageError,
+    checkpoint_lineage,
+    read_lineage,
+    resolve_init_from,
+    write_lineage,
+)
 from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.session import BASE_MODEL, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
@@ -95,6 +109,9 @@ class LeagueTrainer:
         cfg: the run's config.
         run_dir: the run directory (created).
         resume: continue the run in ``run_dir`` from ``state.pt``.
+        init_from: a new run starts from this saved agent (``--init-from``: a checkpoint, an
+            adapter folder, a run folder or ``pretrained``; :mod:`.lineage`), which is also the
+            KL reference; ``RUN/lineage.json`` and every checkpoint record the chain.
         task_map: how the network hero's games are played (:func:`~.heroes.local_map`, or
             ``leaguezero.distributed.tasks.RayTaskMap``).
         eval_runner: where evaluation jobs run (default: a local process per job).
@@ -106,10 +123,10 @@ class LeagueTrainer:
         run_dir: str | Path,
         *,
         resume: bool = False,
+        init_from: str | Path | None = None,
         task_map: TaskMap = local_map,
         eval_runner: JobRunner | None = None,
     ):
-        self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.state_path = self.run_dir / "state.pt"
         self.ckpt_dir = self.run_dir / "checkpoints"
@@ -118,9 +135,36 @@ class LeagueTrainer:
                 f"{self.run_dir} already holds a run (state.pt); pass --resume to continue it "
                 "or choose another --out"
             )
+        source = None
+        if init_from is not None:  # checked before anything is written
+            if resume:
+                raise TrainError("--init-from starts a new run; a resumed run keeps its weights")
+            try:
+                source = resolve_init_from(str(init_from), cfg.train.agent)
+            except LineageError as err:
+                raise TrainError(str(err)) from None
+            if not cfg.train.hero.llm:
+                from leaguezero.diplomacy.train.network_hero import init_config
+
+                cfg = init_config(cfg, source.path)  # the network's shape is the run's
+        self.cfg = cfg
         tcfg, lcfg = cfg.train, cfg.league
+        fresh = not self.run_dir.exists()
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.hero: Hero = make_hero(cfg, self.ckpt_dir, task_map)
+        if source is not None:
+            try:
+                self.hero.start_from(source.path)
+            except TrainError:  # e.g. an adapter of another LoRA shape: leave no half run
+                self.hero.close()
+                if fresh:
+                    shutil.rmtree(self.run_dir, ignore_errors=True)
+                raise
+            write_lineage(self.run_dir, source.record)
+        try:
+            self.lineage = read_lineage(self.run_dir)
+        except LineageError as err:
+            raise TrainError(str(err)) from None
         self._step_games: list[PlayedGame] = []  # this step's games (the hero's step stats)
         self.policy = self.hero.policy
         write_resolved_config(cfg, self.run_dir)
@@ -182,6 +226,7 @@ class LeagueTrainer:
                 "agent": self.hero.agent,
                 "policy": self.hero.weights(),
                 "trainer": self.trainer.state_dict(),
+                "lineage": self.lineage,  # where the run started (None: fresh weights)
                 **self.session.state_dict(),
             },
             buffer,
@@ -284,16 +329,21 @@ class LeagueTrainer:
         play_seconds = time.perf_counter() - started
         lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
         self.trainer.set_lr(lr)
+        self.trainer.kl_coef = scheduled_kl_coef(tcfg.kl_coef, step, tcfg.kl_warmup_steps)
         metrics = self.trainer.step(groups)
         metrics["lr"] = lr
+        metrics["kl_coef"] = self.trainer.kl_coef
         # The curve's score is the hero power's (mirror seats' scores only train).
         hero_scores = [game.score for group in hero_groups for game in group]
         metrics["score_mean"] = float(np.mean(hero_scores))
         metrics["score_std"] = float(np.std(hero_scores))
 
         suffix = self.hero.checkpoint_suffix
+        extra = checkpoint_lineage(
+            self.run_dir, self.lineage, step, self.cfg.model_dump(mode="json")
+        )
         added = session.checkpoint(
-            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}")
+            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
         )
         retired = session.retire(step)
         record = {

@@ -18,13 +18,18 @@ from typing import Any
 import torch
 
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
-from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
+from leaguezero.diplomacy.agents.policy import (
+    CheckpointError,
+    DiplomacyPolicy,
+    PolicyConfig,
+    load_policy,
+)
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
 from leaguezero.diplomacy.train.grpo import PlayedGame
-from leaguezero.diplomacy.train.heroes import TaskMap, game_seed, local_map
+from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import BASE_MODEL, HERO
@@ -81,11 +86,29 @@ def play_policy_game(
     return PlayedGame(dict(game.scores), game.seed, records, game.phase_start)
 
 
+def init_config(cfg: DiplomacyConfig, path: Path) -> DiplomacyConfig:
+    """``cfg`` with its ``model`` section taken from the policy checkpoint ``path`` (the
+    network a run starts from decides its shape). Raises :class:`TrainError` (one line) for a
+    file that is not a usable policy checkpoint."""
+    try:
+        shape = load_policy(path).config
+    except CheckpointError as err:
+        raise TrainError(f"--init-from: {str(err).splitlines()[0]}") from None
+    if shape.loc_embedding != PolicyConfig().loc_embedding:
+        raise TrainError(
+            f"--init-from {path}: location embedding {shape.loc_embedding}, a training run "
+            f"builds {PolicyConfig().loc_embedding}"
+        )
+    model = cfg.model.model_copy(update={"hidden": shape.hidden, "layers": shape.layers})
+    return cfg.model_copy(update={"model": model})
+
+
 class NetworkHero:
     """The small CPU policy network as the hero (``train.agent: policy``).
 
     Step 0 saves the initial network as ``checkpoints/base_model.pt`` (the ``base_model``
-    baseline, and the KL reference when ``train.kl_coef > 0``).
+    baseline, and the KL reference when ``train.kl_coef > 0``): fresh weights, or the agent
+    ``--init-from`` names (:meth:`start_from`).
     """
 
     checkpoint_suffix = ".pt"
@@ -102,6 +125,15 @@ class NetworkHero:
         if not self.base_path.exists():
             self.policy.save(self.base_path)  # step 0: the base model is the initial policy
         self.base_model_path = f"{ckpt_dir.name}/{BASE_MODEL}.pt"
+
+    def start_from(self, path: Path) -> None:
+        """A new run's first weights are the checkpoint ``path``'s (its shape is the config's,
+        :func:`init_config`); they become ``base_model`` and the KL reference too."""
+        try:
+            self.policy.load(path)
+        except CheckpointError as err:
+            raise TrainError(f"--init-from: {str(err).splitlines()[0]}") from None
+        self.policy.save(self.base_path)
 
     def reference(self) -> DiplomacyPolicy | None:
         return load_policy(self.base_path) if self.cfg.train.kl_coef > 0 else None
@@ -148,8 +180,8 @@ class NetworkHero:
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         self.policy.net.load_state_dict(weights)
 
-    def save(self, path: Path) -> Path:
-        return self.policy.save(path)
+    def save(self, path: Path, extra: dict[str, Any] | None = None) -> Path:
+        return self.policy.save(path, extra)
 
     def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
         return {}  # every order the network gives is legal

@@ -9,7 +9,9 @@ run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
 - ``evaluations``: per ``league.elo_updated`` the hero's (challenger's) rating, each baseline's
   rating, whether the hero was above all of them, and its win rate against six
   ``random_bot`` clones in that evaluation (win = single highest final score, ties shared);
-- ``errors``: evaluator failures and errors (``league.evaluation_failed`` / ``_error``).
+- ``errors``: evaluator failures and errors (``league.evaluation_failed`` / ``_error``);
+- ``lineage``: where the run started (``RUN/lineage.json``, ``--init-from``), None for fresh
+  weights.
 
 A resumed run redoes the steps after its last saved state; draws and metrics of the redone
 steps replace the first attempt's (``diplomacy.train_resumed`` marks the point).
@@ -25,6 +27,7 @@ from typing import Any
 
 from leaguezero.common.config import read_yaml_file
 from leaguezero.common.events import iter_events
+from leaguezero.diplomacy.train.lineage import read_lineage
 from leaguezero.league.matchlog import MatchLog
 
 TARGETS = {"mirror": 0.30, "peers": 0.40, "exploitable": 0.20, "baselines": 0.10}
@@ -97,7 +100,10 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         entry["random_bot_win_rate"] = sum(games) / len(games) if games else None
 
     ordered = [steps[s] for s in sorted(steps)]
-    keys = ("score_mean", "loss", "policy_loss", "kl", "clip_fraction", "seconds", "hero_elo")
+    keys = (
+        "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
+        "hero_elo",
+    )  # fmt: skip
     return {
         "run_dir": str(run),
         "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
@@ -110,6 +116,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         },
         "evaluations": [evaluations[s] for s in sorted(evaluations)],
         "errors": errors,
+        "lineage": read_lineage(run),
     }
 
 

@@ -1,0 +1,208 @@
+"""Runs that start from a saved agent (``diplomacy train --init-from``) and their lineage.
+
+Training accumulates across working sessions: a new run may start from an agent saved earlier
+instead of fresh weights. ``--init-from`` names
+
+- a policy-network checkpoint file (``train.agent: policy``); the network's shape, not the
+  config's ``model`` section, decides the architecture (the section is rewritten to match and
+  the run's ``config.yaml`` says so);
+- an adapter folder (``train.agent: llm``); its rank, alpha and target modules must be the
+  config's (``llm.lora_rank``, ``llm.lora_alpha``, ``llm.target_modules``), else one line says
+  which differs;
+- a run folder (or its ``checkpoints/`` folder): its newest checkpoint (the highest
+  ``ckpt_NNNNNN``; a hero trained past it but not checkpointed is not taken);
+- ``pretrained``: the policy network shipped with the package, ``PRETRAINED_DIR/policy.pt``
+  (none ships in this version: the word fails with one line until a file is dropped there).
+
+The init agent is the hero's first weights, its KL reference (``train.kl_coef``) and, for the
+policy network, the ``base_model`` baseline. ``RUN/lineage.json`` records where it came from
+(path, sha256, its step, and the chain it carried); every checkpoint of the run carries the
+whole chain (``extra["lineage"]`` of a policy checkpoint, ``lineage.json`` in an adapter
+folder: one entry per run, oldest first), so an agent trained over several sessions still says
+how it was made. Raises :class:`LineageError` (one line) for a source that cannot be used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leaguezero.common.atomic import atomic_write_json
+
+LINEAGE_VERSION = 1
+LINEAGE_FILE = "lineage.json"  # in a run folder (the record) and in an adapter checkpoint
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+PRETRAINED_FILE = "policy.pt"
+_CKPT = re.compile(r"^ckpt_(\d+)(\.pt)?$")
+
+
+class LineageError(ValueError):
+    """An agent a run cannot start from, or a damaged ``lineage.json``."""
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """What ``--init-from`` resolved to: a policy checkpoint file or an adapter folder."""
+
+    path: Path  # the file (policy) or folder (llm adapter)
+    agent: str  # "policy" | "llm"
+    record: dict[str, Any]  # the run's lineage record (RUN/lineage.json)
+
+
+def pretrained_path() -> Path:
+    """The shipped Diplomacy policy checkpoint (raises :class:`LineageError` when absent)."""
+    path = PRETRAINED_DIR / PRETRAINED_FILE
+    if not path.is_file():
+        raise LineageError(
+            "--init-from pretrained: no pretrained Diplomacy agent ships in this version "
+            f"(no {path}); pass a checkpoint or a run folder"
+        )
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _step_of(path: Path) -> int | None:
+    match = _CKPT.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def _newest_checkpoint(folder: Path, agent: str) -> Path | None:
+    """The highest ``ckpt_NNNNNN`` of ``folder`` (or of ``folder/checkpoints``) for ``agent``."""
+    for where in (folder / "checkpoints", folder):
+        found = [
+            p
+            for p in where.glob("ckpt_*")
+            if _step_of(p) is not None and (p.is_file() if agent == "policy" else p.is_dir())
+        ]
+        if found:
+            return max(found, key=lambda p: _step_of(p) or 0)
+    return None
+
+
+def _locate(text: str, agent: str) -> Path:
+    """The checkpoint file or adapter folder ``--init-from text`` names."""
+    if text == "pretrained":
+        if agent != "policy":
+            raise LineageError(
+                "--init-from pretrained is the shipped policy network; train.agent=llm starts "
+                "from an adapter folder or a run folder"
+            )
+        return pretrained_path()
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise LineageError(f"--init-from {text}: no such file or folder")
+    if agent == "policy":
+        if path.is_file():
+            return path
+        newest = _newest_checkpoint(path, agent)
+        if newest is None:
+            raise LineageError(
+                f"--init-from {text}: a folder with no policy checkpoint (ckpt_*.pt)"
+            )
+        return newest
+    if path.is_file():
+        raise LineageError(
+            f"--init-from {text} is a file; train.agent=llm starts from an adapter folder"
+        )
+    if (path / "adapter_config.json").exists():
+        return path
+    newest = _newest_checkpoint(path, agent)
+    if newest is None:
+        raise LineageError(
+            f"--init-from {text}: neither an adapter folder (adapter_config.json) nor a run "
+            "with adapter checkpoints"
+        )
+    return newest
+
+
+def read_checkpoint_extra(path: Path) -> dict[str, Any]:
+    """The lineage metadata a checkpoint carries (``{"step", "lineage"}``; empty if none)."""
+    try:
+        if path.is_dir():
+            file = path / LINEAGE_FILE
+            data = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
+        else:
+            data = torch.load(path, map_location="cpu", weights_only=True).get("extra") or {}
+    except Exception as err:  # a damaged file: the loader of the weights names it better
+        raise LineageError(f"--init-from {path}: unreadable lineage ({err})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_init_from(text: str, agent: str) -> InitSource:
+    """Find the agent ``--init-from text`` names for a ``train.agent=agent`` run and build the
+    lineage record of the new run (the weights are checked when the hero loads them)."""
+    path = _locate(text, agent).resolve()
+    extra = read_checkpoint_extra(path)
+    weights = path / "adapter_model.safetensors" if path.is_dir() else path
+    step = extra.get("step", _step_of(path))
+    record = {
+        "schema_version": LINEAGE_VERSION,
+        "init_from": {
+            "given": text,
+            "path": str(path),
+            "agent": agent,
+            "sha256": _sha256(weights) if weights.is_file() else None,
+            "step": step,
+        },
+        "ancestors": list(extra.get("lineage") or []),
+    }
+    return InitSource(path, agent, record)
+
+
+def write_lineage(run_dir: Path, record: dict[str, Any]) -> None:
+    """Store ``record`` as ``run_dir/lineage.json`` (atomically)."""
+    atomic_write_json(Path(run_dir) / LINEAGE_FILE, record)
+
+
+def read_lineage(run_dir: Path) -> dict[str, Any] | None:
+    """The run's lineage record; None for a run that started from fresh weights."""
+    path = Path(run_dir) / LINEAGE_FILE
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise LineageError(f"{path} is damaged ({str(err).splitlines()[0]})") from None
+    if not isinstance(record, dict) or record.get("schema_version") != LINEAGE_VERSION:
+        version = record.get("schema_version") if isinstance(record, dict) else None
+        raise LineageError(
+            f"{path}: lineage schema {version!r}, this version reads {LINEAGE_VERSION}"
+        )
+    return record
+
+
+def checkpoint_lineage(
+    run_dir: Path, record: dict[str, Any] | None, step: int, config: dict[str, Any]
+) -> dict[str, Any]:
+    """The metadata a checkpoint of step ``step`` carries: its step and the chain (the run's
+    ancestors, then this run: its folder, where it started, the step, its config)."""
+    here = {
+        "run": str(Path(run_dir).resolve()),
+        "init_from": record["init_from"] if record else None,
+        "step": step,
+        "config": config,
+    }
+    return {"step": step, "lineage": [*(record["ancestors"] if record else []), here]}
+
+
+def lineage_line(record: dict[str, Any] | None) -> str | None:
+    """One readable line on where a run started (None: fresh weights)."""
+    if record is None:
+        return None
+    src = record["init_from"]
+    step = "" if src.get("step") is None else f" (step {src['step']})"
+    chain = len(record.get("ancestors") or [])
+    return f"started from {src['path']}{step}; {chain} earlier run(s) in its lineage"
