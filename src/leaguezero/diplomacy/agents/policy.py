@@ -291,6 +291,19 @@ class DiplomacyPolicy:
         """``[N]`` log-probabilities of the recorded choices under the current weights."""
         if not records:
             return torch.zeros(0)
+        log_probs, chosen = self.candidate_log_probs(records)
+        return log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
+
+    def candidate_log_probs(
+        self, records: Sequence[ActionRecord]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every candidate's log-probability, batched: ``([N, Kmax], chosen [N])``.
+
+        Row ``i`` holds the log-softmax over record ``i``'s candidates (at its temperature),
+        ``-inf`` past its ``K``; ``chosen[i]`` is the index of the recorded choice. One pass
+        encodes each distinct board once and scores all candidates together (what
+        :meth:`log_prob` gathers from, and what imitation training reads accuracy from).
+        """
         boards: dict[int, int] = {}
         xs: list[torch.Tensor] = []
         cands, board_idx, rec_idx, pos = [], [], [], []
@@ -315,8 +328,7 @@ class DiplomacyPolicy:
         width = int(position.max()) + 1
         padded = scores.new_full((len(records), width), float("-inf"))
         padded = padded.index_put((rec, position), scores)
-        log_probs = torch.log_softmax(padded, dim=1)  # [N, Kmax]
-        return log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
+        return torch.log_softmax(padded, dim=1), chosen  # [N, Kmax], [N]
 
     def save(self, path: str | Path, extra: dict | None = None) -> Path:
         """Write a checkpoint atomically (module doc) and return its path; ``extra`` (plain

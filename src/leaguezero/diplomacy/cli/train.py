@@ -1,5 +1,7 @@
 """``leaguezero diplomacy train`` and ``train-report``: the league GRPO loop from the command line
-(read or resume the run's config, build the trainer, run it with progress, print the summary)."""
+(read or resume the run's config, build the trainer, run it with progress, print the summary);
+``pretrain-policy``: imitation of a bot before GRPO (:mod:`leaguezero.diplomacy.train.imitation`).
+"""
 
 from __future__ import annotations
 
@@ -224,3 +226,70 @@ def train_report_cmd(
             + (f"  win vs random_bot {win:.2f}" if win is not None else "")
         )
     typer.echo(f"evaluator failures/errors: {len(summary['errors'])}")
+
+
+@app.command("pretrain-policy")
+def pretrain_policy_cmd(
+    out: Annotated[Path, typer.Option("--out", help="The policy checkpoint to write (*.pt).")],
+    teacher: Annotated[str, typer.Option(help="The bot whose orders are learned.")] = "dumb_bot",
+    games: Annotated[int, typer.Option(help="Bot games whose teacher seats are the corpus.")] = 200,
+    max_years: Annotated[int, typer.Option(help="Years per corpus game.")] = 4,
+    seats: Annotated[
+        str, typer.Option(help="Comma-separated bots drawn for each seat of a corpus game.")
+    ] = "dumb_bot,greedy_bot,chaos_bot,random_bot",
+    epochs: Annotated[int, typer.Option(help="Passes over the corpus.")] = 10,
+    batch: Annotated[int, typer.Option(help="Choices per minibatch.")] = 128,
+    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
+    hidden: Annotated[int, typer.Option(help="Network width (model.hidden).")] = 64,
+    layers: Annotated[int, typer.Option(help="Graph layers (model.layers).")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the games, the batches and the weights.")] = 0,
+    threads: Annotated[
+        int, typer.Option(help="torch threads (1: one core; 0: torch's default, every core).")
+    ] = 1,
+    val_games: Annotated[
+        int, typer.Option(help="Separate games whose choices measure held-out accuracy.")
+    ] = 20,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+) -> None:
+    """Pretrain the CPU policy network to imitate a bot (imitation first, then GRPO).
+
+    Plays bot games, records every choice the teacher's seats make as the policy network
+    represents it (a unit's legal orders, the index of the teacher's), trains by cross-entropy
+    and saves a policy checkpoint that `diplomacy eval --hero` plays and `diplomacy train
+    --init-from` starts from, with a JSON report beside it (docs/diplomacy_training.md).
+    """
+    try:
+        from leaguezero.diplomacy.train.imitation import ImitationSettings, pretrain_policy
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
+
+    settings = ImitationSettings(
+        teacher=teacher.strip(),
+        games=games,
+        max_years=max_years,
+        seat_bots=tuple(b.strip() for b in seats.split(",") if b.strip()),
+        epochs=epochs,
+        batch=batch,
+        lr=lr,
+        hidden=hidden,
+        layers=layers,
+        seed=seed,
+        threads=threads,
+        val_games=val_games,
+    )
+    try:
+        report = pretrain_policy(
+            out, settings, log=lambda line: typer.echo(line, err=True), overwrite=force
+        )
+    except (FileExistsError, ValueError) as err:
+        raise fail(str(err)) from None
+    summary = {
+        "out": str(out),
+        "report": str(out.with_suffix(".json")),
+        "val_accuracy": report["val_accuracy"],
+        "train_loss": report["train_loss"],
+        "choices": report["corpus"]["train"]["choices"],
+        "games_per_second": report["corpus"]["train"]["games_per_second"],
+        "seconds": report["seconds"]["total"],
+    }
+    typer.echo(json.dumps(summary))
