@@ -181,6 +181,7 @@ class HFBackend:
         self.pad_id = pad if pad is not None else min(eos_ids, default=0)
         self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.pad_id
         self._compiler: ConstraintCompiler | None = None  # built on first constrained use
+        self._compiler_lock = threading.Lock()  # not the model's lock: servers compile beside it
         # Constrained decoding feeds a run of forced tokens in one forward pass; False: one
         # pass per token (the same completions; the reference of a test and the benchmark).
         self.jump_forward = True
@@ -460,7 +461,7 @@ class HFBackend:
     @property
     def constraints(self) -> ConstraintCompiler:
         """Regular expressions compiled to this tokenizer's token masks (:mod:`.constrained`)."""
-        with self._lock:
+        with self._compiler_lock:
             if self._compiler is None:
                 self._compiler = ConstraintCompiler(self.tokenizer, self.eos_id)
             return self._compiler
