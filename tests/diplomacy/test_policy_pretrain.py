@@ -114,7 +114,7 @@ def test_cli_pretrains_a_checkpoint_that_plays_and_carries_its_lineage(tmp_path)
     assert sum(played.invalid_orders.values()) == 0
     assert sum(played.missing_orders.values()) == 0
 
-    source = lineage.resolve_init_from(str(out), "policy")
+    source = lineage.resolve_init_from(str(out), DiplomacyConfig().train.hero)
     (entry,) = source.record["ancestors"]
     assert entry["made_by"] == "pretrain-policy" and entry["teacher"] == "dumb_bot"
 

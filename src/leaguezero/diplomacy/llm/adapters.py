@@ -10,15 +10,23 @@
 - :func:`fit_seating` seats a game so that its distinct adapters fit the slots: every
   opponent in its own seat when they fit, else the league's ``cluster_seating``
   (``[Hero, A, A, A, B, B, B]``) with as many distinct opponents as slots allow.
+- :func:`check_adapter_fits`: an adapter folder a run starts from (``--init-from``) has the
+  run's LoRA shape.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from leaguezero.diplomacy.llm.client import AdapterCapacityError, GenerationClient, LLMError
 from leaguezero.league.matchmaker import Rng, cluster_seating
+
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 
 _VERSIONED = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*)-v(?P<version>\d{4,})$")
 
@@ -174,3 +182,38 @@ def fit_seating(
         if hero_slots + len({n for n in chosen if uses_slot(n) and n != hero}) <= max_loras:
             return cluster_seating(hero, chosen, num_seats, max_unique, rng, hero_seat)
     raise SlotsExceededError(f"max_loras = {max_loras} leaves no slot for any adapter opponent")
+
+
+def check_adapter_fits(folder: Path, lora: LoraSettings) -> None:
+    """Raise ``ValueError`` (one line) unless the adapter folder's rank, alpha and
+    target modules are the hero's (``llm.lora_rank``, ``llm.lora_alpha``, resolved
+    ``llm.target_modules``): ``--init-from`` continues an adapter, it does not reshape it."""
+    try:
+        raw = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(
+            f"--init-from {folder}: unreadable adapter_config.json ({reason})"
+        ) from None
+    targets = raw.get("target_modules")
+    found = set(targets) if isinstance(targets, list) else {targets}
+    problems = []
+    if raw.get("r") != lora.rank:
+        problems.append(f"rank {raw.get('r')} (llm.lora_rank is {lora.rank})")
+    alpha = raw.get("lora_alpha")
+    if not isinstance(alpha, int | float) or float(alpha) != float(lora.alpha):
+        problems.append(f"alpha {alpha} (llm.lora_alpha is {lora.alpha})")
+    if found != set(lora.target_modules):
+        problems.append(
+            f"targets {sorted(map(str, found))} (llm.target_modules gives "
+            f"{sorted(lora.target_modules)})"
+        )
+    if raw.get("rank_pattern") or raw.get("alpha_pattern"):
+        problems.append("per-module ranks or alphas")
+    if problems:
+        raise ValueError(
+            f"--init-from {folder} does not fit this run's LoRA: {'; '.join(problems)}; "
+            "set the llm section to match"
+        )

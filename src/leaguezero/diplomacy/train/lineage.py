@@ -29,11 +29,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
+
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.config import HeroKind
 
 LINEAGE_VERSION = 1
 LINEAGE_FILE = "lineage.json"  # in a run folder (the record) and in an adapter checkpoint
@@ -79,23 +82,24 @@ def _step_of(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _newest_checkpoint(folder: Path, agent: str) -> Path | None:
-    """The highest ``ckpt_NNNNNN`` of ``folder`` (or of ``folder/checkpoints``) for ``agent``."""
+def _newest_checkpoint(folder: Path, hero: HeroKind) -> Path | None:
+    """The highest ``ckpt_NNNNNN`` of ``folder`` (or of ``folder/checkpoints``) for ``hero``:
+    adapter folders of an LLM hero, checkpoint files of a policy."""
     for where in (folder / "checkpoints", folder):
         found = [
             p
             for p in where.glob("ckpt_*")
-            if _step_of(p) is not None and (p.is_file() if agent == "policy" else p.is_dir())
+            if _step_of(p) is not None and (p.is_dir() if hero.llm else p.is_file())
         ]
         if found:
             return max(found, key=lambda p: _step_of(p) or 0)
     return None
 
 
-def _locate(text: str, agent: str) -> Path:
+def _locate(text: str, hero: HeroKind) -> Path:
     """The checkpoint file or adapter folder ``--init-from text`` names."""
     if text == "pretrained":
-        if agent != "policy":
+        if hero.llm:
             raise LineageError(
                 "--init-from pretrained is the shipped policy network; train.agent=llm starts "
                 "from an adapter folder or a run folder"
@@ -104,10 +108,10 @@ def _locate(text: str, agent: str) -> Path:
     path = Path(text).expanduser()
     if not path.exists():
         raise LineageError(f"--init-from {text}: no such file or folder")
-    if agent == "policy":
+    if not hero.llm:
         if path.is_file():
             return path
-        newest = _newest_checkpoint(path, agent)
+        newest = _newest_checkpoint(path, hero)
         if newest is None:
             raise LineageError(
                 f"--init-from {text}: a folder with no policy checkpoint (ckpt_*.pt)"
@@ -119,7 +123,7 @@ def _locate(text: str, agent: str) -> Path:
         )
     if (path / "adapter_config.json").exists():
         return path
-    newest = _newest_checkpoint(path, agent)
+    newest = _newest_checkpoint(path, hero)
     if newest is None:
         raise LineageError(
             f"--init-from {text}: neither an adapter folder (adapter_config.json) nor a run "
@@ -141,10 +145,11 @@ def read_checkpoint_extra(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def resolve_init_from(text: str, agent: str) -> InitSource:
-    """Find the agent ``--init-from text`` names for a ``train.agent=agent`` run and build the
-    lineage record of the new run (the weights are checked when the hero loads them)."""
-    path = _locate(text, agent).resolve()
+def resolve_init_from(text: str, hero: HeroKind) -> InitSource:
+    """Find the agent ``--init-from text`` names for a run training ``hero`` (``train.hero``)
+    and build the lineage record of the new run (the weights are checked when the hero loads
+    them)."""
+    path = _locate(text, hero).resolve()
     extra = read_checkpoint_extra(path)
     weights = path / "adapter_model.safetensors" if path.is_dir() else path
     step = extra.get("step", _step_of(path))
@@ -153,13 +158,13 @@ def resolve_init_from(text: str, agent: str) -> InitSource:
         "init_from": {
             "given": text,
             "path": str(path),
-            "agent": agent,
+            "agent": hero.name,
             "sha256": _sha256(weights) if weights.is_file() else None,
             "step": step,
         },
         "ancestors": list(extra.get("lineage") or []),
     }
-    return InitSource(path, agent, record)
+    return InitSource(path, hero.name, record)
 
 
 def write_lineage(run_dir: Path, record: dict[str, Any]) -> None:

@@ -16,7 +16,6 @@ sampler cannot hold them). Every game comes back as one
 from __future__ import annotations
 
 import functools
-import json
 import random
 import re
 import zlib
@@ -37,6 +36,7 @@ from leaguezero.diplomacy.game.seats import UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import (
     AdapterSlots,
     SlotsExceededError,
+    check_adapter_fits,
     fit_seating,
     parse_versioned_name,
 )
@@ -50,7 +50,6 @@ from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
-from leaguezero.diplomacy.llm.hf_backend import LoraSettings
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMTable
@@ -104,41 +103,6 @@ def played_game(
         rewards={p: seat_reward(result.scores, stats, p, format_penalty) for p in POWERS},
         stats=stats.get(hero_power, SeatStats()),
     )
-
-
-def check_adapter_fits(folder: Path, lora: LoraSettings) -> None:
-    """Raise :class:`~.heroes.TrainError` (one line) unless the adapter folder's rank, alpha and
-    target modules are the hero's (``llm.lora_rank``, ``llm.lora_alpha``, resolved
-    ``llm.target_modules``): ``--init-from`` continues an adapter, it does not reshape it."""
-    try:
-        raw = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise TrainError(
-            f"--init-from {folder}: unreadable adapter_config.json ({reason})"
-        ) from None
-    targets = raw.get("target_modules")
-    found = set(targets) if isinstance(targets, list) else {targets}
-    problems = []
-    if raw.get("r") != lora.rank:
-        problems.append(f"rank {raw.get('r')} (llm.lora_rank is {lora.rank})")
-    alpha = raw.get("lora_alpha")
-    if not isinstance(alpha, int | float) or float(alpha) != float(lora.alpha):
-        problems.append(f"alpha {alpha} (llm.lora_alpha is {lora.alpha})")
-    if found != set(lora.target_modules):
-        problems.append(
-            f"targets {sorted(map(str, found))} (llm.target_modules gives "
-            f"{sorted(lora.target_modules)})"
-        )
-    if raw.get("rank_pattern") or raw.get("alpha_pattern"):
-        problems.append("per-module ranks or alphas")
-    if problems:
-        raise TrainError(
-            f"--init-from {folder} does not fit this run's LoRA: {'; '.join(problems)}; "
-            "set the llm section to match"
-        )
 
 
 class LanguageModelHero:
@@ -225,7 +189,10 @@ class LanguageModelHero:
         """A new run's hero adapter starts as the adapter folder ``folder``'s weights (its LoRA
         shape must be the config's, :func:`check_adapter_fits`); a copy in ``RUN/init_adapter``
         stays loaded, frozen, as the KL reference."""
-        check_adapter_fits(folder, self.backend.lora)
+        try:
+            check_adapter_fits(folder, self.backend.lora)
+        except ValueError as err:
+            raise TrainError(str(err)) from None
         try:
             self.policy.load(folder)
         except ValueError as err:

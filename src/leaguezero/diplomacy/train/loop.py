@@ -140,7 +140,7 @@ class LeagueTrainer:
             if resume:
                 raise TrainError("--init-from starts a new run; a resumed run keeps its weights")
             try:
-                source = resolve_init_from(str(init_from), cfg.train.agent)
+                source = resolve_init_from(str(init_from), cfg.train.hero)
             except LineageError as err:
                 raise TrainError(str(err)) from None
             if not cfg.train.hero.llm:
