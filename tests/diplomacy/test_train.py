@@ -17,7 +17,7 @@ import yaml
 pytest.importorskip("diplomacy")
 
 from leaguezero.common.events import read_events
-from leaguezero.diplomacy.train.loop import STATE_FORMAT, TRAIN_STEP_EVENT
+from leaguezero.diplomacy.train.loop import BASELINES, STATE_FORMAT, TRAIN_STEP_EVENT
 from leaguezero.diplomacy.train.report import summarize_run
 from leaguezero.league.registry import LeagueRegistry
 
@@ -67,7 +67,7 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     draws = read_events(run / "events.ndjson", "league.opponent_sampled")
     assert len(draws) == 3 * 6
     # Cold start (one checkpoint): every draw is a baseline.
-    assert {d["opponent"] for d in draws} <= {"base_model", "random_bot", "chaos_bot", "dumb_bot"}
+    assert {d["opponent"] for d in draws} <= set(BASELINES)
     # The step-2 evaluation ran in a background process and rated the challenger.
     rated = read_events(run / "events.ndjson", "league.elo_updated")
     assert rated and rated[0]["challenger"] == "ckpt_000001"
