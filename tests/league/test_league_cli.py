@@ -88,3 +88,33 @@ def test_metadata_of_the_wrong_type_is_a_one_line_error(run_dir, key, value):
         assert out.returncode == 2, out.stdout
         assert f"metadata.{key} must be" in out.stderr and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_show_gives_ratings_relative_to_base_model_only_when_the_league_has_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from leaguezero.league.cli import app
+
+    paths = evaluator_paths(tmp_path)
+    reg = LeagueRegistry.create(
+        paths["registry"], run_name="rel", baselines={"random": 800.0, "base_model": 1000.0}
+    )
+    promote_if_scheduled(reg, name="c10", path=None, step=10, current_elo=1250.0, elo=1250.0)
+    data = json.loads(CliRunner().invoke(app, ["show", str(tmp_path), "--json"]).output)
+    assert data["relative_to"] == "base_model"
+    relative = {name: a["elo_relative"] for name, a in data["agents"].items()}
+    assert relative == {"c10": 250.0, "base_model": 0.0, "random": -200.0}
+    shown = CliRunner().invoke(app, ["show", str(tmp_path)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "vs base_model" in shown.output and "+250" in shown.output
+
+
+def test_show_without_base_model_gives_absolute_ratings_only(run_dir):
+    from typer.testing import CliRunner
+
+    from leaguezero.league.cli import app
+
+    data = json.loads(CliRunner().invoke(app, ["show", str(run_dir), "--json"]).output)
+    assert data["relative_to"] is None
+    assert all(a["elo_relative"] is None for a in data["agents"].values())
+    shown = CliRunner().invoke(app, ["show", str(run_dir)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "vs base_model" not in shown.output

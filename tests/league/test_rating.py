@@ -186,3 +186,12 @@ def test_bootstrap_is_seeded_and_errors_are_clear():
         fit_ratings(log, anchor="A", anchor_elo=0.0, confidence=1.0)
     empty = fit_ratings([], anchor="A", anchor_elo=5.0, bootstrap=10)
     assert empty.ratings == {"A": 5.0} and empty.low == {}
+
+
+def test_relative_ratings_put_base_model_at_zero_or_are_none_without_it():
+    from leaguezero.league.rating import relative_ratings
+
+    rel = relative_ratings({"random_bot": 800.0, "base_model": 1000.0, "ckpt_000010": 1234.5})
+    assert rel == {"random_bot": -200.0, "base_model": 0.0, "ckpt_000010": 234.5}
+    assert relative_ratings({"random_bot": 800.0, "ckpt_000010": 900.0}) is None
+    assert relative_ratings({"a": 5.0, "b": 7.0}, reference="b") == {"a": -2.0, "b": 0.0}

@@ -116,6 +116,11 @@ def test_runs_are_reached_by_index_only(tmp_path):
     assert listed == [{"index": 0, "name": "league_run", "path": str(run), "kinds": ["league"]}]
     view = client.get("/api/runs/0").json()["league"]
     assert [a["name"] for a in view["agents"]][:1] == ["ckpt_000020"]
+    # Ratings relative to base_model (= 0) beside the absolute ones.
+    assert view["relative_to"] == "base_model"
+    elo = {a["name"]: (a["elo"], a["elo_relative"]) for a in view["agents"]}
+    assert elo["base_model"][1] == 0.0
+    assert elo["random_bot"][1] == elo["random_bot"][0] - elo["base_model"][0]
     assert view["pfsp"]["draws"] == 6 and view["pfsp"]["steps"] == [10, 20]
     chart = client.get("/runs/0/elo.png")
     assert chart.status_code == 200 and chart.content[:4] == b"\x89PNG"

@@ -175,6 +175,11 @@ class LeagueSection(SharedLeagueSection):
     base_model_elo: float = Field(1000.0, description="Initial rating of base_model (step 0).")
     random_bot_elo: float = Field(800.0, description="Rating of random_bot, the fixed anchor.")
     chaos_bot_elo: float = Field(900.0, description="Initial rating of chaos_bot.")
+    greedy_bot_elo: float = Field(
+        1100.0,
+        description="Initial rating of greedy_bot (measured between chaos_bot and dumb_bot, "
+        "docs/diplomacy_bench.md).",
+    )
     dumb_bot_elo: float = Field(
         1300.0,
         description="Initial rating of dumb_bot (DumbBot, the field's standard baseline; measured "
@@ -188,8 +193,9 @@ class LeagueSection(SharedLeagueSection):
     )
     eval_all_baselines: bool = Field(
         True,
-        description="Add every baseline to the evaluator's gatekeepers (random, best, recent) so "
-        "baseline ratings are measured, not just initial.",
+        description="Add every baseline (base_model too) to the evaluator's gatekeepers: random, "
+        "best, recent and the benchmark suite's opponents, which are always played "
+        "(docs/diplomacy_bench.md).",
     )
     eval_greedy: bool = Field(
         True, description="Learned agents play their most probable orders in evaluations."

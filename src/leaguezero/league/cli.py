@@ -37,9 +37,14 @@ def show(
     recent: int = typer.Option(10, help="How many recent matches to list."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead."),
 ) -> None:
-    """Print the agents with ratings and intervals, and the most recent matches."""
+    """Print the agents with ratings and intervals, and the most recent matches.
+
+    With a ``base_model`` agent each rating is also shown relative to it (base_model = 0):
+    the "vs base_model" column, ``relative_to`` and each agent's ``elo_relative`` in --json
+    (null without base_model)."""
     from leaguezero.league.evaluator import evaluator_paths
     from leaguezero.league.matchlog import MatchLogError, read_matches
+    from leaguezero.league.rating import RELATIVE_TO, relative_ratings
     from leaguezero.league.registry import LeagueRegistry, RegistryError
 
     paths = evaluator_paths(run_dir)
@@ -50,10 +55,18 @@ def show(
         raise fail(str(err)) from None
     _check_metadata(state.metadata, paths["registry"])
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
+    relative = relative_ratings(state.ratings())
     if as_json:
         out = {
             "metadata": state.metadata,
-            "agents": {a.name: a.to_dict() for a in agents},
+            "relative_to": None if relative is None else RELATIVE_TO,
+            "agents": {
+                a.name: {
+                    **a.to_dict(),
+                    "elo_relative": None if relative is None else round(relative[a.name], 2),
+                }
+                for a in agents
+            },
             "recent_matches": [m.to_dict() for m in matches],
         }
         typer.echo(json.dumps(out, indent=2))
@@ -70,7 +83,8 @@ def show(
         f"({best_elo}); "
         f"anchor {meta.get('anchor')} = {meta.get('anchor_elo')}"
     )
-    table = Table("agent", "type", "elo", "interval", "matches", "step", "parent")
+    columns = ["agent", "type", "elo"] + ([f"vs {RELATIVE_TO}"] if relative is not None else [])
+    table = Table(*columns, "interval", "matches", "step", "parent")
     for a in agents:
         interval = "" if a.elo_low is None else f"[{a.elo_low:.0f}, {a.elo_high:.0f}]"
         name = a.name + (" (retired)" if a.extra.get("retired") else "")
@@ -78,6 +92,7 @@ def show(
             name,
             a.type.value,
             f"{a.elo:.0f}",
+            *([f"{relative[a.name]:+.0f}"] if relative is not None else []),
             interval,
             str(a.matches),
             "" if a.step is None else str(a.step),

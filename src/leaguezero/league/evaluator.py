@@ -19,7 +19,10 @@ The job:
    (``method="elo"``) — and stores them in ``league.json``;
 4. appends the games to the match log (kind ``"evaluation"``, the challenger's step,
    ``meta["challenger"]``); 3 and 4 are one transaction under the registry's file lock;
-5. emits ``league.elo_updated``.
+5. emits ``league.elo_updated``, then ``league.evaluation_finished`` with the job's summary
+   and, when the caller hands in a ``summary`` function (module-level, like the tournament:
+   ``fn(results, **tournament_kwargs) -> dict``), the fields it returns (Diplomacy: the
+   challenger's record against the fixed benchmark suite).
 
 An evaluation is done when its games are in the log (:func:`evaluation_logged`), and a job
 finds that out before it plays and again under the lock before it writes: a (challenger, step)
@@ -69,6 +72,7 @@ class EvalJob:
     step: int
     tournament: Tournament  # a module-level function (pickled by reference)
     tournament_kwargs: dict[str, Any] = field(default_factory=dict)
+    summary: Callable[..., dict[str, Any]] | None = None  # extra fields of evaluation_finished
     gatekeepers: tuple[str, ...] | None = None  # None: choose_gatekeepers
     method: str = "refit"  # "refit" (batch Bradley–Terry) or "elo" (online)
     elo_k: float = 32.0
@@ -207,6 +211,8 @@ def run_evaluation(job: EvalJob) -> dict[str, Any]:
         "challenger_elo": known.get(job.challenger),
         "seconds": round(time.time() - started, 3),
     }
+    if job.summary is not None:
+        summary.update(job.summary(results, **job.tournament_kwargs))
     if events is not None:
         events.emit("league.evaluation_finished", **summary)
         events.close()
@@ -336,7 +342,8 @@ class AsyncEvaluator:
     Call :meth:`maybe_submit` every step and :meth:`poll` now and then (it is cheap); call
     :meth:`close` (or use as a context manager) at the end to wait for the last job. Failed jobs
     (non-zero exit, including being killed) are reported and retried ``max_retries`` times.
-    ``runner`` says where jobs run (:class:`JobRunner`; default a local process per job).
+    ``runner`` says where jobs run (:class:`JobRunner`; default a local process per job);
+    ``summary`` (a module-level function) adds fields to ``league.evaluation_finished``.
     """
 
     def __init__(
@@ -347,6 +354,7 @@ class AsyncEvaluator:
         events_path: str | os.PathLike | None,
         tournament: Tournament,
         tournament_kwargs: dict[str, Any] | None = None,
+        summary: Callable[..., dict[str, Any]] | None = None,
         every: int = 50,
         method: str = "refit",
         elo_k: float = 32.0,
@@ -357,6 +365,8 @@ class AsyncEvaluator:
         runner: JobRunner | None = None,
     ) -> None:
         check_tournament(tournament)  # fail fast in the trainer, not in a background process
+        if summary is not None:
+            check_tournament(summary)  # crosses to the job's process the same way
         if every < 1:
             raise ValueError(f"evaluator every must be >= 1, got {every}")
         self.registry_path = str(registry_path)
@@ -365,6 +375,7 @@ class AsyncEvaluator:
         self.events = EventWriter(events_path) if events_path is not None else None
         self.tournament = tournament
         self.tournament_kwargs = dict(tournament_kwargs or {})
+        self.summary = summary
         self.every = every
         self.method = method
         self.elo_k = elo_k
@@ -395,6 +406,7 @@ class AsyncEvaluator:
             step=step,
             tournament=self.tournament,
             tournament_kwargs=self.tournament_kwargs,
+            summary=self.summary,
             gatekeepers=None if gatekeepers is None else tuple(gatekeepers),
             method=self.method,
             elo_k=self.elo_k,

@@ -3,6 +3,8 @@ maximum-likelihood refit over the whole match log (:func:`fit_ratings`).
 
 The scale is the usual Elo one: a 400-point gap means the stronger side is expected to score
 10 times as much as the weaker (expected score 1 / (1 + 10 ** (-gap / 400))).
+:func:`relative_ratings` puts ratings on the scale users read next to the absolute one:
+``base_model`` (the untrained starting point) = 0.
 """
 
 from __future__ import annotations
@@ -13,7 +15,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leaguezero.league.types import MatchResult
+from leaguezero.league.types import BASE_MODEL, MatchResult
+
+RELATIVE_TO = BASE_MODEL  # the agent every shown relative rating is measured from
+
+
+def relative_ratings(
+    ratings: Mapping[str, float], reference: str = RELATIVE_TO
+) -> dict[str, float] | None:
+    """Each rating minus ``reference``'s (``reference`` = 0), or None when ``reference`` has no
+    rating in ``ratings`` (then only absolute ratings are shown).
+
+    The one place relative ratings are computed: ``leaguezero league show``, ``diplomacy
+    train-report``, the Elo chart and the web run page all call it. Only differences of Elo
+    ratings mean anything (the anchor pins an arbitrary zero), so "+250 over base_model" says
+    how much training gained whatever the anchor's rating is.
+    """
+    if reference not in ratings:
+        return None
+    zero = float(ratings[reference])
+    return {name: float(value) - zero for name, value in ratings.items()}
 
 
 def expected_score(rating_a: float, rating_b: float) -> float:

@@ -71,6 +71,7 @@ from leaguezero.league.tracking import (
 from leaguezero.league.types import (
     BASE_MODEL,
     AgentInfo,
+    AgentKind,
     MatchResult,
     OpponentType,
     checkpoint_name,
@@ -98,6 +99,8 @@ class LeagueSession:
         baseline_paths: files of baselines that have one (e.g. ``base_model``'s initial net).
         tournament: the evaluator's tournament, a module-level function.
         tournament_kwargs: its keyword arguments (plain data).
+        eval_summary: a module-level ``fn(results, **tournament_kwargs) -> dict`` whose fields
+            join each ``league.evaluation_finished`` event (None: none).
         seed: seeds the matchmaker and the evaluator's games.
         hero: the live hero's league name; ``hero_start`` the agent it starts as.
         extra_gatekeepers: agents every evaluation adds to the design's gatekeepers.
@@ -116,6 +119,7 @@ class LeagueSession:
         anchor: str,
         tournament: Tournament,
         tournament_kwargs: Mapping[str, Any] | None = None,
+        eval_summary: Callable[..., dict[str, Any]] | None = None,
         seed: int = 0,
         baseline_paths: Mapping[str, str] | None = None,
         hero: str = HERO,
@@ -134,6 +138,7 @@ class LeagueSession:
         self.registry = LeagueRegistry.create(
             self.paths["registry"], run_name=run_name, baselines=baselines, anchor=anchor
         )
+        self._add_missing_baselines(baselines)
         if baseline_paths:
             with self.registry.update() as state:
                 for name, path in baseline_paths.items():
@@ -161,6 +166,7 @@ class LeagueSession:
             events_path=self.paths["events"],
             tournament=tournament,
             tournament_kwargs=dict(tournament_kwargs or {}),
+            summary=eval_summary,
             every=cfg.eval_every,
             method=cfg.rating,
             elo_k=cfg.elo_k,
@@ -177,6 +183,18 @@ class LeagueSession:
         self._pending: list[dict[str, Any]] = []  # a loaded state's unfinished evaluations
         self._draws: list[Draw] = []
         self._results: list[MatchResult] = []
+
+    def _add_missing_baselines(self, baselines: Mapping[str, float]) -> None:
+        """Baselines the game names that an existing ``league.json`` lacks (a league created by
+        an older version, before the game added one) join it at their initial rating."""
+        if all(name in self.registry.load().agents for name in baselines):
+            return
+        with self.registry.update() as state:
+            for name, elo in baselines.items():
+                if name not in state.agents:
+                    state.agents[name] = AgentInfo(
+                        name=name, type=AgentKind.BASELINE, elo=float(elo)
+                    )
 
     # ----- opponents and results -------------------------------------------------------------
     def sample(

@@ -26,6 +26,7 @@ from typing import Any
 
 from leaguezero.common.events import EventWriter, read_events
 from leaguezero.league.matchmaker import Draw
+from leaguezero.league.rating import RELATIVE_TO, relative_ratings
 from leaguezero.league.types import AgentInfo
 
 CHECKPOINT_ADDED = "league.checkpoint_added"
@@ -80,12 +81,16 @@ def emit_elo_updated(
         )
 
 
-def elo_series(events_path: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
+def elo_series(
+    events_path: str | os.PathLike, *, relative: bool = False
+) -> dict[str, list[tuple[int, float]]]:
     """The chart's lines from ``league.elo_updated`` events, sorted by step.
 
     ``Hero``: the challenger's rating at its step; ``Past_Best``: the best checkpoint rating
     among challengers evaluated up to that step; ``Baseline:<name>``: every rated baseline
     (anchored ones are flat). Later refits of the same step replace earlier ones.
+    ``relative``: every rating minus ``base_model``'s in the same event
+    (:func:`~.rating.relative_ratings`); events that did not rate ``base_model`` are left out.
     """
     hero: dict[int, float] = {}
     baselines: dict[str, dict[int, float]] = {}
@@ -93,6 +98,10 @@ def elo_series(events_path: str | os.PathLike) -> dict[str, list[tuple[int, floa
         step, challenger, ratings = event.get("step"), event.get("challenger"), event["ratings"]
         if step is None:
             continue
+        if relative:
+            ratings = relative_ratings(ratings)
+            if ratings is None:
+                continue
         if challenger in ratings:
             hero[step] = ratings[challenger]
         for name in event.get("baselines", []):
@@ -110,26 +119,33 @@ def elo_series(events_path: str | os.PathLike) -> dict[str, list[tuple[int, floa
 
 
 def plot_elo(events_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:
-    """Write ``League/Elo_Rating`` (Hero, Past_Best and baseline lines vs step) as a PNG."""
+    """Write ``League/Elo_Rating`` (Hero, Past_Best and baseline lines vs step) as a PNG; when
+    the evaluations rated ``base_model``, a second panel shows the same lines relative to it
+    (base_model = 0)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = elo_series(events_path)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, points in series.items():
-        if not points:
-            continue
-        xs, ys = zip(*points, strict=True)
-        style: dict[str, Any] = {"linestyle": "--"} if name.startswith("Baseline") else {}
-        ax.plot(xs, ys, marker="o" if name == "Hero" else None, label=name, **style)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("Elo")
-    ax.set_title("League/Elo_Rating")
-    ax.grid(alpha=0.3)
-    if any(series.values()):
-        ax.legend(loc="best", fontsize=8)
+    panels = [("League/Elo_Rating", "Elo", elo_series(events_path))]
+    relative = elo_series(events_path, relative=True)
+    if any(relative.values()):
+        panels.append((f"relative to {RELATIVE_TO}", f"Elo - {RELATIVE_TO}", relative))
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
+    for ax, (title, ylabel, series) in zip(axes[0], panels, strict=True):
+        for name, points in series.items():
+            if not points:
+                continue
+            xs, ys = zip(*points, strict=True)
+            style: dict[str, Any] = {"linestyle": "--"} if name.startswith("Baseline") else {}
+            ax.plot(xs, ys, marker="o" if name == "Hero" else None, label=name, **style)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if any(series.values()):
+            ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp.png")
@@ -144,8 +160,9 @@ class WandbTracker:
 
     Every metric is plotted against ``league/step`` (the hero's training step), declared with
     ``define_metric``, so an evaluator result that arrives late still lands at its step:
-    ``League/Elo_Rating/{Hero,Past_Best,Baseline_<name>}`` scalars and a ``League/Elo_Rating``
-    line-series chart, and per step ``League/opponent_share/<type>``,
+    ``League/Elo_Rating/{Hero,Past_Best,Baseline_<name>}`` scalars (and, for events that rated
+    ``base_model``, ``League/Elo_vs_base_model/{Hero,Baseline_<name>}``: base_model = 0) and a
+    ``League/Elo_Rating`` line-series chart, and per step ``League/opponent_share/<type>``,
     ``League/bucket_share/<bucket>``, ``League/win_rate/<type>`` and ``League/hero_elo``.
     The run id derives from the run directory, so ``--resume`` continues the same WandB run.
     """
@@ -198,6 +215,14 @@ class WandbTracker:
             for name in event.get("baselines", []):
                 if name in ratings:
                     row[f"League/Elo_Rating/Baseline_{name}"] = ratings[name]
+            relative = relative_ratings(ratings)
+            if relative is not None:
+                prefix = f"League/Elo_vs_{RELATIVE_TO}"
+                if event.get("challenger") in relative:
+                    row[f"{prefix}/Hero"] = relative[event["challenger"]]
+                for name in event.get("baselines", []):
+                    if name in relative:
+                        row[f"{prefix}/Baseline_{name}"] = relative[name]
             self.run.log(row)
         series = elo_series(events_path)
         steps = sorted({s for points in series.values() for s, _ in points})

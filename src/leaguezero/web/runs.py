@@ -16,6 +16,7 @@ from typing import Any
 from leaguezero.common.events import read_events
 from leaguezero.league.evaluator import evaluator_paths
 from leaguezero.league.matchlog import read_matches
+from leaguezero.league.rating import RELATIVE_TO, relative_ratings
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.tracking import OPPONENT_SAMPLED, plot_elo
 
@@ -55,7 +56,8 @@ def pfsp_shares(events_path: Path, last_steps: int = SHARE_STEPS) -> dict[str, A
 
 
 def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
-    """The league table (ratings with intervals, sorted by rating), the run's metadata, PFSP
+    """The league table (ratings with intervals, sorted by rating; ``elo_relative``: relative to
+    ``relative_to`` = base_model = 0, None without it), the run's metadata, PFSP
     shares and the ``recent`` last matches. Raises ValueError for a damaged league file."""
     from leaguezero.league.matchlog import MatchLogError
     from leaguezero.league.registry import RegistryError
@@ -67,13 +69,16 @@ def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
     except (RegistryError, MatchLogError) as err:
         raise ValueError(str(err)) from None
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
+    relative = relative_ratings(state.ratings())
     return {
         "metadata": state.metadata,
+        "relative_to": None if relative is None else RELATIVE_TO,
         "agents": [
             {
                 "name": a.name,
                 "type": a.type.value,
                 "elo": a.elo,
+                "elo_relative": None if relative is None else relative[a.name],
                 "low": a.elo_low,
                 "high": a.elo_high,
                 "matches": a.matches,

@@ -194,8 +194,9 @@ def train_report_cmd(
         bool, typer.Option("--json", help="Print the whole summary as JSON.")
     ] = False,
 ) -> None:
-    """Curves and checks of a training run: PFSP shares, ratings vs baselines, win rate vs
-    random_bot; writes training_summary.json and training.png into the run."""
+    """Curves and checks of a training run: PFSP shares, ratings vs baselines (and relative to
+    base_model = 0, in brackets), win rate vs random_bot, each evaluation's benchmark-suite
+    win rates; writes training_summary.json and training.png into the run."""
     from leaguezero.common.config import ConfigError
     from leaguezero.diplomacy.train.report import write_report
 
@@ -218,14 +219,35 @@ def train_report_cmd(
     typer.echo(f"steps: {len(summary['steps'])}   PFSP from step {pfsp['from_step']}: {shares}")
     typer.echo(f"  max deviation from 30/40/20/10: {pfsp['max_abs_deviation_points']:.1f} points")
     for e in summary["evaluations"]:
-        base = ", ".join(f"{k} {v:.0f}" for k, v in e["baselines"].items())
+        relative = e.get("baselines_relative") or {}
+        base = ", ".join(
+            f"{k} {v:.0f}" + (f" [{relative[k]:+.0f}]" if k in relative else "")
+            for k, v in e["baselines"].items()
+        )
         win = e["random_bot_win_rate"]
+        hero = "-" if e["hero_elo"] is None else f"{e['hero_elo']:.0f}"
+        if e.get("hero_elo_relative") is not None:
+            hero += f" [{e['hero_elo_relative']:+.0f} vs {e['relative_to']}]"
         typer.echo(
-            f"  step {e['step']:5d}  {e['challenger']}  elo {e['hero_elo']:.0f}  ({base})"
+            f"  step {e['step']:5d}  {e['challenger']}  elo {hero}  ({base})"
             f"  {'above' if e['above_baselines'] else 'BELOW'} baselines"
             + (f"  win vs random_bot {win:.2f}" if win is not None else "")
         )
+        if e.get("suite"):
+            typer.echo(f"        suite (informational): {_suite_line(e['suite'])}")
     typer.echo(f"evaluator failures/errors: {len(summary['errors'])}")
+
+
+def _suite_line(rows: list[dict]) -> str:
+    """One evaluation's benchmark-suite rows as ``agent win/floor ok|low`` (``-``: no games)."""
+    cells = []
+    for row in rows:
+        if row["win_rate"] is None:
+            cells.append(f"{row['agent']} -")
+        else:
+            mark = "ok" if row["passed"] else "low"
+            cells.append(f"{row['agent']} {row['win_rate']:.2f}/{row['floor']:.2f} {mark}")
+    return "  ".join(cells)
 
 
 @app.command("pretrain-policy")

@@ -15,13 +15,17 @@ Tiers, after the league project this package follows:
 - ``checkpoint`` — frozen checkpoints named in the config: parity by default (not weaker than
   that checkpoint).
 
-The same suite is the league evaluator's fixed set of gatekeepers (``league.bench``).
+The same suite is the league evaluator's fixed set of gatekeepers: every evaluation of a
+training run plays the challenger against each opponent of :func:`suite_with_checkpoints`
+(``bench.checkpoints`` included, :func:`suite_gatekeepers`), and :func:`suite_results` reads
+the challenger's win rate per opponent and its floor off those games (informational there:
+evaluations play few, often short games; docs/diplomacy_bench.md#the-suite-inside-the-league).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,6 +61,36 @@ def suite_with_checkpoints(
 ) -> tuple[BenchEntry, ...]:
     """``base`` plus one ``checkpoint`` entry (floor: parity) per frozen checkpoint."""
     return (*base, *(BenchEntry(path, "checkpoint", PARITY) for path in checkpoints))
+
+
+def suite_gatekeepers(checkpoints: Sequence[str] = ()) -> list[str]:
+    """The league names of the suite's opponents (``DEFAULT_SUITE`` plus ``checkpoints``, named
+    by their paths as in the bench table): the evaluator's fixed gatekeepers."""
+    return [entry.agent for entry in suite_with_checkpoints(checkpoints)]
+
+
+def suite_results(
+    suite: Sequence[BenchEntry], wins: Mapping[str, Sequence[float]]
+) -> list[dict[str, Any]]:
+    """The challenger's record against each entry of ``suite`` from ``wins`` (its win share of
+    each game against six copies of an opponent, by opponent): ``agent``, ``tier``, ``floor``,
+    ``games``, ``win_rate`` and ``passed`` (``win_rate >= floor``); an entry without games has
+    ``win_rate`` and ``passed`` None. The league evaluator's per-evaluation suite check."""
+    rows = []
+    for entry in suite:
+        played = list(wins.get(entry.agent, ()))
+        rate = sum(played) / len(played) if played else None
+        rows.append(
+            {
+                "agent": entry.agent,
+                "tier": entry.tier,
+                "floor": round(entry.floor, 4),
+                "games": len(played),
+                "win_rate": None if rate is None else round(rate, 4),
+                "passed": None if rate is None else rate >= entry.floor,
+            }
+        )
+    return rows
 
 
 @dataclass(frozen=True)

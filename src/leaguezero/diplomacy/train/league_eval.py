@@ -11,10 +11,17 @@ which calls it in a fresh process: the challenger plays
 ``games_per_gatekeeper`` games against six clones of each gatekeeper, powers rotated
 (:func:`~leaguezero.diplomacy.game.tournament.run_tournament`), and every game becomes one
 :class:`~leaguezero.league.types.MatchResult` with the seven powers' final scores.
+
+The gatekeepers always include the fixed benchmark suite's opponents
+(:func:`~leaguezero.diplomacy.game.bench.suite_gatekeepers`), and
+:func:`diplomacy_evaluation_summary` adds to each ``league.evaluation_finished`` event the
+challenger's win rate against each of them and whether it met the entry's floor
+(:func:`~leaguezero.diplomacy.game.bench.suite_results`).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from leaguezero.diplomacy.agents.resolvers import league_resolver_factory
@@ -115,3 +122,30 @@ def _play_gatekeepers(
                 )
             )
     return results
+
+
+def diplomacy_evaluation_summary(
+    results: list[MatchResult], *, config: dict[str, Any] | None = None, **_: Any
+) -> dict[str, Any]:
+    """The evaluation's record against the benchmark suite (``DEFAULT_SUITE`` plus the config's
+    ``bench.checkpoints``), for ``league.evaluation_finished``: ``suite`` (one row per opponent,
+    :func:`~leaguezero.diplomacy.game.bench.suite_results`), ``suite_passed`` (every opponent
+    played and passed), ``suite_max_years`` (the games' length) and ``suite_informational``
+    (always true: an evaluation plays few games, often shorter ones than ``bench``, so the
+    pass marks are a trend to watch, not the benchmark's verdict)."""
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game.bench import suite_results, suite_with_checkpoints
+
+    cfg = DiplomacyConfig.model_validate(config or {})
+    wins: dict[str, list[float]] = defaultdict(list)
+    for result in results:
+        keeper, win = result.meta.get("gatekeeper"), result.meta.get("hero_win")
+        if keeper is not None and win is not None:
+            wins[str(keeper)].append(float(win))
+    rows = suite_results(suite_with_checkpoints(cfg.bench.checkpoints), wins)
+    return {
+        "suite": rows,
+        "suite_passed": all(row["passed"] is True for row in rows),
+        "suite_max_years": cfg.max_years,
+        "suite_informational": True,
+    }

@@ -7,8 +7,8 @@ and tournament and plays the games. One step (``leaguezero diplomacy train``;
 docs/diplomacy_training.md):
 
 1. for each of ``groups_per_step`` groups the session draws the opponents (PFSP over
-   ``league.json``, with the live hero's own rating; cold start: baselines ``base_model``,
-   ``random_bot``, ``chaos_bot`` only) and logs each draw as ``league.opponent_sampled``; six
+   ``league.json``, with the live hero's own rating; cold start: the baselines only,
+   :data:`BASELINES`) and logs each draw as ``league.opponent_sampled``; six
    draws fill the six other seats, or ``max_unique_opponents`` draws are cloned with cluster
    seating;
 2. the group's ``group_size`` games share opponents and seating (the hero's power rotates per
@@ -24,7 +24,9 @@ docs/diplomacy_training.md):
    when the schedule says so (first, every 10 steps, every 100, or a new best rating); stale
    curriculum snapshots are retired (``league.checkpoints_retired``);
 6. every ``league.eval_every`` steps the session has the async evaluator rate the newest
-   checkpoint against the gatekeepers in the background (training goes on);
+   checkpoint against the gatekeepers in the background (training goes on): the league's
+   picks plus the fixed benchmark suite's opponents (:func:`evaluation_gatekeepers`), each
+   evaluation recording the challenger's win rate and floor per suite opponent;
 7. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, the hero's rating,
    the evaluations not finished yet, step) is written atomically to ``state.pt``, so a killed
    run resumes from the last finished step: the session takes the training games of later
@@ -63,6 +65,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.bench import suite_gatekeepers
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.train.grpo import (
     GRPOTrainer,
@@ -72,7 +75,11 @@ from leaguezero.diplomacy.train.grpo import (
 )
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
-from leaguezero.diplomacy.train.league_eval import GAME, diplomacy_tournament
+from leaguezero.diplomacy.train.league_eval import (
+    GAME,
+    diplomacy_evaluation_summary,
+    diplomacy_tournament,
+)
 from leaguezero.diplomacy.train.lineage import (
     LineageError,
     checkpoint_lineage,
@@ -87,7 +94,33 @@ from leaguezero.league.types import MatchResult, Participant
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
-BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "dumb_bot")
+BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "greedy_bot", "dumb_bot")
+
+
+def evaluation_gatekeepers(cfg: DiplomacyConfig) -> list[str]:
+    """The agents every evaluation adds to the league's own picks (random, best, recent): the
+    benchmark suite's opponents (:func:`~leaguezero.diplomacy.game.bench.suite_gatekeepers`:
+    every bot of ``DEFAULT_SUITE`` and each of ``bench.checkpoints``), always, then with
+    ``league.eval_all_baselines`` every other baseline (``base_model``)."""
+    keepers = suite_gatekeepers(cfg.bench.checkpoints)
+    if cfg.league.eval_all_baselines:
+        keepers += BASELINES
+    return list(dict.fromkeys(keepers))
+
+
+def league_baselines(cfg: DiplomacyConfig) -> dict[str, float]:
+    """Every baseline of the league with its initial rating: the bots (the suite's among them),
+    ``base_model``, and each of ``bench.checkpoints`` (a frozen agent, at ``initial_rating``),
+    so that each suite opponent is an agent the evaluator can rate."""
+    lcfg = cfg.league
+    bots = {
+        "random_bot": lcfg.random_bot_elo,
+        BASE_MODEL: lcfg.base_model_elo,
+        "chaos_bot": lcfg.chaos_bot_elo,
+        "greedy_bot": lcfg.greedy_bot_elo,
+        "dumb_bot": lcfg.dumb_bot_elo,
+    }
+    return {**bots, **{path: cfg.initial_rating for path in cfg.bench.checkpoints}}
 
 
 def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
@@ -169,26 +202,27 @@ class LeagueTrainer:
         self.policy = self.hero.policy
         write_resolved_config(cfg, self.run_dir)
         base_path = self.hero.base_model_path
+        # The suite's frozen agents are league baselines with a file (absolute: the run's
+        # paths are relative to the run directory, the config's to where it was started).
+        baseline_paths = {path: str(Path(path).resolve()) for path in cfg.bench.checkpoints}
+        if base_path is not None:
+            baseline_paths[BASE_MODEL] = base_path
         self.session = LeagueSession(
             self.run_dir,
             lcfg,
             run_name=self.run_dir.name,
-            baselines={
-                "random_bot": lcfg.random_bot_elo,
-                BASE_MODEL: lcfg.base_model_elo,
-                "chaos_bot": lcfg.chaos_bot_elo,
-                "dumb_bot": lcfg.dumb_bot_elo,
-            },
+            baselines=league_baselines(cfg),
             anchor="random_bot",
-            baseline_paths=None if base_path is None else {BASE_MODEL: base_path},
+            baseline_paths=baseline_paths,
             tournament=diplomacy_tournament,
             tournament_kwargs={
                 "config": cfg.model_dump(mode="json"),
                 "games_per_gatekeeper": lcfg.eval_games,
                 "greedy": lcfg.eval_greedy,
             },
+            eval_summary=diplomacy_evaluation_summary,
             seed=cfg.run.seed,
-            extra_gatekeepers=BASELINES if lcfg.eval_all_baselines else (),
+            extra_gatekeepers=evaluation_gatekeepers(cfg),
             eval_runner=eval_runner,
             tracker_config=cfg.model_dump(mode="json"),
         )

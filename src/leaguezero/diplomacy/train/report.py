@@ -9,6 +9,11 @@ run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
 - ``evaluations``: per ``league.elo_updated`` the hero's (challenger's) rating, each baseline's
   rating, whether the hero was above all of them, and its win rate against six
   ``random_bot`` clones in that evaluation (win = single highest final score, ties shared);
+  ``relative_to`` (``base_model`` when the event rated it, else None), ``hero_elo_relative`` and
+  ``baselines_relative`` (ratings minus base_model's: base_model = 0; None without it,
+  :func:`~leaguezero.league.rating.relative_ratings`); ``suite`` and ``suite_passed``: the
+  challenger's win rate and floor against each benchmark-suite opponent (from
+  ``league.evaluation_finished``; informational, few and often short games);
 - ``errors``: evaluator failures and errors (``league.evaluation_failed`` / ``_error``);
 - ``lineage``: where the run started (``RUN/lineage.json``, ``--init-from``), None for fresh
   weights.
@@ -29,6 +34,7 @@ from leaguezero.common.config import read_yaml_file
 from leaguezero.common.events import iter_events
 from leaguezero.diplomacy.train.lineage import read_lineage
 from leaguezero.league.matchlog import MatchLog
+from leaguezero.league.rating import RELATIVE_TO, relative_ratings
 
 TARGETS = {"mirror": 0.30, "peers": 0.40, "exploitable": 0.20, "baselines": 0.10}
 
@@ -47,6 +53,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     checkpoint_steps: list[int] = []
     evaluations: dict[int, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
+    suites: dict[int, dict[str, Any]] = {}
     for event in iter_events(events_path):
         name = event["event"]
         if name == "diplomacy.train_resumed":
@@ -64,12 +71,23 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
             ratings, challenger = event["ratings"], event.get("challenger")
             base = {b: ratings[b] for b in event.get("baselines", []) if b in ratings}
             hero = ratings.get(challenger)
+            relative = relative_ratings(ratings)
             evaluations[int(event["step"])] = {
                 "step": int(event["step"]),
                 "challenger": challenger,
                 "hero_elo": hero,
                 "baselines": base,
                 "above_baselines": hero is not None and all(hero > v for v in base.values()),
+                "relative_to": None if relative is None else RELATIVE_TO,
+                "hero_elo_relative": None if relative is None else relative.get(challenger),
+                "baselines_relative": (
+                    None if relative is None else {b: relative[b] for b in base}
+                ),
+            }
+        elif name == "league.evaluation_finished" and "suite" in event:
+            suites[int(event["step"])] = {
+                "suite": event["suite"],
+                "suite_passed": event.get("suite_passed"),
             }
         elif name in ("league.evaluation_failed", "league.evaluation_error"):
             errors.append(event)
@@ -98,6 +116,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         games = wins.get(step, [])
         entry["random_bot_games"] = len(games)
         entry["random_bot_win_rate"] = sum(games) / len(games) if games else None
+        entry.update(suites.get(step, {"suite": None, "suite_passed": None}))
 
     ordered = [steps[s] for s in sorted(steps)]
     keys = (

@@ -30,7 +30,10 @@ async function showRun(index) {
     const m = league.metadata;
     document.getElementById("league-meta").textContent =
       `league ${m.run_name}: best ${m.best_agent ?? "-"} (${fmt(m.best_elo)}); anchor ${m.anchor} = ${fmt(m.anchor_elo)}`;
+    // Ratings relative to base_model (= 0) next to the absolute ones, when the league has it.
+    document.getElementById("elo-relative-head").textContent = league.relative_to ? `vs ${league.relative_to}` : "";
     rows("#league-table tbody", league.agents, (a) => [a.name + (a.retired ? " (retired)" : ""), a.type, fmt(a.elo),
+      a.elo_relative === null ? "" : `${a.elo_relative >= 0 ? "+" : ""}${fmt(a.elo_relative)}`,
       a.low === null ? "" : `[${fmt(a.low)}, ${fmt(a.high)}]`, a.matches, a.step ?? ""]);
     const p = league.pfsp;
     document.getElementById("pfsp-steps").textContent = p.draws
