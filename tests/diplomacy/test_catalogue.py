@@ -59,3 +59,76 @@ def test_bad_names_get_one_error_that_lists_what_is_accepted(tmp_path) -> None:
     message = str(err.value)
     assert message.startswith(f"unknown agent(s) adapter_v3, {empty}:")
     assert ACCEPTED in message
+
+
+def test_pretrained_is_the_shipped_policy_and_fails_in_one_line_when_absent(
+    tmp_path, monkeypatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+    from leaguezero.diplomacy.agents import catalogue
+    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
+
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
+    for name, why in (
+        ("pretrained", "no pretrained Diplomacy policy ships in this version"),
+        ("pretrained-llm", "no pretrained LLM agent ships in this version"),
+    ):
+        with pytest.raises(AgentSpecError) as err:
+            parse_agents([name])
+        message = str(err.value)
+        assert why in message and ACCEPTED in message and "\n" not in message
+    runner = CliRunner()
+    args = ["diplomacy", "eval", "--hero", "pretrained", "--opponents", "random_bot"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "no pretrained Diplomacy policy ships" in refused.output
+    assert "Traceback" not in refused.output
+
+    (tmp_path / "pretrained").mkdir()
+    DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=3).save(
+        tmp_path / "pretrained" / catalogue.PRETRAINED_FILE
+    )
+    (spec,) = parse_agents(["pretrained"])
+    assert spec.kind is AgentKind.POLICY_FILE
+    assert spec.path == tmp_path / "pretrained" / catalogue.PRETRAINED_FILE
+    more = ["--games", "1", "--seed", "1", "--set", "max_years=1", "--json", "--no-save"]
+    played = runner.invoke(app, [*args, *more])
+    assert played.exit_code == 0, played.output
+    assert json.loads(played.stdout)["games"] == 1
+
+
+def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, monkeypatch) -> None:
+    from leaguezero.diplomacy.agents import catalogue
+
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path)
+    for part, marker in (("base", "config.json"), ("adapter", "adapter_config.json")):
+        (tmp_path / "llm" / part).mkdir(parents=True)
+        (tmp_path / "llm" / part / marker).write_text("{}")
+    (spec,) = parse_agents(["pretrained-llm"])
+    assert spec.kind is AgentKind.LLM_ADAPTER and spec.is_llm_folder
+    assert (spec.path, spec.base) == (tmp_path / "llm" / "adapter", tmp_path / "llm" / "base")
+
+    # Played as if llm.base_model were the shipped base (a fake backend records what it got).
+    from leaguezero.diplomacy.config import LLMSection
+    from leaguezero.diplomacy.llm import resolvers
+    from leaguezero.diplomacy.llm.client import LLMError
+
+    loaded: dict[str, object] = {}
+
+    class Backend:
+        def load_adapter(self, name: str, folder: str) -> None:
+            loaded[name] = folder
+
+    def backend_from_config(llm: LLMSection) -> Backend:
+        loaded["base"] = llm.base_model
+        return Backend()
+
+    monkeypatch.setattr(resolvers, "backend_from_config", backend_from_config)
+    assert resolvers.folder_resolver([spec], LLMSection(), seed=0, greedy=True) is not None
+    assert loaded == {"base": str(tmp_path / "llm" / "base"), "agent0": str(spec.path)}
+    other = LLMSection(base_model=str(tmp_path / "elsewhere"))
+    with pytest.raises(LLMError, match="one base model per evaluation"):
+        resolvers.folder_resolver([spec], other, seed=0, greedy=True)

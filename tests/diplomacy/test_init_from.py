@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
+from leaguezero.diplomacy.agents import catalogue
 from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.train import lineage
@@ -104,7 +105,7 @@ def test_init_from_checkpoint_then_run_folder_chains_lineage_and_warms_kl(tmp_pa
 
 
 def test_pretrained_fails_cleanly_when_absent_and_works_when_shipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(lineage, "PRETRAINED_DIR", tmp_path / "pretrained")
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
     with pytest.raises(TrainError, match="no pretrained Diplomacy agent ships in this version"):
         LeagueTrainer(_cfg(), tmp_path / "r1", init_from="pretrained")
     assert not (tmp_path / "r1").exists()  # refused before anything is written
@@ -122,7 +123,7 @@ def test_pretrained_fails_cleanly_when_absent_and_works_when_shipped(tmp_path, m
     assert refused.exit_code != 0 and "--init-from starts a new run" in refused.output
 
     (tmp_path / "pretrained").mkdir()
-    weights = _source(tmp_path / "pretrained" / lineage.PRETRAINED_FILE, seed=3)
+    weights = _source(tmp_path / "pretrained" / catalogue.PRETRAINED_FILE, seed=3)
     trainer = LeagueTrainer(_cfg(), tmp_path / "r3", init_from="pretrained")
     assert _same(trainer.hero.weights(), weights)
     assert lineage.read_lineage(tmp_path / "r3")["init_from"]["given"] == "pretrained"

@@ -11,7 +11,11 @@ What a name can be (:class:`AgentKind`):
   checkpoint file, or a LoRA adapter loaded on the sampler under that name);
 - on the command line: a policy checkpoint file (``*.pt``), an LLM base-model folder (a
   ``config.json``, e.g. ``leaguezero llm pretrain --out DIR``) or a LoRA adapter folder
-  (``adapter_config.json``, played on ``llm.base_model``).
+  (``adapter_config.json``, played on ``llm.base_model``);
+- the shipped agents (:data:`PRETRAINED_DIR`): ``pretrained``, the policy network
+  (``policy.pt``, also ``diplomacy train --init-from pretrained``), and ``pretrained-llm``, an
+  adapter on its shipped base model (``llm/adapter`` on ``llm/base``); a name whose files do not
+  ship fails with the others, saying so.
 
 :func:`parse_agents` reads command-line names (``leaguezero diplomacy eval/bench/play``, the web
 page) and raises one :class:`AgentSpecError` that lists every unknown name and
@@ -31,10 +35,14 @@ from leaguezero.diplomacy.game.seats import BASE_MODEL
 
 HERO = "hero"  # the live hero's league name (leaguezero.league.session.HERO)
 BOT_NAMES = ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
+PRETRAINED = "pretrained"  # the shipped policy network
+PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base model
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+PRETRAINED_FILE = "policy.pt"
 ACCEPTED = (
-    f"the bots {', '.join(BOT_NAMES)}, policy checkpoint files "
-    "(e.g. runs/ID/checkpoints/ckpt_000050.pt) or LLM folders (a base model, or an adapter on "
-    "llm.base_model)"
+    f"the bots {', '.join(BOT_NAMES)}, {PRETRAINED} / {PRETRAINED_LLM} (the shipped agents, "
+    "when they ship), policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) or LLM "
+    "folders (a base model, or an adapter on llm.base_model)"
 )
 
 
@@ -61,6 +69,7 @@ class AgentSpec:
     name: str
     kind: AgentKind
     path: Path | None = None
+    base: Path | None = None  # the base model an adapter must go on (pretrained-llm's own)
 
     @property
     def is_bot(self) -> bool:
@@ -96,9 +105,41 @@ def seat_spec(name: str | None, path: str | Path | None = None) -> AgentSpec:
     return AgentSpec(name, AgentKind.LEAGUE, None if path is None else Path(path))
 
 
+def pretrained_policy_path() -> Path | None:
+    """The shipped Diplomacy policy checkpoint, ``PRETRAINED_DIR/policy.pt`` (None: absent)."""
+    path = PRETRAINED_DIR / PRETRAINED_FILE
+    return path if path.is_file() else None
+
+
+def pretrained_llm_folders() -> tuple[Path, Path] | None:
+    """The shipped LLM agent, ``(base model folder, adapter folder)`` under
+    ``PRETRAINED_DIR/llm`` (None: absent)."""
+    base, adapter = PRETRAINED_DIR / "llm" / "base", PRETRAINED_DIR / "llm" / "adapter"
+    if (base / "config.json").is_file() and (adapter / "adapter_config.json").is_file():
+        return base, adapter
+    return None
+
+
+def _absent(name: str) -> str:
+    """Why a shipped agent's name does not parse: its files are not in this installation."""
+    if name == PRETRAINED:
+        where = PRETRAINED_DIR / PRETRAINED_FILE
+        return f"{name}: no pretrained Diplomacy policy ships in this version (no {where})"
+    where = PRETRAINED_DIR / "llm"
+    return f"{name}: no pretrained LLM agent ships in this version (no {where}/base and adapter)"
+
+
 def _parse(text: str) -> AgentSpec | None:
     if text in BOT_NAMES:
         return AgentSpec(text, AgentKind.BOT)
+    if text == PRETRAINED:
+        file = pretrained_policy_path()
+        return None if file is None else AgentSpec(text, AgentKind.POLICY_FILE, file)
+    if text == PRETRAINED_LLM:
+        folders = pretrained_llm_folders()
+        if folders is None:
+            return None
+        return AgentSpec(text, AgentKind.LLM_ADAPTER, folders[1], base=folders[0])
     path = Path(text)
     if path.is_dir():
         if (path / "config.json").exists():
@@ -123,8 +164,10 @@ def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
     specs = [_parse(name) for name in names]
     unknown = [name for name, spec in zip(names, specs, strict=True) if spec is None]
     if unknown:
+        unknown = list(dict.fromkeys(unknown))
+        shipped = [_absent(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM)]
+        why = f" ({'; '.join(shipped)})" if shipped else ""
         raise AgentSpecError(
-            f"unknown agent(s) {', '.join(dict.fromkeys(unknown))}: the command line plays "
-            + ACCEPTED
+            f"unknown agent(s) {', '.join(unknown)}{why}: the command line plays " + ACCEPTED
         )
     return [spec for spec in specs if spec is not None]

@@ -121,7 +121,8 @@ def eval_cmd(
     """Hero against six opponent seats, powers rotated; win rates, scores and Elo changes.
 
     Agents: bots, policy checkpoints (*.pt), LLM folders (a base model built by `leaguezero
-    llm pretrain`, or an adapter folder on `--set llm.base_model=PATH`).
+    llm pretrain`, or an adapter folder on `--set llm.base_model=PATH`), and the shipped
+    `pretrained` (policy network) and `pretrained-llm` when they ship.
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """

@@ -128,30 +128,34 @@ def folder_resolver(
     """Play agents given as folders (the catalogue's base-model and adapter folders); None if
     there are none.
 
-    The base model is ``llm.base_model``, else the one folder with a ``config.json`` among
-    ``names``, else the base an adapter was saved from (its ``leaguezero_adapter.json``).
-    Adapters are loaded once each; every seat is a standalone LLM actor with its own seed.
-    ``decoding``: a strategy of :mod:`.decoding` (None: the one ``llm.mode`` names).
+    The base model is the one an adapter spec pins (``pretrained-llm``: the shipped base, as if
+    ``llm.base_model`` were it), else ``llm.base_model``, else the one folder with a
+    ``config.json`` among ``names``, else the base an adapter was saved from (its
+    ``leaguezero_adapter.json``). Adapters are loaded once each; every seat is a standalone LLM
+    actor with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
+    ``llm.mode`` names).
     """
     by_name = {s.name: s for s in specs if s.is_llm_folder}
     if not by_name:
         return None
     folders = list(by_name)
-    bases = [n for n, s in by_name.items() if s.kind is AgentKind.LLM_BASE]
-    adapters = [n for n, s in by_name.items() if s.kind is AgentKind.LLM_ADAPTER]
-    base = llm.base_model or (bases[0] if bases else None)
+    bases = [s.path for s in by_name.values() if s.kind is AgentKind.LLM_BASE]
+    adapters = [s for s in by_name.values() if s.kind is AgentKind.LLM_ADAPTER]
+    pinned = [s.base for s in adapters if s.base is not None]
+    base = (pinned[0] if pinned else None) or llm.base_model or (bases[0] if bases else None)
     if base is None:
-        meta = Path(adapters[0]) / "leaguezero_adapter.json"
+        meta = Path(str(adapters[0].path)) / "leaguezero_adapter.json"
         base = json.loads(meta.read_text())["base_model"] if meta.exists() else None
     if base is None:
-        raise LLMError(f"which base model does {adapters[0]} go on? set llm.base_model=PATH")
-    if len(bases) > 1 or (bases and Path(bases[0]).resolve() != Path(base).resolve()):
+        raise LLMError(f"which base model does {adapters[0].name} go on? set llm.base_model=PATH")
+    named = [*pinned, *bases, *([llm.base_model] if pinned and llm.base_model else [])]
+    if len(bases) > 1 or any(Path(str(p)).resolve() != Path(base).resolve() for p in named):
         raise LLMError("one base model per evaluation: the folders name different bases")
     backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
     names_on_backend = {}
-    for i, folder in enumerate(adapters):
-        names_on_backend[folder] = f"agent{i}"
-        backend.load_adapter(f"agent{i}", folder)
+    for i, spec in enumerate(adapters):
+        names_on_backend[spec.name] = f"agent{i}"
+        backend.load_adapter(f"agent{i}", str(spec.path))
     tables = SharedTables(
         lambda game: LLMTable(
             backend,

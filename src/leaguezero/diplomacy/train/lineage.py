@@ -11,8 +11,10 @@ instead of fresh weights. ``--init-from`` names
   which differs;
 - a run folder (or its ``checkpoints/`` folder): its newest checkpoint (the highest
   ``ckpt_NNNNNN``; a hero trained past it but not checkpointed is not taken);
-- ``pretrained``: the policy network shipped with the package, ``PRETRAINED_DIR/policy.pt``
-  (none ships in this version: the word fails with one line until a file is dropped there).
+- ``pretrained``: the policy network shipped with the package,
+  :func:`~leaguezero.diplomacy.agents.catalogue.pretrained_policy_path` (the catalogue's
+  ``PRETRAINED_DIR/policy.pt``, also ``diplomacy eval --hero pretrained``; none ships in this
+  version: the word fails with one line until a file is dropped there).
 
 The init agent is the hero's first weights, its KL reference (``train.kl_coef``) and, for the
 policy network, the ``base_model`` baseline. ``RUN/lineage.json`` records where it came from
@@ -34,14 +36,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
+from leaguezero.diplomacy.agents import catalogue
 
 if TYPE_CHECKING:
     from leaguezero.diplomacy.config import HeroKind
 
 LINEAGE_VERSION = 1
 LINEAGE_FILE = "lineage.json"  # in a run folder (the record) and in an adapter checkpoint
-PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
-PRETRAINED_FILE = "policy.pt"
 _CKPT = re.compile(r"^ckpt_(\d+)(\.pt)?$")
 
 
@@ -60,11 +61,12 @@ class InitSource:
 
 def pretrained_path() -> Path:
     """The shipped Diplomacy policy checkpoint (raises :class:`LineageError` when absent)."""
-    path = PRETRAINED_DIR / PRETRAINED_FILE
-    if not path.is_file():
+    path = catalogue.pretrained_policy_path()
+    if path is None:
+        where = catalogue.PRETRAINED_DIR / catalogue.PRETRAINED_FILE
         raise LineageError(
             "--init-from pretrained: no pretrained Diplomacy agent ships in this version "
-            f"(no {path}); pass a checkpoint or a run folder"
+            f"(no {where}); pass a checkpoint or a run folder"
         )
     return path
 
