@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.lineage import read_lineage_record
 from leaguezero.diplomacy.agents import catalogue
 
 if TYPE_CHECKING:
@@ -176,19 +177,7 @@ def write_lineage(run_dir: Path, record: dict[str, Any]) -> None:
 
 def read_lineage(run_dir: Path) -> dict[str, Any] | None:
     """The run's lineage record; None for a run that started from fresh weights."""
-    path = Path(run_dir) / LINEAGE_FILE
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise LineageError(f"{path} is damaged ({str(err).splitlines()[0]})") from None
-    if not isinstance(record, dict) or record.get("schema_version") != LINEAGE_VERSION:
-        version = record.get("schema_version") if isinstance(record, dict) else None
-        raise LineageError(
-            f"{path}: lineage schema {version!r}, this version reads {LINEAGE_VERSION}"
-        )
-    return record
+    return read_lineage_record(Path(run_dir) / LINEAGE_FILE, LINEAGE_VERSION, LineageError)
 
 
 def checkpoint_lineage(

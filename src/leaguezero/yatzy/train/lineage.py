@@ -12,13 +12,13 @@ several sessions still says how it was made.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from leaguezero.az.checkpoint import CheckpointError, load_checkpoint
 from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.lineage import read_lineage_record
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.kinds import kind_of_schema
 from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS, MODEL_KIND, TOWER_KIND
@@ -94,19 +94,7 @@ def write_lineage(root: Path, record: dict) -> None:
 
 def read_lineage(root: Path) -> dict | None:
     """The run's lineage record, None for a run that started from a random network."""
-    path = root / LINEAGE_FILE
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise LineageError(f"{path} is damaged ({str(err).splitlines()[0]})") from None
-    if not isinstance(record, dict) or record.get("schema_version") != LINEAGE_VERSION:
-        version = record.get("schema_version") if isinstance(record, dict) else None
-        raise LineageError(
-            f"{path}: lineage schema {version!r}, this version reads {LINEAGE_VERSION}"
-        )
-    return record
+    return read_lineage_record(Path(root) / LINEAGE_FILE, LINEAGE_VERSION, LineageError)
 
 
 def checkpoint_lineage(root: Path, cfg: YatzyConfig) -> list[dict]:
