@@ -111,6 +111,9 @@ def test_killed_run_resumes_from_its_last_step(tmp_path) -> None:
     assert [e["step"] for e in resumed_events] == [killed_at]
     # After cold start every draw came from a PFSP bucket.
     assert summary["pfsp"]["from_step"] == 11 and summary["pfsp"]["draws"] == 30 * 6
+    # Every step logged the trainer's resident memory; the summary judges it after a warm-up.
+    assert all(s["rss_mb"] > 0 for s in summary["steps"])
+    assert summary["memory"]["from_step"] >= 4 and summary["memory"]["to_step"] == 40
 
 
 class _Planted:

@@ -236,6 +236,14 @@ def train_report_cmd(
         if e.get("suite"):
             typer.echo(f"        suite (informational): {_suite_line(e['suite'])}")
     typer.echo(f"evaluator failures/errors: {len(summary['errors'])}")
+    memory = summary.get("memory")
+    if memory is not None:
+        typer.echo(
+            f"trainer RSS: {memory['rss_mb_start']:.0f} MiB at step {memory['from_step']} -> "
+            f"{memory['rss_mb_end']:.0f} MiB at step {memory['to_step']} "
+            f"({memory['growth_mb']:+.0f} MiB; slope {memory['slope_mb_per_1000_steps']:+.1f} "
+            f"MiB per 1,000 steps; max {memory['rss_mb_max']:.0f})"
+        )
 
 
 def _suite_line(rows: list[dict]) -> str:

@@ -63,6 +63,7 @@ from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
+from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import suite_gatekeepers
@@ -397,6 +398,7 @@ class LeagueTrainer:
             "retired": retired,
             "play_seconds": round(play_seconds, 3),
             "seconds": round(time.perf_counter() - started, 3),
+            "rss_mb": rss_mb(),  # the stability check: no growth over a long run
         }
         # The step's event goes out before the state that marks the step done: a kill in
         # between redoes the step, and the report drops events past the resume point, so the

@@ -14,13 +14,17 @@ run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
   :func:`~leaguezero.league.rating.relative_ratings`); ``suite`` and ``suite_passed``: the
   challenger's win rate and floor against each benchmark-suite opponent (from
   ``league.evaluation_finished``; informational, few and often short games);
+- ``memory``: the trainer's resident memory over the steps after a 10% warm-up (growth, slope
+  per 1,000 steps, maximum; :func:`~leaguezero.common.memory.memory_growth`), None before
+  ``rss_mb`` was logged;
 - ``errors``: evaluator failures and errors (``league.evaluation_failed`` / ``_error``);
 - ``lineage``: where the run started (``RUN/lineage.json``, ``--init-from``), None for fresh
   weights.
 
 A resumed run redoes the steps after its last saved state; draws and metrics of the redone
 steps replace the first attempt's (``diplomacy.train_resumed`` marks the point).
-:func:`plot_training` draws the three curves into one PNG.
+:func:`plot_training` draws the curves (score, ratings, win rate vs random_bot, memory) into
+one PNG.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from leaguezero.common.config import read_yaml_file
 from leaguezero.common.events import iter_events
+from leaguezero.common.memory import memory_growth
 from leaguezero.diplomacy.train.lineage import read_lineage
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.rating import RELATIVE_TO, relative_ratings
@@ -121,7 +126,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     ordered = [steps[s] for s in sorted(steps)]
     keys = (
         "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
-        "hero_elo",
+        "hero_elo", "rss_mb",
     )  # fmt: skip
     return {
         "run_dir": str(run),
@@ -135,6 +140,10 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         },
         "evaluations": [evaluations[s] for s in sorted(evaluations)],
         "errors": errors,
+        # RSS after the warm-up (steps logged before rss_mb existed have none).
+        "memory": memory_growth(
+            [(r["step"], r["rss_mb"]) for r in ordered if r.get("rss_mb") is not None]
+        ),
         "lineage": read_lineage(run),
     }
 
@@ -146,7 +155,7 @@ def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4))
     xs = [r["step"] for r in summary["steps"]]
     ys = [r["score_mean"] for r in summary["steps"]]
     axes[0].plot(xs, ys, alpha=0.3, label="per step")
@@ -172,9 +181,14 @@ def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
     axes[2].set(
         title="win rate vs 6 random_bots (per evaluation)", xlabel="step", ylim=(-0.05, 1.05)
     )
+    memory = [(r["step"], r["rss_mb"]) for r in summary["steps"] if r.get("rss_mb") is not None]
+    if memory:
+        axes[3].plot(*zip(*memory, strict=True), label="trainer RSS")
+    axes[3].set(title="trainer resident memory", xlabel="step", ylabel="MiB")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out_path)
     tmp = out.with_name(f".{out.name}.tmp.png")

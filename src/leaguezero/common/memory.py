@@ -1,0 +1,44 @@
+"""Resident memory of this process, for the training loops' step events (stability checks)."""
+
+from __future__ import annotations
+
+import psutil
+
+_PROCESS = psutil.Process()
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MiB (one decimal)."""
+    return round(_PROCESS.memory_info().rss / 2**20, 1)
+
+
+def memory_growth(points: list[tuple[int, float]], skip_share: float = 0.1) -> dict | None:
+    """RSS over a run's steps, judged after a warm-up: ``points`` are ``(step, rss_mb)``.
+
+    The first ``skip_share`` of the steps are warm-up (imports, allocator pools, the league's
+    first checkpoints); growth is the last value minus the value at the end of the warm-up, and
+    ``slope_mb_per_1000_steps`` the least-squares slope over the steps after it. None when fewer
+    than two points follow the warm-up.
+    """
+    points = sorted(points)
+    if not points:
+        return None
+    first, last = points[0][0], points[-1][0]
+    start = first + skip_share * (last - first)
+    after = [(s, m) for s, m in points if s >= start]
+    if len(after) < 2:
+        return None
+    n = len(after)
+    mean_s = sum(s for s, _ in after) / n
+    mean_m = sum(m for _, m in after) / n
+    var = sum((s - mean_s) ** 2 for s, _ in after)
+    slope = sum((s - mean_s) * (m - mean_m) for s, m in after) / var if var else 0.0
+    return {
+        "from_step": after[0][0],
+        "to_step": after[-1][0],
+        "rss_mb_start": after[0][1],
+        "rss_mb_end": after[-1][1],
+        "rss_mb_max": max(m for _, m in points),
+        "growth_mb": round(after[-1][1] - after[0][1], 1),
+        "slope_mb_per_1000_steps": round(slope * 1000, 2),
+    }

@@ -1,0 +1,22 @@
+from leaguezero.common.memory import memory_growth, rss_mb
+
+
+def test_rss_is_this_process_and_grows_with_an_allocation() -> None:
+    before = rss_mb()
+    block = bytearray(64 * 2**20)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page so it is resident
+    assert rss_mb() >= before + 32
+    del block
+
+
+def test_growth_is_judged_after_the_warm_up() -> None:
+    # A jump during the first 10% of the steps, then flat: no growth.
+    flat = [(1, 100.0), (5, 400.0)] + [(s, 400.0 + (s % 3)) for s in range(11, 101)]
+    result = memory_growth(flat)
+    assert result["from_step"] == 11 and result["to_step"] == 100
+    assert abs(result["growth_mb"]) <= 2 and abs(result["slope_mb_per_1000_steps"]) < 20
+    assert result["rss_mb_max"] == 402.0
+    # A leak of 1 MiB a step shows as ~1,000 MiB per 1,000 steps.
+    leak = [(s, 100.0 + s) for s in range(1, 201)]
+    assert abs(memory_growth(leak)["slope_mb_per_1000_steps"] - 1000) < 1
+    assert memory_growth([]) is None and memory_growth([(1, 5.0)]) is None
