@@ -5,6 +5,7 @@ Each field's description is its documentation (``yz config show --help`` and doc
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -167,6 +168,18 @@ class TrainSection(Section):
     window_iterations: int = Field(
         4, ge=1, description="Replay window: shards of the last N iterations."
     )
+    lr_final: float | None = Field(
+        None,
+        gt=0,
+        description="null: a constant lr; else the lr of iteration i falls from lr to lr_final "
+        "along a half cosine over run.iterations (each iteration's optimizer is fresh).",
+    )
+    window_final: int | None = Field(
+        None,
+        ge=1,
+        description="null: a fixed window; else the window grows linearly from "
+        "window_iterations at the first iteration to window_final at run.iterations.",
+    )
     value_lambda: float = Field(1.0, ge=0, description="Weight of the value MSE loss.")
     aux_margin_lambda: float = Field(
         0.25, ge=0, description="Weight of the margin MSE loss (when margin_head)."
@@ -182,6 +195,20 @@ class TrainSection(Section):
         "search value (puct; 0.5 works there) or the TD(lambda) return (turn, which already "
         "holds the outcome); 0 = AlphaZero's outcome only.",
     )
+
+    def lr_at(self, it: int, iterations: int) -> float:
+        """The learning rate of iteration ``it`` (1-based) of a run of ``iterations``."""
+        if self.lr_final is None or iterations <= 1:
+            return self.lr
+        t = min(max(it - 1, 0), iterations - 1) / (iterations - 1)
+        return self.lr_final + (self.lr - self.lr_final) * 0.5 * (1 + math.cos(math.pi * t))
+
+    def window_at(self, it: int, iterations: int) -> int:
+        """The replay window (iterations) of iteration ``it`` of a run of ``iterations``."""
+        if self.window_final is None or iterations <= 1:
+            return self.window_iterations
+        t = min(max(it - 1, 0), iterations - 1) / (iterations - 1)
+        return round(self.window_iterations + (self.window_final - self.window_iterations) * t)
 
 
 class GateSection(Section):

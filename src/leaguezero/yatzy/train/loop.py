@@ -262,10 +262,12 @@ def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -
     return result.to_dict()
 
 
-def train_settings(cfg: YatzyConfig, seed: int) -> TrainSettings:
-    """The trainer's settings for ``cfg`` (its ``train`` section) with ``seed``."""
+def train_settings(cfg: YatzyConfig, seed: int, it: int = 1) -> TrainSettings:
+    """The trainer's settings for iteration ``it`` of ``cfg`` (its ``train`` section: the lr
+    schedule's value at ``it``) with ``seed``."""
     return TrainSettings(
-        steps=cfg.train.steps, batch_size=cfg.train.batch_size, lr=cfg.train.lr,
+        steps=cfg.train.steps, batch_size=cfg.train.batch_size,
+        lr=cfg.train.lr_at(it, cfg.run.iterations),
         weight_decay=cfg.train.weight_decay, value_lambda=cfg.train.value_lambda,
         aux_margin_lambda=cfg.train.aux_margin_lambda if cfg.model.margin_head else 0.0,
         q_weight=cfg.train.q_weight, seed=seed, device=cfg.run.device,
@@ -288,9 +290,9 @@ def train_from(
     model, ``best``'s checkpoint meta, the window, the trainer's report). Nothing is saved."""
     model, meta = load_yatzy_model(best, cfg.run.device, kind=cfg.search.kind)
     last = newest_iteration(replay) if it is None else it
-    window = window_iterations(replay, last, cfg.train.window_iterations)
+    window = window_iterations(replay, last, cfg.train.window_at(last, cfg.run.iterations))
     data = load_window(replay, window, shard_schema(cfg.search.kind))
-    settings = train_settings(cfg, seed)
+    settings = train_settings(cfg, seed, last)
     report("train", 0, settings.steps)
     rep = train_candidate(model, data, settings, progress=lambda s, _l: report("train", 1, 0))
     return model, meta, window, rep
@@ -308,7 +310,7 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
         extra={"iteration": it, "window": window, "config": cfg.model_dump(mode="json"),
                "lineage": checkpoint_lineage(run.root, cfg)},
     )  # fmt: skip
-    return {**asdict(rep), "window": window}
+    return {**asdict(rep), "window": window, "lr": cfg.train.lr_at(it, cfg.run.iterations)}
 
 
 def gate_phase(

@@ -1,0 +1,101 @@
+"""Win rate against six ``dumb_bot``s of a Diplomacy run's checkpoints, measured after training.
+
+    python docs/figures/dumb_bot_curve.py --seed S --games 140 --max-years 5 --out FIG.png \\
+        --steps 0,100,200 NAME=RUN [NAME=RUN ...]
+
+For each run and each step in ``--steps`` the run's ``checkpoints/ckpt_NNNNNN.pt`` (step 0: the
+run's ``base_model`` checkpoint, i.e. the agent it started from) plays one against six
+``dumb_bot``s (``leaguezero diplomacy eval --hero CKPT --opponents dumb_bot --games G --seed S
+--set max_years=Y --no-save --json``: seats rotated over the seven powers, greedy play), every
+checkpoint on the same seeds (``S``, chosen after training). The x axis counts training steps
+from the run's own start plus ``--offset`` (steps of the agent it was initialised from). Prints
+one JSON line per checkpoint (win rate, its binomial SE, mean supply centres) and draws win rate
+± 1 SE with the parity line 1/7 and the 2 × parity goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+PARITY = 1 / 7
+
+
+def _checkpoint(run: Path, step: int) -> Path:
+    return run / "checkpoints" / ("base_model.pt" if step == 0 else f"ckpt_{step:06d}.pt")
+
+
+def _measure(ckpt: Path, games: int, seed: int, max_years: int) -> dict:
+    cmd = [
+        sys.executable, "-m", "leaguezero.cli", "diplomacy", "eval", "--hero", str(ckpt),
+        "--opponents", "dumb_bot", "--games", str(games), "--seed", str(seed),
+        "--set", f"max_years={max_years}", "--set", "run.threads=1", "--no-save", "--json",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    hero = json.loads(out)["hero"]
+    rate, n = hero["win_rate"], hero["seats"]
+    return {
+        "win_rate": rate,
+        "se": (rate * (1 - rate) / n) ** 0.5,
+        "games": n,
+        "mean_centers": hero["mean_centers"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="NAME=RUN_DIR")
+    parser.add_argument("--steps", required=True, help="comma-separated steps (0 = start)")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--games", type=int, default=140)
+    parser.add_argument("--max-years", type=int, default=5)
+    parser.add_argument("--offset", type=int, default=0, help="steps before the run's start")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    steps = [int(s) for s in args.steps.split(",")]
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for spec in args.runs:
+        name, _, folder = spec.partition("=")
+        rows = []
+        for step in steps:
+            ckpt = _checkpoint(Path(folder), step)
+            if not ckpt.exists():
+                print(f"{ckpt} does not exist; skipped", file=sys.stderr)
+                continue
+            row = {
+                "run": name,
+                "step": step,
+                **_measure(ckpt, args.games, args.seed, args.max_years),
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        xs = [args.offset + r["step"] for r in rows]
+        ax.errorbar(
+            xs, [r["win_rate"] for r in rows], yerr=[r["se"] for r in rows],
+            marker="o", capsize=3, label=name,
+        )  # fmt: skip
+    ax.axhline(PARITY, color="grey", linestyle=":", label="parity 1/7")
+    ax.axhline(2 * PARITY, color="grey", linestyle="--", label="goal 2 × parity")
+    ax.set(
+        xlabel="GRPO steps",
+        ylabel="win rate vs six dumb_bots",
+        title=f"one against six dumb_bots, {args.games} games a point, {args.max_years}-year games",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=90)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
