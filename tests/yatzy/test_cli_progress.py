@@ -34,7 +34,8 @@ def test_a_total_passed_with_every_game_never_resets_the_phase():
 
 @pytest.mark.parametrize(
     "kind, low, high",
-    # turn (the default): 30 iterations took 22 min (44 s each) beside two other heavy jobs;
+    # turn (the default): 60 iterations of 500 steps took 17 min (17 s each) beside two other
+    # heavy jobs (the estimate is pessimistic there: ~25 s idle);
     # puct with the previous defaults: ~69 s idle, 3-4.5 min on a busy machine.
     [("turn", 20, 45), ("puct", 60, 120)],
 )

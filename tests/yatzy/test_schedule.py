@@ -6,10 +6,19 @@ from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
 
 
-def test_constant_by_default() -> None:
-    train = YatzyConfig().train
+def test_null_final_values_keep_the_rate_and_window_constant() -> None:
+    train = load_config(YatzyConfig, None, ["train.lr_final=null", "train.window_final=null"]).train
     assert {train.lr_at(i, 30) for i in range(1, 31)} == {train.lr}
     assert {train.window_at(i, 30) for i in range(1, 31)} == {train.window_iterations}
+
+
+def test_the_defaults_fall_and_grow_over_the_run() -> None:
+    cfg = YatzyConfig()
+    n = cfg.run.iterations
+    assert cfg.train.lr_at(1, n) == pytest.approx(1e-3)
+    assert cfg.train.lr_at(n, n) == pytest.approx(1e-4)
+    assert (cfg.train.window_at(1, n), cfg.train.window_at(n, n)) == (4, 16)
+    assert cfg.gate.continuous
 
 
 def test_cosine_lr_and_growing_window_span_the_run() -> None:

@@ -23,7 +23,7 @@ class RunSection(Section):
 
     name: str = Field("yatzy", description="Run name, written into logs and checkpoints.")
     seed: int = Field(0, ge=0, description="Master seed; every other seed derives from it.")
-    iterations: int = Field(30, ge=1, description="Self-play -> train -> gate iterations.")
+    iterations: int = Field(60, ge=1, description="Self-play -> train -> gate iterations.")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Torch device for net work.")
     threads: int = Field(
         1, ge=1, description="Torch threads per process (1 when processes share cores)."
@@ -161,7 +161,7 @@ class ModelSection(Section):
 class TrainSection(Section):
     """Trainer: candidate initialised from best, fresh optimizer."""
 
-    steps: int = Field(1000, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(500, ge=1, description="Optimizer steps per iteration.")
     batch_size: int = Field(512, ge=1, description="Samples per optimizer step.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
     weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
@@ -169,13 +169,13 @@ class TrainSection(Section):
         4, ge=1, description="Replay window: shards of the last N iterations."
     )
     lr_final: float | None = Field(
-        None,
+        1e-4,
         gt=0,
         description="null: a constant lr; else the lr of iteration i falls from lr to lr_final "
         "along a half cosine over run.iterations (each iteration's optimizer is fresh).",
     )
     window_final: int | None = Field(
-        None,
+        16,
         ge=1,
         description="null: a fixed window; else the window grows linearly from "
         "window_iterations at the first iteration to window_final at run.iterations.",
@@ -216,7 +216,7 @@ class GateSection(Section):
     with a periodic regression check (docs/alphazero.md#promotion)."""
 
     mode: Literal["sprt", "continuous"] = Field(
-        "sprt",
+        "continuous",
         description="sprt: each candidate plays the best (max_games, sequential test) and is "
         "promoted if it wins; continuous: every candidate is promoted (AlphaZero) and every "
         "check_every iterations the best plays the anchor (the best of the last check) over "

@@ -94,7 +94,10 @@ def _turn_iteration_seconds(cfg, width: float) -> tuple[float, float]:
     workers = max(1, cfg.selfplay.workers)
     selfplay = cfg.selfplay.games_per_iteration * TURN_EVALS_PER_GAME
     selfplay_s = selfplay * width / (IDLE_TURN_EVALS_PER_S * workers)
-    gate_games = (cfg.gate.min_games + cfg.gate.max_games) / 2
+    if cfg.gate.continuous:  # one regression check every check_every iterations
+        gate_games = cfg.gate.check_games / cfg.gate.check_every
+    else:  # the sequential test may stop between min_games and max_games
+        gate_games = (cfg.gate.min_games + cfg.gate.max_games) / 2
     eval_games = 2 * cfg.oracle_eval.games + cfg.oracle_eval.match_games  # matches: half a game
     judge_s = (gate_games + eval_games) * TURN_EVALS_PER_GAME * width / IDLE_TURN_EVAL_FP32_PER_S
     train = cfg.train.steps * cfg.train.batch_size * width / IDLE_TURN_TRAIN_SAMPLES_PER_S
