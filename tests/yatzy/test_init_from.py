@@ -36,13 +36,15 @@ def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(t
                  *TURN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     # The initial best is the shipped network, byte for byte, and the config says its shape
-    # (the pretrained network is a residual MLP; the turn search's default is board towers).
+    # (the smoke config's network is a 64-wide residual MLP; the shipped one is not).
     assert (first / "models" / "best_0000.pt").read_bytes() == PRETRAINED_PATH.read_bytes()
-    assert "arch: resmlp" in (first / "config.yaml").read_text()
+    _, shipped = load_checkpoint(PRETRAINED_PATH, MODEL_CONSTRUCTORS)
+    written = (first / "config.yaml").read_text()
+    arch = "board_towers" if "towers" in shipped.kind else "resmlp"
+    assert f"arch: {arch}" in written and f"hidden: {shipped.kwargs['hidden']}" in written
     record = json.loads((first / "lineage.json").read_text())
     assert record["init_from"]["path"] == str(PRETRAINED_PATH.resolve())
-    # The shipped network was itself made over several runs: its chain comes first.
-    _, shipped = load_checkpoint(PRETRAINED_PATH, MODEL_CONSTRUCTORS)
+    # The shipped network's own chain (the runs that made it) comes first.
     ancestors = shipped.extra.get("lineage", [])
     assert record["init_from"]["iteration"] == shipped.extra["iteration"]
     assert record["ancestors"] == ancestors
