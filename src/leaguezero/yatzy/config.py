@@ -200,15 +200,21 @@ class TrainSection(Section):
         """The learning rate of iteration ``it`` (1-based) of a run of ``iterations``."""
         if self.lr_final is None or iterations <= 1:
             return self.lr
-        t = min(max(it - 1, 0), iterations - 1) / (iterations - 1)
+        t = _run_fraction(it, iterations)
         return self.lr_final + (self.lr - self.lr_final) * 0.5 * (1 + math.cos(math.pi * t))
 
     def window_at(self, it: int, iterations: int) -> int:
         """The replay window (iterations) of iteration ``it`` of a run of ``iterations``."""
         if self.window_final is None or iterations <= 1:
             return self.window_iterations
-        t = min(max(it - 1, 0), iterations - 1) / (iterations - 1)
+        t = _run_fraction(it, iterations)
         return round(self.window_iterations + (self.window_final - self.window_iterations) * t)
+
+
+def _run_fraction(it: int, iterations: int) -> float:
+    """How far iteration ``it`` (1-based) is through a run of ``iterations`` > 1: 0 at the
+    first, 1 at the last and after it (a resumed run given more iterations stays at 1)."""
+    return min(max(it - 1, 0), iterations - 1) / (iterations - 1)
 
 
 class GateSection(Section):

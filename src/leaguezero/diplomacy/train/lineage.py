@@ -13,8 +13,8 @@ instead of fresh weights. ``--init-from`` names
   ``ckpt_NNNNNN``; a hero trained past it but not checkpointed is not taken);
 - ``pretrained``: the policy network shipped with the package,
   :func:`~leaguezero.diplomacy.agents.catalogue.pretrained_policy_path` (the catalogue's
-  ``PRETRAINED_DIR/policy.pt``, also ``diplomacy eval --hero pretrained``; none ships in this
-  version: the word fails with one line until a file is dropped there).
+  ``PRETRAINED_DIR/policy.pt``, also ``diplomacy eval --hero pretrained``; an installation
+  without that file fails the word in one line).
 
 The init agent is the hero's first weights, its KL reference (``train.kl_coef``) and, for the
 policy network, the ``base_model`` baseline. ``RUN/lineage.json`` records where it came from
