@@ -10,7 +10,12 @@ from typing import Annotated
 import typer
 
 from leaguezero.common.cli import fail
-from leaguezero.diplomacy.cli.common import ConfigOpt, SetOpt, load_diplomacy_config
+from leaguezero.diplomacy.cli.common import (
+    ConfigOpt,
+    SetOpt,
+    command_agents,
+    load_diplomacy_config,
+)
 from leaguezero.diplomacy.cli.train import app as train_app
 
 app = typer.Typer(
@@ -23,37 +28,6 @@ app = typer.Typer(
 config_app = typer.Typer(help="Configs: show the resolved config.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(train_app)  # train, train-report: mounted flat
-
-
-def _agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
-    """The command's agents parsed by the catalogue, and their resolver (None: all bots).
-
-    Bad names fail in one line listing what is accepted, a damaged checkpoint before any game
-    starts, an LLM folder that cannot be loaded in one line."""
-    try:
-        from leaguezero.diplomacy.agents.catalogue import AgentSpecError, parse_agents
-        from leaguezero.diplomacy.agents.policy import CheckpointError
-        from leaguezero.diplomacy.agents.resolvers import command_resolver, load_policy_files
-    except ImportError as err:  # the optional engine is missing
-        raise fail(str(err)) from None
-
-    try:
-        specs = parse_agents(names)
-    except AgentSpecError as err:
-        raise fail(str(err)) from None
-    try:
-        policies = load_policy_files(specs)  # a damaged file fails here, before any game
-    except CheckpointError as err:
-        raise fail(f"{err}; pass another checkpoint or a bot") from None
-    decoding = None
-    if rank:
-        from leaguezero.diplomacy.llm.decoding import RANK
-
-        decoding = RANK
-    try:
-        return command_resolver(specs, cfg, greedy=not sample, decoding=decoding, policies=policies)
-    except Exception as err:  # LLMError, a bad folder: one line
-        raise fail(f"cannot load the LLM agents: {err}") from None
 
 
 @config_app.command("show")
@@ -140,7 +114,7 @@ def eval_cmd(
     opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
     if not opponent_names:
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
-    resolver = _agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
+    resolver = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
     save_dir = None if no_save else out_dir
 
     from rich.console import Console
@@ -249,7 +223,7 @@ def bench_cmd(
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
     names = [hero, *(entry.agent for entry in suite)]
-    resolver = _agents(names, cfg, sample=sample)
+    resolver = command_agents(names, cfg, sample=sample)
 
     from rich.console import Console
     from rich.progress import Progress
@@ -325,7 +299,7 @@ def play_cmd(
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
         raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
-    resolver = _agents(names, cfg, sample=False)
+    resolver = command_agents(names, cfg, sample=False)
     if hero_power.upper() not in POWERS:
         raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")
     result = run_rollout(

@@ -29,3 +29,34 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
         return load_config(DiplomacyConfig, config, overrides or [])
     except ConfigError as err:
         raise fail(str(err)) from None
+
+
+def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
+    """The command's agents parsed by the catalogue, and their resolver (None: all bots).
+
+    Bad names fail in one line listing what is accepted, a damaged checkpoint before any game
+    starts, an LLM folder that cannot be loaded in one line."""
+    try:
+        from leaguezero.diplomacy.agents.catalogue import AgentSpecError, parse_agents
+        from leaguezero.diplomacy.agents.policy import CheckpointError
+        from leaguezero.diplomacy.agents.resolvers import command_resolver, load_policy_files
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
+
+    try:
+        specs = parse_agents(names)
+    except AgentSpecError as err:
+        raise fail(str(err)) from None
+    try:
+        policies = load_policy_files(specs)  # a damaged file fails here, before any game
+    except CheckpointError as err:
+        raise fail(f"{err}; pass another checkpoint or a bot") from None
+    decoding = None
+    if rank:
+        from leaguezero.diplomacy.llm.decoding import RANK
+
+        decoding = RANK
+    try:
+        return command_resolver(specs, cfg, greedy=not sample, decoding=decoding, policies=policies)
+    except Exception as err:  # LLMError, a bad folder: one line
+        raise fail(f"cannot load the LLM agents: {err}") from None

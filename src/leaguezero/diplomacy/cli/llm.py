@@ -359,3 +359,84 @@ def pretrain(
         "seconds": report["seconds"]["total"],
     }
     typer.echo(json.dumps(summary))
+
+
+@app.command()
+def imitate(
+    base_model: Annotated[Path, typer.Option(help="Local folder of the base model.")],
+    out: Annotated[Path, typer.Option(help="Adapter folder to write (must not exist).")],
+    teacher: Annotated[
+        str,
+        typer.Option(help="The agent whose orders the adapter learns (a bot, pretrained, a file)."),
+    ] = "pretrained",
+    seats: Annotated[
+        str,
+        typer.Option(help="Comma-separated agents drawn for each seat (the teacher among them)."),
+    ] = "pretrained,dumb_bot",
+    games: Annotated[int, typer.Option(min=1, help="Corpus games.")] = 300,
+    max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 3,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 800,
+    batch_tokens: Annotated[int, typer.Option(min=256, help="Padded tokens per batch.")] = 6144,
+    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
+    lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank (llm.lora_rank).")] = 8,
+    lora_alpha: Annotated[float, typer.Option(help="LoRA alpha (llm.lora_alpha).")] = 16.0,
+    target_modules: Annotated[
+        str, typer.Option(help="Comma-separated modules LoRA wraps, or auto (llm.target_modules).")
+    ] = "auto",
+    held_out: Annotated[
+        int, typer.Option(min=1, help="Examples held out for the check (answer loss, validity).")
+    ] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of games, batches and the adapter.")] = 0,
+    threads: Annotated[int, typer.Option(min=0, help="torch threads (0: every core).")] = 1,
+) -> None:
+    """Train a LoRA adapter on the base model to imitate a teacher's orders (the LLM hero's
+    first stage; `diplomacy train --init-from OUT` continues it with GRPO; docs/llm.md)."""
+    from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
+    from leaguezero.diplomacy.game.bots import BOTS
+    from leaguezero.diplomacy.llm.imitate import ImitationSettings, imitate, seat_names
+
+    seated = seat_names(seats)
+    if teacher not in seated:
+        raise fail(f"--teacher {teacher} is not among --seats {seats}")
+    if not (base_model / "config.json").exists():
+        raise fail(f"--base-model {base_model}: not a model folder (no config.json)")
+    if out.exists():
+        raise fail(f"--out {out} exists; choose another folder")
+    others = [name for name in seated if name not in BOTS]
+    cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])
+    resolver = command_agents(others, cfg, sample=False) if others else None
+    modules = [t.strip() for t in target_modules.split(",") if t.strip()]
+    settings = ImitationSettings(
+        teacher=teacher,
+        seats=seated,
+        games=games,
+        max_years=max_years,
+        steps=steps,
+        batch_tokens=batch_tokens,
+        lr=lr,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        target_modules="auto" if modules == ["auto"] else tuple(modules),
+        held_out=held_out,
+        seed=seed,
+        threads=threads,
+    )
+    try:
+        report = imitate(
+            base_model, out, settings, resolver=resolver, log=lambda s: typer.echo(s, err=True)
+        )
+    except (FileExistsError, ValueError) as err:
+        raise fail(str(err)) from None
+    held = report["held_out"]
+    typer.echo(
+        json.dumps(
+            {
+                "out": str(out),
+                "trainable_parameters": report["trainable_parameters"],
+                "exact_base": held["base"]["exact"],
+                "exact_adapter": held["adapter"]["exact"],
+                "valid_rate": held["adapter"]["valid_rate"],
+                "seconds": report["seconds"]["total"],
+            }
+        )
+    )

@@ -339,6 +339,16 @@ class HFBackend:
             self._freeze()
             return list(params.values())
 
+    @contextlib.contextmanager
+    def training(self, name: str):
+        """Supervised training of adapter ``name`` alone (``llm imitate``): yields the peft
+        model with ``name`` active and its parameters the only trainable ones."""
+        with self._lock:
+            self.trainable_parameters(name)
+            with self._one_adapter(name):
+                yield self.model
+            self.model.eval()
+
     def _freeze(self) -> None:
         # peft marks adapters trainable as it adds them; only the designated one may be.
         marker = f".{self._trainable}." if self._trainable else None

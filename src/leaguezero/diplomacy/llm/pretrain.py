@@ -122,17 +122,22 @@ def collect_examples(
     record_bots: Sequence[str] = ("greedy_bot", "chaos_bot"),
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    resolver=None,
 ) -> list[Example]:
-    """Play ``games`` bot games and return the recorded seats' (prompt, answer) pairs."""
-    from leaguezero.diplomacy.game.bots import make_bot
+    """Play ``games`` games and return the recorded seats' (prompt, answer) pairs.
+
+    ``seat_bots``/``record_bots``: agent names; bots unless ``resolver`` (an
+    :data:`~leaguezero.diplomacy.game.seats.AgentResolver`) builds the others.
+    """
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
     from leaguezero.diplomacy.game.rollout import validate_orders
+    from leaguezero.diplomacy.game.seats import resolve_agent
 
     rng = random.Random(seed)
     examples: list[Example] = []
     for g in range(games):
         seats = {p: rng.choice(list(seat_bots)) for p in POWERS}
-        bots = {p: make_bot(seats[p], seed=rng.getrandbits(32)) for p in POWERS}
+        bots = {p: resolve_agent(seats[p], rng.getrandbits(32), resolver) for p in POWERS}
         env = DiplomacyEnv(max_years=max_years)
         while not env.done:
             for power in POWERS:
@@ -328,15 +333,21 @@ class Validity:
 
 
 def order_validity(
-    backend, examples: Sequence[Example], *, max_new_tokens: int = 160, batch: int = 16
+    backend,
+    examples: Sequence[Example],
+    *,
+    max_new_tokens: int = 160,
+    batch: int = 16,
+    adapter: str | None = None,
 ) -> Validity:
-    """Greedy-decode every example's prompt on ``backend`` (an HFBackend) and parse it."""
+    """Greedy-decode every example's prompt on ``backend`` (an HFBackend; with ``adapter``,
+    or the base model) and parse it."""
     tokenizer = backend.tokenizer
     result = Validity(len(examples), 0, 0, 0, 0, 0)
     for start in range(0, len(examples), batch):
         chunk = examples[start : start + batch]
         prompts = [render_prompt(tokenizer, e.prompt) for e in chunk]
-        completions = backend.generate(prompts, [None] * len(chunk), max_new_tokens, 0.0, 0)
+        completions = backend.generate(prompts, [adapter] * len(chunk), max_new_tokens, 0.0, 0)
         for example, completion in zip(chunk, completions, strict=True):
             parsed = extract_orders(
                 completion.text, example.legal, example.phase_type, example.owed

@@ -1,0 +1,254 @@
+"""Imitation first for the LLM hero: a LoRA adapter trained on a teacher's orders
+(``leaguezero llm imitate``).
+
+The policy hero beat DumbBot only after it first imitated a strong reference
+(:mod:`leaguezero.diplomacy.train.imitation`); GRPO from the base LM alone, in a few hundred
+CPU steps, moved it against random bots but not against ``dumb_bot``. The LLM hero gets the
+same first stage, as an *adapter*, so the base model stays the one every run and evaluation
+compares against:
+
+1. **Corpus**: games seated from ``seats`` (bots, ``pretrained`` or any agent the command line
+   accepts), as :func:`~.pretrain.collect_examples` plays them; every phase of every seat the
+   ``teacher`` plays becomes one (prompt, orders) example, the prompt exactly as the league
+   loop shows it. The default teacher is the shipped policy hero (``pretrained``, greedy) in
+   games against ``dumb_bot``: the positions the LLM hero will meet, and the moves that beat
+   them.
+2. **Adapter**: a fresh LoRA adapter of the shape a GRPO run continues (``llm.lora_rank``,
+   ``llm.lora_alpha``, ``llm.target_modules``) on the frozen base, trained on the answer tokens
+   only by :func:`~.pretrain.train_model` (the same loop that built the base).
+3. **Check**: greedy answers to held-out prompts (:func:`~.pretrain.order_validity`): the
+   share of owed orders that are legal and the answers equal to the teacher's, for the base
+   and the adapter.
+4. **Output**: a normal adapter folder (``HFBackend.save_adapter``: ``llm serve``, vLLM and
+   ``diplomacy train --init-from`` take it) with ``lineage.json`` (the chain a GRPO run
+   carries on: teacher, games, settings, command) and ``imitation.json`` (the report).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leaguezero.common.atomic import atomic_write_json
+from leaguezero.diplomacy.llm.pretrain import (
+    PretrainSettings,
+    collect_examples,
+    encode_example,
+    order_validity,
+    train_model,
+)
+
+REPORT_FILE = "imitation.json"
+REPORT_VERSION = 1
+
+
+@dataclass
+class ImitationSettings:
+    """Everything that decides the adapter (stored in ``imitation.json`` and the lineage)."""
+
+    teacher: str = "pretrained"
+    seats: tuple[str, ...] = ("pretrained", "dumb_bot")
+    games: int = 300
+    max_years: int = 3
+    steps: int = 800
+    batch_tokens: int = 6144
+    lr: float = 2e-3
+    warmup: int = 50
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    target_modules: tuple[str, ...] | str = "auto"
+    held_out: int = 200
+    seed: int = 0
+    threads: int = 1
+    name: str = "hero-v0000"
+
+    def command(self, base_model: str | os.PathLike, out: str | os.PathLike) -> str:
+        """The command line that makes this adapter again."""
+        targets = (
+            self.target_modules
+            if isinstance(self.target_modules, str)
+            else ",".join(self.target_modules)
+        )
+        parts = [
+            "leaguezero llm imitate",
+            f"--base-model {shlex.quote(str(base_model))}",
+            f"--out {shlex.quote(str(out))}",
+            f"--teacher {self.teacher}",
+            f"--seats {','.join(self.seats)}",
+            f"--games {self.games}",
+            f"--max-years {self.max_years}",
+            f"--steps {self.steps}",
+            f"--batch-tokens {self.batch_tokens}",
+            f"--lr {self.lr:g}",
+            f"--lora-rank {self.lora_rank}",
+            f"--lora-alpha {self.lora_alpha:g}",
+            f"--target-modules {targets}",
+            f"--held-out {self.held_out}",
+            f"--seed {self.seed}",
+            f"--threads {self.threads}",
+        ]
+        return " ".join(parts)
+
+
+def imitate(
+    base_model: str | os.PathLike,
+    out: str | os.PathLike,
+    settings: ImitationSettings,
+    *,
+    resolver=None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train the adapter into ``out`` (see module doc) and return its report.
+
+    ``resolver``: builds the non-bot agents of ``settings.seats`` (the command's resolver,
+    :func:`~leaguezero.diplomacy.agents.resolvers.command_resolver`); None when all are bots.
+    """
+    from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
+
+    folder = Path(out)
+    if folder.exists():
+        raise FileExistsError(f"{folder} exists; choose another --out")
+    if settings.teacher not in settings.seats:
+        raise ValueError(f"teacher {settings.teacher!r} is not among the seats {settings.seats}")
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    torch.manual_seed(settings.seed)
+    started = time.perf_counter()
+    log(f"playing {settings.games} games ({settings.max_years} years; seats {settings.seats}) ...")
+    last = [0.0]
+
+    def every(seconds: float, line: Callable[[], str], final: bool) -> None:
+        if time.perf_counter() - last[0] > seconds or final:
+            last[0] = time.perf_counter()
+            log(line())
+
+    examples = collect_examples(
+        settings.games,
+        max_years=settings.max_years,
+        seat_bots=settings.seats,
+        record_bots=(settings.teacher,),
+        seed=settings.seed,
+        resolver=resolver,
+        progress=lambda d, t: every(10, lambda: f"  games {d}/{t}", d == t),
+    )
+    corpus_seconds = time.perf_counter() - started
+    random.Random(settings.seed).shuffle(examples)
+    held, train = examples[: settings.held_out], examples[settings.held_out :]
+    if not train:
+        raise ValueError("no training examples: play more games or hold out fewer")
+    log(
+        f"{len(examples)} examples of {settings.teacher} ({len(train)} train, {len(held)} held out)"
+    )
+    targets = settings.target_modules
+    lora = LoraSettings(
+        rank=settings.lora_rank,
+        alpha=settings.lora_alpha,
+        target_modules=targets if isinstance(targets, str) else list(targets),
+        max_lora_rank=max(16, settings.lora_rank),
+    )
+    backend = HFBackend.from_pretrained(base_model, lora=lora, model_name="base")
+    before = order_validity(backend, held)
+    nll_before = answer_nll(backend, held, None)
+    log(_validity_line("base", before, nll_before))
+    backend.add_adapter(settings.name)
+    trainable = sum(p.numel() for p in backend.trainable_parameters(settings.name))
+    encoded = [encode_example(backend.tokenizer, e) for e in train]
+    train_settings = PretrainSettings(
+        steps=settings.steps,
+        batch_tokens=settings.batch_tokens,
+        lr=settings.lr,
+        warmup=settings.warmup,
+        weight_decay=0.0,
+        seed=settings.seed,
+    )
+    log(f"adapter {settings.name}: {trainable} trainable parameters; {settings.steps} steps")
+    train_started = time.perf_counter()
+
+    def progress(step: int, total: int, loss: float) -> None:
+        rate = step / max(1e-9, time.perf_counter() - train_started)
+        every(
+            15, lambda: f"  step {step}/{total} loss {loss:.4f} ({rate:.2f} steps/s)", step == total
+        )
+
+    with backend.training(settings.name) as model:
+        curve = train_model(model, encoded, train_settings, progress=progress)
+    train_seconds = time.perf_counter() - train_started
+    after = order_validity(backend, held, adapter=settings.name)
+    nll_after = answer_nll(backend, held, settings.name)
+    log(_validity_line(settings.name, after, nll_after))
+    report = {
+        "schema_version": REPORT_VERSION,
+        "kind": "leaguezero_adapter_imitation",
+        "base_model": str(Path(base_model).resolve()),
+        "settings": asdict(settings),
+        "command": settings.command(base_model, out),
+        "trainable_parameters": trainable,
+        "examples": {"train": len(train), "held_out": len(held)},
+        "loss_curve": curve,
+        "held_out": {
+            "base": {**_validity_dict(before), "answer_nll": round(nll_before, 5)},
+            "adapter": {**_validity_dict(after), "answer_nll": round(nll_after, 5)},
+        },
+        "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
+    }
+    lineage_entry = {
+        "imitation": {
+            "teacher": settings.teacher,
+            "seats": list(settings.seats),
+            "games": settings.games,
+            "steps": settings.steps,
+            "command": report["command"],
+            "base_model": report["base_model"],
+        },
+        "step": 0,
+    }
+    backend.save_adapter(settings.name, folder)
+    # Beside the adapter's own files (adapter_files reads only its fixed names): the chain a
+    # GRPO run started from this folder carries on (train/lineage.py), and the report.
+    atomic_write_json(folder / "lineage.json", {"step": 0, "lineage": [lineage_entry]})
+    report["seconds"]["total"] = round(time.perf_counter() - started, 1)
+    atomic_write_json(folder / REPORT_FILE, report)
+    log(f"saved {folder} in {report['seconds']['total']:.0f} s")
+    return report
+
+
+def answer_nll(backend, examples, adapter: str | None, batch: int = 16) -> float:
+    """Mean negative log-likelihood per token of the teacher's answers (END and EOS included)
+    under ``adapter`` (None: the base), free decoding's distribution (no constraint)."""
+    from leaguezero.diplomacy.llm.prompt import render_prompt
+
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(examples), batch):
+            chunk = examples[start : start + batch]
+            prompts = [render_prompt(backend.tokenizer, e.prompt) for e in chunk]
+            answers = [encode_example(backend.tokenizer, e)[1] for e in chunk]
+            for row in backend.logprobs(prompts, answers, adapter):
+                total -= float(row.sum())
+                tokens += row.numel()
+    return total / max(1, tokens)
+
+
+def _validity_dict(v) -> dict[str, Any]:
+    return {**asdict(v), "valid_rate": round(v.valid_rate, 4)}
+
+
+def _validity_line(who: str, v, nll: float) -> str:
+    return (
+        f"held-out, {who}: answer loss {nll:.4f} per token; {v.valid_rate:.3f} of owed orders "
+        f"legal ({v.invalid} invalid, {v.missing} missing); {v.exact}/{v.prompts} answers equal "
+        "to the teacher's"
+    )
+
+
+def seat_names(text: str) -> tuple[str, ...]:
+    """``"pretrained,dumb_bot"`` -> ``("pretrained", "dumb_bot")``."""
+    return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
