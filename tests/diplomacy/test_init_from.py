@@ -17,7 +17,7 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.agents import catalogue
 from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
-from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.config import HERO_KINDS, DiplomacyConfig
 from leaguezero.diplomacy.train import lineage
 from leaguezero.diplomacy.train.grpo import scheduled_kl_coef
 from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer, TrainError
@@ -165,3 +165,28 @@ def test_init_from_adapter_folder(tmp_path) -> None:
     assert record["init_from"]["agent"] == "llm" and record["init_from"]["sha256"]
     saved = json.loads((run / "checkpoints" / "ckpt_000001" / "lineage.json").read_text())
     assert saved["step"] == 1 and saved["lineage"][-1]["init_from"] == record["init_from"]
+
+
+def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch) -> None:
+    from leaguezero.common.config import ConfigError
+
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
+    llm = HERO_KINDS["llm"]
+    with pytest.raises(lineage.LineageError, match="no pretrained LLM agent ships"):
+        lineage.resolve_init_from("pretrained-llm", llm)
+    with pytest.raises(ConfigError, match="no pretrained LLM agent ships"):
+        _cfg("train.agent=llm", "llm.base_model=pretrained-llm")
+    with pytest.raises(lineage.LineageError, match=r"train\.agent=policy starts from pretrained"):
+        lineage.resolve_init_from("pretrained-llm", HERO_KINDS["policy"])
+    base, adapter = (
+        tmp_path / "pretrained" / "llm" / "base",
+        tmp_path / "pretrained" / "llm" / "adapter",
+    )
+    base.mkdir(parents=True)
+    adapter.mkdir()
+    (base / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"x")
+    source = lineage.resolve_init_from("pretrained-llm", llm)
+    assert source.path == adapter.resolve() and source.record["init_from"]["sha256"]
+    assert _cfg("train.agent=llm", "llm.base_model=pretrained-llm").llm.base_model == str(base)

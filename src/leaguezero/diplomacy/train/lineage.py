@@ -14,7 +14,10 @@ instead of fresh weights. ``--init-from`` names
 - ``pretrained``: the policy network shipped with the package,
   :func:`~leaguezero.diplomacy.agents.catalogue.pretrained_policy_path` (the catalogue's
   ``PRETRAINED_DIR/policy.pt``, also ``diplomacy eval --hero pretrained``; an installation
-  without that file fails the word in one line).
+  without that file fails the word in one line);
+- ``pretrained-llm`` (``train.agent: llm``): the shipped adapter ``PRETRAINED_DIR/llm/adapter``,
+  played on ``llm.base_model``, which must be the shipped base ``PRETRAINED_DIR/llm/base``
+  (``llm.base_model: pretrained-llm`` names it).
 
 The init agent is the hero's first weights, its KL reference (``train.kl_coef``) and, for the
 policy network, the ``base_model`` baseline. ``RUN/lineage.json`` records where it came from
@@ -72,6 +75,19 @@ def pretrained_path() -> Path:
     return path
 
 
+def pretrained_adapter_path() -> Path:
+    """The shipped LLM agent's adapter folder (raises :class:`LineageError` when absent); the
+    run's ``llm.base_model`` must be the shipped base beside it (``pretrained/llm/base``)."""
+    folders = catalogue.pretrained_llm_folders()
+    if folders is None:
+        where = catalogue.PRETRAINED_DIR / "llm"
+        raise LineageError(
+            f"--init-from {catalogue.PRETRAINED_LLM}: no pretrained LLM agent ships in this "
+            f"version (no {where}/base and adapter); pass an adapter or a run folder"
+        )
+    return folders[1]
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -101,13 +117,20 @@ def _newest_checkpoint(folder: Path, hero: HeroKind) -> Path | None:
 
 def _locate(text: str, hero: HeroKind) -> Path:
     """The checkpoint file or adapter folder ``--init-from text`` names."""
-    if text == "pretrained":
+    if text == catalogue.PRETRAINED:
         if hero.llm:
             raise LineageError(
                 "--init-from pretrained is the shipped policy network; train.agent=llm starts "
-                "from an adapter folder or a run folder"
+                f"from {catalogue.PRETRAINED_LLM}, an adapter folder or a run folder"
             )
         return pretrained_path()
+    if text == catalogue.PRETRAINED_LLM:
+        if not hero.llm:
+            raise LineageError(
+                f"--init-from {text} is the shipped LLM adapter; train.agent=policy starts "
+                "from pretrained, a checkpoint or a run folder"
+            )
+        return pretrained_adapter_path()
     path = Path(text).expanduser()
     if not path.exists():
         raise LineageError(f"--init-from {text}: no such file or folder")
