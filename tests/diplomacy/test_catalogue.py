@@ -124,11 +124,16 @@ def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, mon
 
     def backend_from_config(llm: LLMSection) -> Backend:
         loaded["base"] = llm.base_model
+        loaded["mode"] = llm.mode
         return Backend()
 
     monkeypatch.setattr(resolvers, "backend_from_config", backend_from_config)
     assert resolvers.folder_resolver([spec], LLMSection(), seed=0, greedy=True) is not None
-    assert loaded == {"base": str(tmp_path / "llm" / "base"), "agent0": str(spec.path)}
+    base = str(tmp_path / "llm" / "base")
+    # The mode it was trained in unless llm.mode is set.
+    assert loaded == {"base": base, "mode": "constrained", "agent0": str(spec.path)}
+    resolvers.folder_resolver([spec], LLMSection(mode="generate"), seed=0, greedy=True)
+    assert loaded["mode"] == "generate"
     other = LLMSection(base_model=str(tmp_path / "elsewhere"))
     with pytest.raises(LLMError, match="one base model per evaluation"):
         resolvers.folder_resolver([spec], other, seed=0, greedy=True)

@@ -98,3 +98,22 @@ def test_imitate_command_plays_the_shipped_policy_as_teacher(base, tmp_path) -> 
         app, [*args[:5], str(tmp_path / "c"), "--teacher", "x", "--seats", "x,dumb_bot"]
     )
     assert unknown.exit_code == 2 and "unknown agent" in unknown.output
+
+
+@pytest.mark.skipif(
+    not (PRETRAINED_DIR / "llm" / "adapter" / "adapter_config.json").exists(),
+    reason="the shipped LLM agent is not installed",
+)
+def test_shipped_pretrained_llm_plays_in_the_mode_it_was_trained_in() -> None:
+    report = json.loads((PRETRAINED_DIR / "llm" / "adapter" / REPORT_FILE).read_text())
+    assert report["settings"]["teacher"] == "pretrained"
+    lineage = json.loads((PRETRAINED_DIR / "llm" / "adapter" / "lineage.json").read_text())
+    assert lineage["lineage"][0]["imitation"]["command"].startswith("leaguezero llm imitate")
+    result = CliRunner().invoke(
+        app,
+        ["diplomacy", "eval", "--hero", "pretrained-llm", "--opponents", "dumb_bot", "--games",
+         "1", "--seed", "3", "--set", "max_years=1", "--no-save", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    played = json.loads(result.stdout.strip().splitlines()[-1])
+    assert played["games"] == 1 and played["invalid_orders"] == 0  # constrained by default

@@ -37,6 +37,9 @@ HERO = "hero"  # the live hero's league name (leaguezero.league.session.HERO)
 BOT_NAMES = ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
 PRETRAINED = "pretrained"  # the shipped policy network
 PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base model
+# The decoding pretrained-llm was trained and measured in; a table with it uses this unless
+# llm.mode is set (docs/diplomacy_bench.md).
+PRETRAINED_LLM_MODE = "constrained"
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 PRETRAINED_FILE = "policy.pt"
 ACCEPTED = (

@@ -16,7 +16,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpec, seat_spec
+from leaguezero.diplomacy.agents.catalogue import (
+    PRETRAINED_LLM_MODE,
+    AgentKind,
+    AgentSpec,
+    seat_spec,
+)
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import AdapterSlots
@@ -133,7 +138,8 @@ def folder_resolver(
     ``config.json`` among ``names``, else the base an adapter was saved from (its
     ``leaguezero_adapter.json``). Adapters are loaded once each; every seat is a standalone LLM
     actor with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
-    ``llm.mode`` names).
+    ``llm.mode`` names; with ``pretrained-llm`` at the table and ``llm.mode`` not set,
+    constrained decoding, the mode it was trained and measured in).
     """
     by_name = {s.name: s for s in specs if s.is_llm_folder}
     if not by_name:
@@ -151,6 +157,8 @@ def folder_resolver(
     named = [*pinned, *bases, *([llm.base_model] if pinned and llm.base_model else [])]
     if len(bases) > 1 or any(Path(str(p)).resolve() != Path(base).resolve() for p in named):
         raise LLMError("one base model per evaluation: the folders name different bases")
+    if pinned and "mode" not in llm.model_fields_set:
+        llm = llm.model_copy(update={"mode": PRETRAINED_LLM_MODE})
     backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
     names_on_backend = {}
     for i, spec in enumerate(adapters):
