@@ -46,7 +46,7 @@ def base(tmp_path_factory):
 def test_imitation_adapter_learns_the_teacher_and_leaves_the_base(base, tmp_path) -> None:
     settings = ImitationSettings(
         teacher="dumb_bot", seats=("dumb_bot", "random_bot"), games=3, max_years=1, steps=30,
-        batch_tokens=2048, lr=1e-2, warmup=2, held_out=6, seed=5,
+        batch_tokens=2048, lr=1e-2, warmup=2, held_out=6, seed=5, lora_rank=8, lora_alpha=16.0,
     )  # fmt: skip
     lines: list[str] = []
     out = tmp_path / "adapter"

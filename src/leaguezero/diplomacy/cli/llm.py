@@ -375,11 +375,11 @@ def imitate(
     ] = "pretrained,dumb_bot",
     games: Annotated[int, typer.Option(min=1, help="Corpus games.")] = 300,
     max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 3,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 800,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 500,
     batch_tokens: Annotated[int, typer.Option(min=256, help="Padded tokens per batch.")] = 6144,
     lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
-    lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank (llm.lora_rank).")] = 8,
-    lora_alpha: Annotated[float, typer.Option(help="LoRA alpha (llm.lora_alpha).")] = 16.0,
+    lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank (llm.lora_rank).")] = 16,
+    lora_alpha: Annotated[float, typer.Option(help="LoRA alpha (llm.lora_alpha).")] = 32.0,
     target_modules: Annotated[
         str, typer.Option(help="Comma-separated modules LoRA wraps, or auto (llm.target_modules).")
     ] = "auto",
@@ -390,7 +390,9 @@ def imitate(
     threads: Annotated[int, typer.Option(min=0, help="torch threads (0: every core).")] = 1,
 ) -> None:
     """Train a LoRA adapter on the base model to imitate a teacher's orders (the LLM hero's
-    first stage; `diplomacy train --init-from OUT` continues it with GRPO; docs/llm.md)."""
+    first stage; `diplomacy train --init-from OUT` continues it with GRPO, with the llm
+    section's lora_rank and lora_alpha set to the adapter's; docs/llm.md). The defaults are the
+    shipped pretrained-llm's recipe."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
     from leaguezero.diplomacy.game.bots import BOTS
     from leaguezero.diplomacy.llm.imitate import ImitationSettings, imitate, seat_names

@@ -16,9 +16,10 @@ compares against:
 2. **Adapter**: a fresh LoRA adapter of the shape a GRPO run continues (``llm.lora_rank``,
    ``llm.lora_alpha``, ``llm.target_modules``) on the frozen base, trained on the answer tokens
    only by :func:`~.pretrain.train_model` (the same loop that built the base).
-3. **Check**: greedy answers to held-out prompts (:func:`~.pretrain.order_validity`): the
-   share of owed orders that are legal and the answers equal to the teacher's, for the base
-   and the adapter.
+3. **Check**, for the base and the adapter, on held-out examples: the teacher's answers' loss
+   per token (:func:`answer_nll`) and greedy free generation
+   (:func:`~.pretrain.order_validity`: the share of owed orders that are legal, the answers
+   equal to the teacher's).
 4. **Output**: a normal adapter folder (``HFBackend.save_adapter``: ``llm serve``, vLLM and
    ``diplomacy train --init-from`` take it) with ``lineage.json`` (the chain a GRPO run
    carries on: teacher, games, settings, command) and ``imitation.json`` (the report).
@@ -58,12 +59,12 @@ class ImitationSettings:
     seats: tuple[str, ...] = ("pretrained", "dumb_bot")
     games: int = 300
     max_years: int = 3
-    steps: int = 800
+    steps: int = 500
     batch_tokens: int = 6144
     lr: float = 2e-3
     warmup: int = 50
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
+    lora_rank: int = 16
+    lora_alpha: float = 32.0
     target_modules: tuple[str, ...] | str = "auto"
     held_out: int = 200
     seed: int = 0
