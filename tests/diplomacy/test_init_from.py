@@ -168,14 +168,17 @@ def test_init_from_adapter_folder(tmp_path) -> None:
 
 
 def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch) -> None:
-    from leaguezero.common.config import ConfigError
+    import typer
+
+    from leaguezero.diplomacy.cli.common import load_diplomacy_config
 
     monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
     llm = HERO_KINDS["llm"]
     with pytest.raises(lineage.LineageError, match="no pretrained LLM agent ships"):
         lineage.resolve_init_from("pretrained-llm", llm)
-    with pytest.raises(ConfigError, match="no pretrained LLM agent ships"):
-        _cfg("train.agent=llm", "llm.base_model=pretrained-llm")
+    shipped_base = ["train.agent=llm", "llm.base_model=pretrained-llm"]
+    with pytest.raises(typer.Exit):  # one line on stderr (the CLI's fail)
+        load_diplomacy_config(None, shipped_base)
     with pytest.raises(lineage.LineageError, match=r"train\.agent=policy starts from pretrained"):
         lineage.resolve_init_from("pretrained-llm", HERO_KINDS["policy"])
     base, adapter = (
@@ -189,4 +192,4 @@ def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch
     (adapter / "adapter_model.safetensors").write_bytes(b"x")
     source = lineage.resolve_init_from("pretrained-llm", llm)
     assert source.path == adapter.resolve() and source.record["init_from"]["sha256"]
-    assert _cfg("train.agent=llm", "llm.base_model=pretrained-llm").llm.base_model == str(base)
+    assert load_diplomacy_config(None, shipped_base).llm.base_model == str(base)

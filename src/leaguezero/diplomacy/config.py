@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from leaguezero.common.config import Section, move_renamed_keys
 from leaguezero.league.config import LeagueSection as SharedLeagueSection
@@ -213,7 +213,7 @@ class LLMSection(Section):
     base_model: str | None = Field(
         None,
         description="Local folder of the base model and tokenizer (nothing is downloaded); "
-        "pretrained-llm: the base shipped with the package (with --init-from pretrained-llm).",
+        "pretrained-llm: the base shipped with the package (the diplomacy commands resolve it).",
     )
     served_model_name: str | None = Field(
         None, description="The base model's name on the server (null: ask /v1/models)."
@@ -282,21 +282,6 @@ class LLMSection(Section):
     def sampling(self) -> SamplingBackend:
         """``backend`` as a :class:`SamplingBackend` (the one place it is read)."""
         return SAMPLING_BACKENDS[self.backend]
-
-    @field_validator("base_model")
-    @classmethod
-    def _shipped_base(cls, value: str | None) -> str | None:
-        from leaguezero.diplomacy.agents import catalogue
-
-        if value != catalogue.PRETRAINED_LLM:
-            return value
-        folders = catalogue.pretrained_llm_folders()
-        if folders is None:
-            raise ValueError(
-                f"{value}: no pretrained LLM agent ships in this version (no "
-                f"{catalogue.PRETRAINED_DIR / 'llm'}/base and adapter)"
-            )
-        return str(folders[0])
 
     @model_validator(mode="after")
     def _rank_fits(self) -> LLMSection:

@@ -21,14 +21,28 @@ SetOpt = Annotated[
 
 
 def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
-    """Load a DiplomacyConfig, turning a validation problem into a one-line CLI error."""
+    """Load a DiplomacyConfig, turning a validation problem into a one-line CLI error;
+    ``llm.base_model: pretrained-llm`` becomes the shipped base's folder (the run's saved
+    config then names that folder)."""
     from leaguezero.common.config import ConfigError, load_config
+    from leaguezero.diplomacy.agents import catalogue
     from leaguezero.diplomacy.config import DiplomacyConfig
 
     try:
-        return load_config(DiplomacyConfig, config, overrides or [])
+        cfg = load_config(DiplomacyConfig, config, overrides or [])
     except ConfigError as err:
         raise fail(str(err)) from None
+    if cfg.llm.base_model != catalogue.PRETRAINED_LLM:
+        return cfg
+    folders = catalogue.pretrained_llm_folders()
+    if folders is None:
+        where = catalogue.PRETRAINED_DIR / "llm"
+        raise fail(
+            f"llm.base_model={catalogue.PRETRAINED_LLM}: no pretrained LLM agent ships in this "
+            f"version (no {where}/base and adapter)"
+        )
+    llm = cfg.llm.model_copy(update={"base_model": str(folders[0])})
+    return cfg.model_copy(update={"llm": llm})
 
 
 def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):

@@ -394,7 +394,6 @@ def imitate(
     section's lora_rank and lora_alpha set to the adapter's; docs/llm.md). The defaults are the
     shipped pretrained-llm's recipe."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
-    from leaguezero.diplomacy.game.bots import BOTS
     from leaguezero.diplomacy.llm.imitate import ImitationSettings, imitate, seat_names
 
     seated = seat_names(seats)
@@ -404,9 +403,8 @@ def imitate(
         raise fail(f"--base-model {base_model}: not a model folder (no config.json)")
     if out.exists():
         raise fail(f"--out {out} exists; choose another folder")
-    others = [name for name in seated if name not in BOTS]
     cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])
-    resolver = command_agents(others, cfg, sample=False) if others else None
+    resolver = command_agents(list(seated), cfg, sample=False)  # None: all bots
     modules = [t.strip() for t in target_modules.split(",") if t.strip()]
     settings = ImitationSettings(
         teacher=teacher,
