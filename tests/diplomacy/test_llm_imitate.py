@@ -26,8 +26,9 @@ from leaguezero.diplomacy.config import HERO_KINDS
 from leaguezero.diplomacy.llm.adapters import check_adapter_fits
 from leaguezero.diplomacy.llm.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
 from leaguezero.diplomacy.llm.imitate import REPORT_FILE, ImitationSettings, answer_nll, imitate
-from leaguezero.diplomacy.llm.pretrain import PretrainSettings, collect_examples, pretrain
+from leaguezero.diplomacy.llm.pretrain import collect_examples
 from leaguezero.diplomacy.train.lineage import resolve_init_from
+from tests.diplomacy.tiny_lm import build_tiny_base
 
 torch.set_num_threads(1)
 
@@ -35,12 +36,7 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     folder = tmp_path_factory.mktemp("base") / "model"
-    settings = PretrainSettings(
-        games=3, steps=8, hidden=32, layers=1, heads=2, batch_tokens=2048, vocab_size=360,
-        held_out=4, warmup=2,
-    )  # fmt: skip
-    pretrain(folder, settings, log=lambda _: None)
-    return folder
+    return build_tiny_base(folder)[0]
 
 
 def test_imitation_adapter_learns_the_teacher_and_leaves_the_base(base, tmp_path) -> None:

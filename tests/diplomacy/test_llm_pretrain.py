@@ -27,14 +27,13 @@ from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.pretrain import (
     BASE_META,
-    PretrainSettings,
     answer_text,
     collect_examples,
-    pretrain,
     read_base_meta,
 )
 from leaguezero.diplomacy.llm.prompt import extract_orders, render_prompt
 from leaguezero.diplomacy.llm.ranking import rank_orders
+from tests.diplomacy.tiny_lm import build_tiny_base
 
 torch.set_num_threads(1)
 
@@ -42,12 +41,7 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     folder = tmp_path_factory.mktemp("base") / "model"
-    settings = PretrainSettings(
-        games=3, steps=8, hidden=32, layers=1, heads=2, batch_tokens=2048, vocab_size=360,
-        held_out=4, warmup=2,
-    )  # fmt: skip
-    report = pretrain(folder, settings, log=lambda _: None)
-    return folder, report
+    return build_tiny_base(folder)
 
 
 def test_corpus_pairs_are_the_loops_prompts_with_legal_answers_in_order() -> None:

@@ -82,6 +82,17 @@ def build_tiny_lm(folder: str | Path, seed: int = 0) -> Path:
     return folder
 
 
+def build_tiny_base(folder: str | Path) -> tuple[Path, dict]:
+    """``leaguezero llm pretrain`` at toy size into ``folder``: (folder, its report)."""
+    from leaguezero.diplomacy.llm.pretrain import PretrainSettings, pretrain
+
+    settings = PretrainSettings(
+        games=3, steps=8, hidden=32, layers=1, heads=2, batch_tokens=2048, vocab_size=360,
+        held_out=4, warmup=2,
+    )  # fmt: skip
+    return Path(folder), pretrain(folder, settings, log=lambda _: None)
+
+
 def start_llm_server(base_model: str | Path, *extra: str, name: str = "tiny"):
     """Start ``leaguezero llm serve`` on a free loopback port; returns ``(process, url)``.
 

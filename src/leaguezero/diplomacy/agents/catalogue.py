@@ -123,7 +123,7 @@ def pretrained_llm_folders() -> tuple[Path, Path] | None:
     return None
 
 
-def _absent(name: str) -> str:
+def not_shipped(name: str) -> str:
     """Why a shipped agent's name does not parse: its files are not in this installation."""
     if name == PRETRAINED:
         where = PRETRAINED_DIR / PRETRAINED_FILE
@@ -168,7 +168,7 @@ def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
     unknown = [name for name, spec in zip(names, specs, strict=True) if spec is None]
     if unknown:
         unknown = list(dict.fromkeys(unknown))
-        shipped = [_absent(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM)]
+        shipped = [not_shipped(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM)]
         why = f" ({'; '.join(shipped)})" if shipped else ""
         raise AgentSpecError(
             f"unknown agent(s) {', '.join(unknown)}{why}: the command line plays " + ACCEPTED

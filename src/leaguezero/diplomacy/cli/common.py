@@ -36,11 +36,7 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
         return cfg
     folders = catalogue.pretrained_llm_folders()
     if folders is None:
-        where = catalogue.PRETRAINED_DIR / "llm"
-        raise fail(
-            f"llm.base_model={catalogue.PRETRAINED_LLM}: no pretrained LLM agent ships in this "
-            f"version (no {where}/base and adapter)"
-        )
+        raise fail(f"llm.base_model={catalogue.not_shipped(catalogue.PRETRAINED_LLM)}")
     llm = cfg.llm.model_copy(update={"base_model": str(folders[0])})
     return cfg.model_copy(update={"llm": llm})
 

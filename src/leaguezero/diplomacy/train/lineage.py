@@ -80,10 +80,9 @@ def pretrained_adapter_path() -> Path:
     run's ``llm.base_model`` must be the shipped base beside it (``pretrained/llm/base``)."""
     folders = catalogue.pretrained_llm_folders()
     if folders is None:
-        where = catalogue.PRETRAINED_DIR / "llm"
         raise LineageError(
-            f"--init-from {catalogue.PRETRAINED_LLM}: no pretrained LLM agent ships in this "
-            f"version (no {where}/base and adapter); pass an adapter or a run folder"
+            f"--init-from {catalogue.not_shipped(catalogue.PRETRAINED_LLM)}; pass an adapter "
+            "or a run folder"
         )
     return folders[1]
 
