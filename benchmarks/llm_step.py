@@ -262,17 +262,17 @@ def main() -> None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from leaguezero.diplomacy.train.llm_hero import LLM_RECORDS_PER_PASS
+            per_pass_records = 32  # the fixed size before passes were sized to memory
 
             step_rows = [rows[i % len(rows)] for i in range(args.step_records)]
             random.Random(args.seed + 1).shuffle(step_rows)
             spawn = multiprocessing.get_context("spawn")
             runs = {}
-            for per_pass in (LLM_RECORDS_PER_PASS, None):  # a fresh process each: its own peak
+            for per_pass in (per_pass_records, None):  # a fresh process each: its own peak
                 with ProcessPoolExecutor(1, mp_context=spawn) as pool:
                     job = pool.submit(grpo_step_child, folder, step_rows, per_pass, args.seed)
                     runs[per_pass] = job.result()
-            (t_acc, m_acc, u_acc), (t_one, m_one, u_one) = runs[LLM_RECORDS_PER_PASS], runs[None]
+            (t_acc, m_acc, u_acc), (t_one, m_one, u_one) = runs[per_pass_records], runs[None]
             # Adam's first steps are ~lr * sign(grad): coordinates whose gradient is ~0 move by
             # float rounding either way, so compare directions, not elements.
             cosine = float(torch.nn.functional.cosine_similarity(u_acc, u_one, dim=0))
@@ -281,7 +281,7 @@ def main() -> None:
                 raise SystemExit("gradient accumulation changed the update")
             print(
                 f"GRPO step, {args.step_records} records x 2 epochs: passes of "
-                f"{LLM_RECORDS_PER_PASS} {t_acc:.2f} s, peak {m_acc:.0f} MiB; one pass "
+                f"{per_pass_records} {t_acc:.2f} s, peak {m_acc:.0f} MiB; one pass "
                 f"{t_one:.2f} s, peak {m_one:.0f} MiB; time ratio {t_one / t_acc:.2f}, "
                 f"memory ratio {m_one / m_acc:.2f}"
             )

@@ -136,8 +136,22 @@ class TrainSection(Section):
         0,
         ge=0,
         description="Records whose graph one backward pass holds (gradient accumulation: "
-        "trainer memory is bounded by this, not by a step's records). 0: auto, 32 for an LLM "
-        "hero, all of a step's records for the policy network.",
+        "trainer memory is bounded by this, not by a step's records). 0: auto: for an LLM "
+        "hero as many as train.max_memory_gb leaves room for at the base model's size "
+        "(docs/llm.md#memory), all of a step's records for the policy network.",
+    )
+    max_memory_gb: float = Field(
+        4.0,
+        gt=0,
+        description="The trainer process's memory budget (GB) that records_per_pass: 0 sizes "
+        "an LLM hero's backward passes to (the model, its sampling and one pass's "
+        "activations; at least one record a pass).",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="LLM hero: recompute each layer's activations in the backward pass instead "
+        "of keeping them (about 1.3x the CPU of a step for several times more records per "
+        "pass; docs/llm.md#memory).",
     )
     learn_from: Literal["hero", "live_seats"] = Field(
         "live_seats",

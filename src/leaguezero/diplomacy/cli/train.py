@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -80,6 +81,8 @@ def train_cmd(
         trainer = make_trainer(cfg, out, resume=resume, init_from=init_from)
     except (TrainError, RayUnavailableError, *damaged) as err:
         raise fail(str(err)) from None
+    if trainer.hero.memory_plan is not None and not cfg.train.records_per_pass and not quiet:
+        typer.echo(trainer.hero.memory_plan, err=True)
     columns = (
         TextColumn("[bold]train"),
         BarColumn(),
@@ -87,10 +90,21 @@ def train_cmd(
         TimeElapsedColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, disable=quiet) as progress:
+    terminal = sys.stderr.isatty()
+    with Progress(*columns, disable=quiet or not terminal) as progress:
         task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
 
         def on_step(record: dict) -> None:
+            if record.get("warning"):
+                typer.echo(f"warning: {record['warning']}", err=True)
+            if not terminal and not quiet:  # a log file or a pipe: one plain line a step
+                typer.echo(
+                    f"train: step {record['step']}/{cfg.train.steps} score "
+                    f"{record['score_mean']:.2f} records {record['records']:.0f} kl "
+                    f"{record['kl']:.4f} ratio {record['ratio_mean']:.3f} clip "
+                    f"{record['clip_fraction']:.2f} {record['seconds']:.1f}s/step",
+                    err=True,
+                )
             progress.update(
                 task,
                 completed=record["step"],

@@ -108,6 +108,11 @@ class BenchRow:
     survival: float  # share of games the hero ended with at least one supply centre
     invalid_orders: int  # orders of any seat the rollout had to replace
     passed: bool
+    solo_rate: float = 0.0  # share of games the hero ended with a solo (>= solo_sc centres)
+    most_centres_rate: float = 0.0  # ... with the most centres (a k-way tie counts 1/k)
+    hero_llm_invalid: int = 0  # the hero's own illegal order lines (an LLM hero; 0 otherwise)
+    hero_llm_missing: int = 0  # ... owed orders it did not write
+    hero_llm_truncated: int = 0  # ... answers cut at the token budget
 
 
 def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
@@ -129,6 +134,11 @@ def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
         survival=survived / played,
         invalid_orders=int(report["invalid_orders"]),
         passed=win_rate >= entry.floor,
+        solo_rate=float(hero["solo_rate"]),
+        most_centres_rate=float(hero["most_centres_rate"]),
+        hero_llm_invalid=int(report["hero_llm"]["invalid"]),
+        hero_llm_missing=int(report["hero_llm"]["missing"]),
+        hero_llm_truncated=int(report["hero_llm"]["truncated"]),
     )
 
 

@@ -37,7 +37,13 @@ from leaguezero.diplomacy.game.scoring import (
     running_scores,
     sum_of_squares_scores,
 )
-from leaguezero.diplomacy.game.seats import AgentResolver, Policy, agent_label, resolve_agent
+from leaguezero.diplomacy.game.seats import (
+    AgentResolver,
+    Policy,
+    ReportsAnswers,
+    agent_label,
+    resolve_agent,
+)
 
 
 @dataclass
@@ -82,6 +88,10 @@ class RolloutResult:
     order_history: list[dict[str, Any]] = field(default_factory=list)
     # Each power's running score (scoring.running_scores) when each phase began (per-phase credit)
     phase_start: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The LLM seats' own answer counts (seats.ReportsAnswers), before validation: {power:
+    # {answers, invalid, missing, truncated}}; the engine-side counts above see only what the
+    # parser let through.
+    llm_answers: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (trajectory included)."""
@@ -211,6 +221,12 @@ def run_rollout(
                 steps.append(HeroStep(env.phase, observation, legal, raw, submitted, bad, absent))
         env.process()
 
+    llm_answers = {}
+    for power, policy in policies.items():
+        if isinstance(policy, ReportsAnswers):
+            stats = policy.answer_stats(env, power)
+            if stats is not None:
+                llm_answers[power] = dict(stats)
     scores = calculate_final_scores(env.game, cfg.win_bonus, cfg.winner_threshold_sc)
     sos = sum_of_squares_scores(env.game, cfg.solo_sc)
     centers = {p: len(env.game.powers[p].centers) for p in POWERS}
@@ -239,6 +255,7 @@ def run_rollout(
         steps=steps,
         order_history=order_history,
         phase_start=phase_start,
+        llm_answers=llm_answers,
     )
     target_dir = save_dir if save_dir is not None else cfg.games_dir
     if target_dir is not None:

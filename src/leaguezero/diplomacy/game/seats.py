@@ -20,6 +20,7 @@ __all__ = [
     "BASE_MODEL",
     "AgentResolver",
     "Policy",
+    "ReportsAnswers",
     "UnknownAgentError",
     "agent_label",
     "resolve_agent",
@@ -36,6 +37,18 @@ class Policy(Protocol):
     """
 
     def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]: ...
+
+
+@runtime_checkable
+class ReportsAnswers(Protocol):
+    """A policy that writes its answers (an LLM seat) and counts its own faults before the
+    rollout sees the orders: a tolerant parser turns garbage into fewer orders, so the
+    engine-side counts alone would read 0 for a model that wrote nothing legal."""
+
+    def answer_stats(self, env: DiplomacyEnv, power: str) -> dict[str, int] | None:
+        """``power``'s answers in ``env``'s game so far: ``answers`` (completions),
+        ``invalid`` (order lines that were not legal), ``missing`` (owed orders not given),
+        ``truncated`` (answers cut at the token budget); None if it played none."""
 
 
 # (agent name or None for the base model) -> a policy for one seat of one game. Called once per

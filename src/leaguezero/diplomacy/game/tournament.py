@@ -68,6 +68,14 @@ def seat_powers(
     return {POWERS[(seat + shift) % len(POWERS)]: labels[seats[seat]] for seat in range(len(seats))}
 
 
+def most_centres_shares(centers: dict[str, int]) -> dict[str, float]:
+    """Each power's share of "ended with the most supply centres": 1 for the single leader, 1/k
+    each for a k-way tie, 0 otherwise (the DipNet paper's "most centres" column)."""
+    top = max(centers.values())
+    leaders = [p for p, n in centers.items() if n == top]
+    return {p: (1.0 / len(leaders) if p in leaders else 0.0) for p in centers}
+
+
 @dataclass
 class _Tally:
     seats: int = 0
@@ -75,13 +83,19 @@ class _Tally:
     score: float = 0.0
     sos: float = 0.0
     centers: float = 0.0
+    solos: int = 0
+    most_centres: float = 0.0
 
-    def add(self, win: float, score: float, sos: float, centers: int) -> None:
+    def add(
+        self, win: float, score: float, sos: float, centers: int, solo: bool, most: float
+    ) -> None:
         self.seats += 1
         self.wins += win
         self.score += score
         self.sos += sos
         self.centers += centers
+        self.solos += solo
+        self.most_centres += most
 
     def summary(self) -> dict[str, float]:
         n = max(self.seats, 1)
@@ -92,7 +106,43 @@ class _Tally:
             "mean_score": self.score / n,
             "mean_sos": self.sos / n,
             "mean_centers": self.centers / n,
+            # Published 1-vs-6 tables count these (DipNet): a solo is >= solo_sc centres.
+            "solo_rate": self.solos / n,
+            "most_centres_rate": self.most_centres / n,
         }
+
+
+def game_summary(game: RolloutResult) -> dict[str, Any]:
+    """One finished game as the eval JSON's ``per_game`` entry and a ``--results`` line."""
+    hero_llm = game.llm_answers.get(game.hero_power)
+    return {
+        "game_idx": game.game_idx,
+        "seed": game.seed,
+        "hero_power": game.hero_power,
+        "power_agents": game.power_agents,
+        "scores": game.scores,
+        "centers": game.centers,
+        "ended_by": game.ended_by,
+        "final_year": game.final_year,
+        "seconds": round(game.seconds, 2),
+        "invalid_orders": sum(game.invalid_orders.values()),
+        "missing_orders": sum(game.missing_orders.values()),
+        "llm_answers": game.llm_answers,
+        "hero_llm_answers": hero_llm,
+        "saved_game": game.saved_game,
+    }
+
+
+def llm_answer_totals(games: Sequence[RolloutResult], hero_only: bool = False) -> dict[str, int]:
+    """The LLM seats' own counts summed over ``games`` (``hero_only``: the hero's seat)."""
+    totals = {"answers": 0, "invalid": 0, "missing": 0, "truncated": 0}
+    for game in games:
+        for power, counts in game.llm_answers.items():
+            if hero_only and power != game.hero_power:
+                continue
+            for key in totals:
+                totals[key] += int(counts.get(key, 0))
+    return totals
 
 
 @dataclass
@@ -118,6 +168,7 @@ class TournamentResult:
 
         invalid = sum(sum(g.invalid_orders.values()) for g in self.games)
         missing = sum(sum(g.missing_orders.values()) for g in self.games)
+        llm_all = llm_answer_totals(self.games)
         return {
             "schema_version": REPORT_SCHEMA_VERSION,
             "games": len(self.games),
@@ -130,21 +181,17 @@ class TournamentResult:
                 for name, tally in self.opponent_tallies.items()
             },
             "ratings": dict(self.ratings_after),
+            # The engine's counts: orders it had to drop or fill after the seats' parsers.
             "invalid_orders": invalid,
             "missing_orders": missing,
-            "per_game": [
-                {
-                    "game_idx": g.game_idx,
-                    "hero_power": g.hero_power,
-                    "power_agents": g.power_agents,
-                    "scores": g.scores,
-                    "centers": g.centers,
-                    "ended_by": g.ended_by,
-                    "final_year": g.final_year,
-                    "saved_game": g.saved_game,
-                }
-                for g in self.games
-            ],
+            # The LLM seats' own counts, before the parser or a constraint hid anything: order
+            # lines that were not legal, owed orders not written, answers cut at the budget.
+            "llm_answers": llm_all["answers"],
+            "llm_invalid_orders": llm_all["invalid"],
+            "llm_missing_orders": llm_all["missing"],
+            "llm_truncated_answers": llm_all["truncated"],
+            "hero_llm": llm_answer_totals(self.games, hero_only=True),
+            "per_game": [game_summary(g) for g in self.games],
         }
 
 
@@ -198,6 +245,7 @@ def run_tournament(
         )
         result.games.append(played)
         shares = win_shares(played.scores)
+        most = most_centres_shares(played.centers)
         for power in POWERS:
             agent = played.power_agents[power]
             tally = (
@@ -206,7 +254,12 @@ def run_tournament(
                 else result.opponent_tallies.setdefault(agent, _Tally())
             )
             tally.add(
-                shares[power], played.scores[power], played.sos_scores[power], played.centers[power]
+                shares[power],
+                played.scores[power],
+                played.sos_scores[power],
+                played.centers[power],
+                played.centers[power] >= cfg.solo_sc,
+                most[power],
             )
         seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
         updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)

@@ -53,6 +53,16 @@ class SeatStats:
     finished: int = 0  # completions that ended with end-of-sequence (not cut at the budget)
     truncated: int = 0  # completions cut at max_new_tokens
 
+    def answer_counts(self) -> dict[str, int]:
+        """The counts a game reports for this seat (:class:`~leaguezero.diplomacy.game.seats.
+        ReportsAnswers`)."""
+        return {
+            "answers": self.completions,
+            "invalid": self.invalid,
+            "missing": self.missing,
+            "truncated": self.truncated,
+        }
+
 
 class Decoding(Protocol):
     """A decoding strategy (see the module doc)."""

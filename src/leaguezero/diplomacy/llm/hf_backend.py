@@ -42,8 +42,9 @@ from leaguezero.diplomacy.llm.constrained import (
     RegexMachine,
     replay_allowed,
 )
+from leaguezero.diplomacy.llm.gguf import base_model_folder
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
-from leaguezero.diplomacy.llm.sampler import sample_batch
+from leaguezero.diplomacy.llm.sampler import cache_argument, sample_batch
 
 ADAPTER_SCHEMA_VERSION = 1
 ADAPTER_META = "leaguezero_adapter.json"
@@ -185,6 +186,8 @@ class HFBackend:
         # Constrained decoding feeds a run of forced tokens in one forward pass; False: one
         # pass per token (the same completions; the reference of a test and the benchmark).
         self.jump_forward = True
+        self.cache_arg = cache_argument(model)
+        self.gradient_checkpointing = False  # see enable_gradient_checkpointing
 
     @classmethod
     def from_pretrained(
@@ -198,14 +201,16 @@ class HFBackend:
         max_batch_size: int = 16,
         bf16_autocast: bool = False,
     ) -> HFBackend:
-        """Load a base model and tokenizer from a local folder (never downloads)."""
+        """Load a base model and tokenizer from a local folder or a ``.gguf`` file (converted
+        once into a cached folder, :mod:`.gguf`); never downloads."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        folder = Path(path)
+        folder = base_model_folder(path)
         if not (folder / "config.json").exists():
             raise LLMError(
                 f"base model folder {folder} has no config.json; pass a local folder saved with "
-                "save_pretrained (model and tokenizer files); nothing is downloaded"
+                "save_pretrained (model and tokenizer files) or a .gguf file; nothing is "
+                "downloaded"
             )
         torch_dtype = getattr(torch, dtype)
         model = AutoModelForCausalLM.from_pretrained(
@@ -349,6 +354,33 @@ class HFBackend:
                 yield self.model
             self.model.eval()
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Training log-probs recompute each layer's activations in the backward pass instead
+        of keeping them: several times more records fit one pass (docs/llm.md#memory).
+
+        transformers checkpoints only in train mode; the backend is in eval mode otherwise
+        (peft mixes adapters per row only there): see :meth:`_mode_for`. Non-reentrant
+        checkpoints need no gradient on the frozen inputs.
+        """
+        self.model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+        self.gradient_checkpointing = True
+
+    def _mode_for(self, differentiable: bool) -> None:
+        """Train mode for a differentiable forward when checkpointing is on, eval otherwise.
+
+        The backward pass recomputes each layer in the mode the model is in *then*, so train
+        mode stays until the next non-differentiable call (sampling, scoring without grad)
+        switches back; dropout is 0 in the LoRA layers and the decoders we train.
+        """
+        training = differentiable and self.gradient_checkpointing
+        if self.model.training != training:
+            self.model.train(training)
+        if not training and self.gradient_checkpointing:
+            self.model.base_model.set_adapter(_PLACEHOLDER, inference_mode=True)
+            self._freeze()
+
     def _freeze(self) -> None:
         # peft marks adapters trainable as it adds them; only the designated one may be.
         marker = f".{self._trainable}." if self._trainable else None
@@ -365,9 +397,14 @@ class HFBackend:
         return adapter
 
     @contextlib.contextmanager
-    def _one_adapter(self, name: str):
+    def _one_adapter(self, name: str, *, keep_active: bool = False):
         """Forward passes where every row uses ``name`` (the base for ``BASE``) through peft's
-        plain path; its per-row ``adapter_names`` path made training log-probs 1.9x slower."""
+        plain path; its per-row ``adapter_names`` path made training log-probs 1.9x slower.
+
+        ``keep_active``: ``name`` stays the active adapter afterwards, for a backward pass that
+        recomputes the forward (gradient checkpointing); the per-row path used in sampling
+        ignores the active adapter, and the next plain-path call sets its own.
+        """
         try:
             if name == BASE:
                 with self.model.disable_adapter():
@@ -377,7 +414,8 @@ class HFBackend:
                 try:
                     yield
                 finally:
-                    self.model.base_model.set_adapter(_PLACEHOLDER, inference_mode=True)
+                    if not keep_active:
+                        self.model.base_model.set_adapter(_PLACEHOLDER, inference_mode=True)
         finally:
             # Both flip requires_grad (peft re-activates adapters as trainable); only the
             # designated adapter may be, and before any backward pass (autograd skips a
@@ -424,6 +462,7 @@ class HFBackend:
         order = sorted(range(len(rows)), key=lambda i: len(encoded[i]))
         out: list[Completion | None] = [None] * len(rows)
         with self._lock, torch.no_grad():
+            self._mode_for(False)
             names = [self._row_name(r.adapter) for r in rows]
             for start in range(0, len(order), self.max_batch_size):
                 chunk = order[start : start + self.max_batch_size]
@@ -458,6 +497,7 @@ class HFBackend:
             eos_ids=self.eos_ids,
             jump_forward=self.jump_forward,
             device=self.device,
+            cache_arg=self.cache_arg,
         )
         completions = []
         for b, r in enumerate(rows):
@@ -537,24 +577,47 @@ class HFBackend:
         allowed: Sequence[Sequence[Sequence[int]] | None],
         name: str,
     ) -> list[torch.Tensor]:
+        """Log-probs of one batch from the answer positions only.
+
+        Rows are *left*-padded, so every completion ends at the right edge and the model's own
+        ``logits_to_keep`` returns the logits of the last ``max_answer`` positions,
+        ``[B, T_max, V]``, instead of ``[B, L, V]`` (a 600-token prompt at SmolLM2's 49k
+        vocabulary is 118 MB of logits per row, 365 MB at Qwen's 152k; the answers are a few
+        dozen tokens). Using the model's forward keeps what it does after its head (soft-caps,
+        logit scales). Positions are counted from each row's first real token, as the sampler
+        counts them, so the numbers equal a right-padded full-logits pass (a test checks).
+        """
         seqs = [(list(p), list(c)) for p, c in zip(prompts, completions, strict=True)]
         width = max(len(p) + len(c) for p, c in seqs)
+        answer = max(len(c) for _, c in seqs)
         input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
         for b, (p, c) in enumerate(seqs):
-            input_ids[b, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
-            mask[b, : len(p) + len(c)] = 1
+            input_ids[b, width - len(p) - len(c) :] = torch.tensor(p + c, dtype=torch.long)
+            mask[b, width - len(p) - len(c) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        with self._one_adapter(name):
-            out = self._forward(input_ids=input_ids, attention_mask=mask, use_cache=False)
-        logits = out.logits.float()  # [B, L, V]
         results = []
-        for b, (p, c) in enumerate(seqs):
+        if answer == 0:
+            return [torch.zeros((0,), device=self.device) for _ in seqs]
+        recompute = torch.is_grad_enabled() and self.gradient_checkpointing
+        self._mode_for(recompute)
+        with self._one_adapter(name, keep_active=recompute):
+            out = self._forward(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions.to(self.device),
+                use_cache=False,
+                # The logits at position t predict token t + 1: the last answer + 1 positions
+                # hold every prediction of every answer (the very last one predicts nothing).
+                logits_to_keep=answer + 1,
+            )
+        logits = out.logits[:, :-1].float()  # [B, T_max, V]: column j predicts token j
+        for b, (_, c) in enumerate(seqs):
             if not c:
                 results.append(logits.new_zeros((0,)))
                 continue
-            # The logits at position t predict token t + 1.
-            steps = logits[b, len(p) - 1 : len(p) + len(c) - 1]  # [T, V]
+            steps = logits[b, answer - len(c) :]  # [T, V]
             row_allowed = allowed[b]
             if row_allowed is not None:
                 if len(row_allowed) != len(c):

@@ -28,6 +28,7 @@ from leaguezero.diplomacy.llm.adapters import AdapterSlots
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, decoding_named
+from leaguezero.diplomacy.llm.gguf import base_model_folder
 from leaguezero.diplomacy.llm.tables import LLMTable, SharedTables
 
 
@@ -97,7 +98,9 @@ def evaluation_resolver_factory(llm: LLMSection):
         from transformers import AutoTokenizer
 
         client = server_client(llm)
-        tokenizer = AutoTokenizer.from_pretrained(llm.base_model, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            base_model_folder(llm.base_model), local_files_only=True
+        )
         slots = AdapterSlots(client, llm.max_loras, owned_only=True)
         prefix, close = "eval-", client.close
         target: GenerationClient = client

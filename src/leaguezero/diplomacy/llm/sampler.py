@@ -17,7 +17,23 @@ import torch
 from leaguezero.diplomacy.llm.client import GenerationRequest
 from leaguezero.diplomacy.llm.constrained import RegexMachine
 
-__all__ = ["constrained_token", "sample_batch", "sample_index"]
+__all__ = ["cache_argument", "constrained_token", "sample_batch", "sample_index"]
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The keyword a causal LM's forward takes its KV cache by: ``cache`` (transformers that
+    renamed it; ``past_key_values`` is deprecated there and removed in 5.40) or
+    ``past_key_values`` (earlier 5.x)."""
+    import inspect
+
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def _returned_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned, under either name (see :func:`cache_argument`)."""
+    cache = out.get("cache") if hasattr(out, "get") else None
+    return cache if cache is not None else out.past_key_values
 
 
 def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
@@ -54,6 +70,7 @@ def sample_batch(
     eos_ids: Collection[int],
     jump_forward: bool,
     device: torch.device,
+    cache_arg: str = "cache",
 ) -> tuple[list[list[int]], list[list[float]], list[str]]:
     """Sample one left-padded batch over the KV cache.
 
@@ -65,6 +82,7 @@ def sample_batch(
         pad_id, eos_ids: the tokenizer's padding token and end-of-sequence tokens.
         jump_forward: feed a constrained row's forced tokens in one pass.
         device: where the model runs.
+        cache_arg: the forward's KV-cache keyword (:func:`cache_argument`).
 
     Returns:
         ``(tokens, logprobs, finish)`` per row: the sampled token ids, each one's log-prob
@@ -145,7 +163,7 @@ def sample_batch(
             input_ids=step_ids.to(device),
             attention_mask=mask,
             position_ids=step_pos,
-            past_key_values=out.past_key_values,
+            **{cache_arg: _returned_cache(out)},
             use_cache=True,
             logits_to_keep=width,
         )

@@ -40,6 +40,12 @@ class LLMPolicy:
         """Orders of ``power`` this phase (computed for all the table's seats at once)."""
         return self.table.orders(env, power)
 
+    def answer_stats(self, env: DiplomacyEnv, power: str) -> dict[str, int] | None:
+        """``power``'s own answer counts this game (:class:`~leaguezero.diplomacy.game.seats.
+        ReportsAnswers`)."""
+        stats = self.table.stats.get(power)
+        return None if stats is None or not stats.completions else stats.answer_counts()
+
 
 class LLMTable:
     """The LLM seats of one game, sampled together each phase (see module doc).
@@ -165,6 +171,14 @@ class SharedTables:
         table.stats.setdefault(power, SeatStats())
         return table.orders(env, power)
 
+    def answer_stats(self, env: DiplomacyEnv, power: str) -> dict[str, int] | None:
+        """``power``'s own answer counts in ``env``'s game (None: no table, no answers)."""
+        entry = self._tables.get(id(env))
+        if entry is None or entry[0] is not env:
+            return None
+        stats = entry[1].stats.get(power)
+        return None if stats is None or not stats.completions else stats.answer_counts()
+
 
 class _SharedSeat:
     def __init__(self, tables: SharedTables, adapter: str | None) -> None:
@@ -174,3 +188,6 @@ class _SharedSeat:
 
     def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
         return self.tables.orders(env, power, self.adapter)
+
+    def answer_stats(self, env: DiplomacyEnv, power: str) -> dict[str, int] | None:
+        return self.tables.answer_stats(env, power)

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import (
@@ -51,18 +52,14 @@ from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import ChatFormat
+from leaguezero.diplomacy.llm.prompt import ChatFormat, build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
+from leaguezero.diplomacy.train.llm_memory import PassPlan, auto_records_per_pass
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
-
-# An LLM hero's records per backward pass (train.records_per_pass: 0): with the 1.3 M-parameter
-# base a 256-record step peaks at 11.0 GB in one pass, 2.8 GB in passes of 32
-# (benchmarks/llm_step.py).
-LLM_RECORDS_PER_PASS = 32
 
 
 def _holds_slot(name: str | None) -> bool:
@@ -115,7 +112,6 @@ class LanguageModelHero:
 
     checkpoint_suffix = ""
     base_model_path = None
-    records_per_pass = LLM_RECORDS_PER_PASS
     INIT_ADAPTER = "hero_init"  # the frozen adapter a run started from (the KL reference)
     INIT_FOLDER = "init_adapter"  # its copy in the run folder (read again on --resume)
 
@@ -170,6 +166,11 @@ class LanguageModelHero:
         self.has_init = False
         if self.init_folder.is_dir():  # a resumed run that started from an adapter
             self._load_init()
+        if cfg.train.gradient_checkpointing:
+            self.backend.enable_gradient_checkpointing()
+        plan = self._pass_plan(cfg)
+        self.records_per_pass: int | None = plan.records_per_pass
+        self.memory_plan: str | None = plan.line()
         if self.client is not None:
             versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
             self.policy.version = max((v[1] for v in versions if v), default=0)
@@ -177,6 +178,28 @@ class LanguageModelHero:
                 parsed = parse_versioned_name(name)
                 if parsed is not None and parsed[0] == prefix:
                     self.client.unload_adapter(name)
+
+    def _pass_plan(self, cfg: DiplomacyConfig) -> PassPlan:
+        """``train.records_per_pass: 0`` sized to the model and ``train.max_memory_gb``
+        (:mod:`.llm_memory`), from the longest opening prompt as this model tokenises it."""
+        env = DiplomacyEnv(max_years=1)
+        render = chat_format(cfg.llm).renderer(self.backend.tokenizer)
+        prompt_tokens = max(
+            len(self.backend.encode(render(build_prompt(env, p, env.legal_orders(p)))))
+            for p in POWERS
+        )
+        # In-process sampling batches a group's seats (the batcher's cap); a server samples
+        # in its own process.
+        rows = 0 if self.remote else min(64, 7 * cfg.train.group_size)
+        return auto_records_per_pass(
+            self.backend.model.config,
+            budget_gb=cfg.train.max_memory_gb,
+            resident_bytes=psutil.Process().memory_info().rss,
+            prompt_tokens=prompt_tokens,
+            answer_tokens=min(cfg.llm.max_new_tokens, 64),
+            sampling_rows=rows,
+            checkpointing=cfg.train.gradient_checkpointing,
+        )
 
     def _load_init(self) -> None:
         try:
@@ -387,7 +410,9 @@ class RemoteLLMGames:
 def _tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    from leaguezero.diplomacy.llm.gguf import base_model_folder
+
+    return AutoTokenizer.from_pretrained(base_model_folder(path), local_files_only=True)
 
 
 def play_remote_game(

@@ -95,6 +95,7 @@ from leaguezero.league.types import MatchResult, Participant
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
+NOTHING_TRAINED_EVENT = "diplomacy.train_nothing"  # a step whose groups gave no advantage
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "greedy_bot", "dumb_bot")
 
 
@@ -240,6 +241,8 @@ class LeagueTrainer:
             credit=tcfg.credit,
             records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
         )
+        if self.hero.memory_plan is not None and not tcfg.records_per_pass:
+            self.session.events.emit("diplomacy.memory_plan", message=self.hero.memory_plan)
         self.step = 0
         if resume and self.state_path.exists():
             self._load_state()
@@ -400,6 +403,15 @@ class LeagueTrainer:
             "seconds": round(time.perf_counter() - started, 3),
             "rss_mb": rss_mb(),  # the stability check: no growth over a long run
         }
+        if not metrics["records"]:
+            # Nothing to learn from: every group's games scored alike (or no hero records).
+            # Said out loud, so a smoke run of that shape cannot pass for a trained step.
+            record["warning"] = (
+                f"step {step} trained nothing: every group's rewards were equal (reward spread "
+                "0), so no record had an advantage; longer games, larger groups or more groups "
+                "per step give the rewards room to differ"
+            )
+            session.events.emit(NOTHING_TRAINED_EVENT, step=step, message=record["warning"])
         # The step's event goes out before the state that marks the step done: a kill in
         # between redoes the step, and the report drops events past the resume point, so the
         # step is logged exactly once either way (state first could lose its event).

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO
 
+from leaguezero.common.progress import duration
+
 UNITS = {"selfplay": "games", "train": "steps", "gate": "games", "eval": "games"}
 LABELS = {"selfplay": "self-play", "train": "training", "gate": "gating", "eval": "evaluation"}
 
@@ -36,18 +38,6 @@ IDLE_TURN_EVAL_FP32_PER_S = 100_000.0
 IDLE_TURN_TRAIN_SAMPLES_PER_S = 60_000.0  # value heads only (41k/s measured under load 3-4)
 TURNS_PER_GAME = 2 * 15  # two players, fifteen categories each
 REROLL_DECISIONS_PER_TURN = 1.4  # measured: 65 decisions per 2-player game (early marks)
-
-
-def duration(seconds: float | None) -> str:
-    """``95`` -> ``1m35s``; ``4000`` -> ``1h06m``; None -> ``-``."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return "-"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def sims_per_game(cfg) -> float:

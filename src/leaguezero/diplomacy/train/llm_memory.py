@@ -1,0 +1,88 @@
+"""How many records an LLM hero's backward pass may hold: sized to the model and a budget.
+
+A GRPO step recomputes each record's log-probs with gradients; what one record costs is the
+activations its forward keeps for the backward pass (per token, per layer, per hidden unit)
+plus its answer positions' logits (:meth:`~leaguezero.diplomacy.llm.hf_backend.HFBackend.
+logprobs` never builds the whole ``[B, L, V]``). Measured on SmolLM2-135M-Instruct (30 layers,
+hidden 576, vocabulary 49,152; a 549-token prompt and a 31-token answer; float32, one thread;
+``python benchmarks/llm_memory.py``): 1.35-1.4 GB a record when the activations are kept,
+0.5 GB with gradient checkpointing, i.e. about 140 and 50 bytes per token x layer x hidden
+unit. :func:`auto_records_per_pass` divides what the budget leaves after the process as it is
+(model, adapters, optimizer) and the sampling's KV cache by that cost (at least 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Bytes kept per token x layer x hidden unit for the backward pass (see the module doc).
+BYTES_KEPT = 140.0
+BYTES_KEPT_CHECKPOINTED = 50.0
+# Logits, their float copy, log-softmax and gradients of one answer position, per vocab entry.
+BYTES_PER_ANSWER_LOGIT = 16.0
+PASS_OVERHEAD_BYTES = 0.3e9  # per pass, whatever its size (allocator, masks, the optimizer)
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """The sizing's inputs and result, logged once per run so a user can check it."""
+
+    records_per_pass: int
+    budget_gb: float
+    resident_gb: float
+    sampling_gb: float
+    record_gb: float
+    prompt_tokens: int
+    checkpointing: bool
+
+    def line(self) -> str:
+        return (
+            f"records per backward pass: {self.records_per_pass} (train.max_memory_gb "
+            f"{self.budget_gb:g}: the process holds {self.resident_gb:.2f} GB, sampling "
+            f"~{self.sampling_gb:.2f} GB, a record of ~{self.prompt_tokens} tokens "
+            f"~{self.record_gb:.2f} GB"
+            + (", gradient checkpointing" if self.checkpointing else "")
+            + ")"
+        )
+
+
+def auto_records_per_pass(
+    model_config,
+    *,
+    budget_gb: float,
+    resident_bytes: float,
+    prompt_tokens: int,
+    answer_tokens: int,
+    sampling_rows: int,
+    checkpointing: bool,
+) -> PassPlan:
+    """Records per backward pass that keep the process within ``budget_gb``.
+
+    ``model_config``: the base model's transformers config (layers, hidden size, vocabulary,
+    key/value heads); ``resident_bytes``: the process's RSS now; ``prompt_tokens`` /
+    ``answer_tokens``: a record's typical lengths; ``sampling_rows``: rows one sampling batch
+    holds (their KV cache shares the budget).
+    """
+    layers = int(getattr(model_config, "num_hidden_layers", 1))
+    hidden = int(getattr(model_config, "hidden_size", 1))
+    vocab = int(getattr(model_config, "vocab_size", 1))
+    heads = int(getattr(model_config, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(model_config, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(model_config, "head_dim", None) or hidden // heads)
+    tokens = prompt_tokens + answer_tokens
+    kept = BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT
+    record = tokens * layers * hidden * kept + answer_tokens * vocab * BYTES_PER_ANSWER_LOGIT
+    # Keys and values of every layer for every row and token, float32.
+    sampling = sampling_rows * tokens * layers * 2 * kv_heads * head_dim * 4.0
+    free = budget_gb * GB - resident_bytes - sampling - PASS_OVERHEAD_BYTES
+    count = max(1, int(free // record))
+    return PassPlan(
+        records_per_pass=count,
+        budget_gb=budget_gb,
+        resident_gb=resident_bytes / GB,
+        sampling_gb=sampling / GB,
+        record_gb=record / GB,
+        prompt_tokens=prompt_tokens,
+        checkpointing=checkpointing,
+    )
