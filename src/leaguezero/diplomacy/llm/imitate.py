@@ -16,13 +16,21 @@ compares against:
 2. **Adapter**: a fresh LoRA adapter of the shape a GRPO run continues (``llm.lora_rank``,
    ``llm.lora_alpha``, ``llm.target_modules``) on the frozen base, trained on the answer tokens
    only by :func:`~.pretrain.train_model` (the same loop that built the base).
-3. **Check**, for the base and the adapter, on held-out examples: the teacher's answers' loss
+3. **Output**, saved as soon as training ends: a normal adapter folder
+   (``HFBackend.save_adapter``: ``llm serve``, vLLM and ``diplomacy train --init-from`` take
+   it) with ``lineage.json`` (the chain a GRPO run carries on: teacher, games, settings,
+   command) and ``imitation.json`` (the report).
+4. **Check**, for the base and the adapter, on held-out examples: the teacher's answers' loss
    per token (:func:`answer_nll`) and greedy free generation
    (:func:`~.pretrain.order_validity`: the share of owed orders that are legal, the answers
-   equal to the teacher's).
-4. **Output**: a normal adapter folder (``HFBackend.save_adapter``: ``llm serve``, vLLM and
-   ``diplomacy train --init-from`` take it) with ``lineage.json`` (the chain a GRPO run
-   carries on: teacher, games, settings, command) and ``imitation.json`` (the report).
+   equal to the teacher's), bounded in tokens per answer and in time (a real base that was
+   never taught the format writes to the token budget every time); the report is written
+   again with it. A run stopped during the check keeps its adapter.
+
+Sizes: a base built here (about a million parameters) trains on batches of 6,144 tokens at
+2e-3; a real pretrained model (SmolLM2-135M: ~20 CPU-s a step of 1,100 tokens) on batches of
+1,024 tokens at 5e-4, and every run stops training after ``max_minutes`` (default 40), so a
+run with the defaults ends within an hour on two cores (docs/llm.md, "A real model on a CPU").
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import random
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +54,11 @@ from leaguezero.diplomacy.llm.pretrain import (
     order_validity,
     train_model,
 )
+from leaguezero.diplomacy.llm.prompt import ChatFormat
 
 REPORT_FILE = "imitation.json"
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: the check may be partial (prompts checked), saved before it
+SMALL_BASE = 10_000_000  # parameters: below, a base built by `llm pretrain`
 
 
 @dataclass
@@ -60,8 +70,8 @@ class ImitationSettings:
     games: int = 300
     max_years: int = 3
     steps: int = 500
-    batch_tokens: int = 6144
-    lr: float = 2e-3
+    batch_tokens: int = 0  # 0: by the base's size (SMALL_BASE: 6,144 tokens, else 1,024)
+    lr: float = 0.0  # 0: by the base's size (SMALL_BASE: 2e-3, else 5e-4)
     warmup: int = 50
     lora_rank: int = 16
     lora_alpha: float = 32.0
@@ -70,6 +80,19 @@ class ImitationSettings:
     seed: int = 0
     threads: int = 1
     name: str = "hero-v0000"
+    max_minutes: float = 40.0  # training stops after this much time (0: only at --steps)
+    check_tokens: int = 96  # the held-out check's answer budget (a legal answer is ~10-60)
+    check_minutes: float = 5.0  # the held-out check's time budget, base and adapter each
+    system_prompt: str | None = None  # llm.system_prompt of the runs that use the adapter
+
+    def sized_for(self, parameters: int) -> ImitationSettings:
+        """The settings with ``batch_tokens`` and ``lr`` of 0 chosen by the base's size."""
+        small = parameters < SMALL_BASE
+        return replace(
+            self,
+            batch_tokens=self.batch_tokens or (6144 if small else 1024),
+            lr=self.lr or (2e-3 if small else 5e-4),
+        )
 
     def command(self, base_model: str | os.PathLike, out: str | os.PathLike) -> str:
         """The command line that makes this adapter again."""
@@ -95,7 +118,12 @@ class ImitationSettings:
             f"--held-out {self.held_out}",
             f"--seed {self.seed}",
             f"--threads {self.threads}",
+            f"--max-minutes {self.max_minutes:g}",
+            f"--check-tokens {self.check_tokens}",
+            f"--check-minutes {self.check_minutes:g}",
         ]
+        if self.system_prompt is not None:
+            parts.append(f"--system-prompt {shlex.quote(self.system_prompt)}")
         return " ".join(parts)
 
 
@@ -156,12 +184,11 @@ def imitate(
         max_lora_rank=max(16, settings.lora_rank),
     )
     backend = HFBackend.from_pretrained(base_model, lora=lora, model_name="base")
-    before = order_validity(backend, held)
-    nll_before = answer_nll(backend, held, None)
-    log(_validity_line("base", before, nll_before))
+    settings = settings.sized_for(sum(p.numel() for p in backend.model.parameters()))
+    render = ChatFormat(settings.system_prompt).renderer(backend.tokenizer)
     backend.add_adapter(settings.name)
     trainable = sum(p.numel() for p in backend.trainable_parameters(settings.name))
-    encoded = [encode_example(backend.tokenizer, e) for e in train]
+    encoded = [encode_example(backend.tokenizer, e, render) for e in train]
     train_settings = PretrainSettings(
         steps=settings.steps,
         batch_tokens=settings.batch_tokens,
@@ -170,34 +197,49 @@ def imitate(
         weight_decay=0.0,
         seed=settings.seed,
     )
-    log(f"adapter {settings.name}: {trainable} trainable parameters; {settings.steps} steps")
+    log(
+        f"adapter {settings.name}: {trainable} trainable parameters; {settings.steps} steps of "
+        f"~{settings.batch_tokens} tokens at lr {settings.lr:g}"
+        + (f", at most {settings.max_minutes:g} minutes" if settings.max_minutes else "")
+    )
     train_started = time.perf_counter()
 
     def progress(step: int, total: int, loss: float) -> None:
-        rate = step / max(1e-9, time.perf_counter() - train_started)
+        elapsed = time.perf_counter() - train_started
+        rate = step / max(1e-9, elapsed)
         every(
-            15, lambda: f"  step {step}/{total} loss {loss:.4f} ({rate:.2f} steps/s)", step == total
+            15,
+            lambda: (
+                f"  step {step}/{total} loss {loss:.4f} ({rate:.2f} steps/s, "
+                f"{elapsed / 60:.1f} min)"
+            ),
+            step == total,
         )
 
     with backend.training(settings.name) as model:
-        curve = train_model(model, encoded, train_settings, progress=progress)
+        curve = train_model(
+            model,
+            encoded,
+            train_settings,
+            progress=progress,
+            max_seconds=settings.max_minutes * 60 if settings.max_minutes else None,
+        )
     train_seconds = time.perf_counter() - train_started
-    after = order_validity(backend, held, adapter=settings.name)
-    nll_after = answer_nll(backend, held, settings.name)
-    log(_validity_line(settings.name, after, nll_after))
+    steps_done = curve[-1]["step"] if curve else 0
+    if steps_done < settings.steps:
+        log(f"  stopped at step {steps_done} of {settings.steps}: --max-minutes reached")
+    command = settings.command(base_model, out)
     report = {
         "schema_version": REPORT_VERSION,
         "kind": "leaguezero_adapter_imitation",
         "base_model": str(Path(base_model).resolve()),
         "settings": asdict(settings),
-        "command": settings.command(base_model, out),
+        "command": command,
         "trainable_parameters": trainable,
+        "steps_done": steps_done,
         "examples": {"train": len(train), "held_out": len(held)},
         "loss_curve": curve,
-        "held_out": {
-            "base": {**_validity_dict(before), "answer_nll": round(nll_before, 5)},
-            "adapter": {**_validity_dict(after), "answer_nll": round(nll_after, 5)},
-        },
+        "held_out": None,  # the check runs after the adapter is saved
         "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
     }
     lineage_entry = {
@@ -205,33 +247,70 @@ def imitate(
             "teacher": settings.teacher,
             "seats": list(settings.seats),
             "games": settings.games,
-            "steps": settings.steps,
-            "command": report["command"],
+            "steps": steps_done,
+            "command": command,
             "base_model": report["base_model"],
+            "system_prompt": settings.system_prompt,
         },
         "step": 0,
     }
+    # Saved before the check: a run stopped while checking keeps what it trained.
     backend.save_adapter(settings.name, folder)
     # Beside the adapter's own files (adapter_files reads only its fixed names): the chain a
     # GRPO run started from this folder carries on (train/lineage.py), and the report.
     atomic_write_json(folder / "lineage.json", {"step": 0, "lineage": [lineage_entry]})
+    atomic_write_json(folder / REPORT_FILE, report)
+    log(f"saved {folder}; checking {len(held)} held-out examples (base, then adapter) ...")
+    check_started = time.perf_counter()
+    report["held_out"] = {
+        "base": _check(backend, held, None, render, settings),
+        settings.name: _check(backend, held, settings.name, render, settings),
+    }
+    report["held_out"]["adapter"] = report["held_out"].pop(settings.name)
+    for who in ("base", "adapter"):
+        entry = report["held_out"][who]
+        log(
+            f"held-out, {who}: answer loss {entry['answer_nll']:.4f} per token; "
+            f"{entry['valid_rate']:.3f} of owed orders legal ({entry['invalid']} invalid, "
+            f"{entry['missing']} missing); {entry['exact']}/{entry['prompts']} answers equal to "
+            "the teacher's"
+        )
+    report["seconds"]["check"] = round(time.perf_counter() - check_started, 1)
     report["seconds"]["total"] = round(time.perf_counter() - started, 1)
     atomic_write_json(folder / REPORT_FILE, report)
-    log(f"saved {folder} in {report['seconds']['total']:.0f} s")
+    log(f"done in {report['seconds']['total']:.0f} s")
     return report
 
 
-def answer_nll(backend, examples, adapter: str | None, batch: int = 16) -> float:
+def _check(backend, held, adapter: str | None, render, settings: ImitationSettings) -> dict:
+    """Answer loss and greedy validity on the held-out examples, bounded by
+    ``settings.check_tokens`` per answer and ``settings.check_minutes``."""
+    deadline = time.monotonic() + settings.check_minutes * 60
+    validity = order_validity(
+        backend,
+        held,
+        adapter=adapter,
+        max_new_tokens=settings.check_tokens,
+        render=render,
+        deadline=deadline,
+    )
+    nll = answer_nll(backend, held, adapter, render=render)
+    return {**_validity_dict(validity), "answer_nll": round(nll, 5)}
+
+
+def answer_nll(backend, examples, adapter: str | None, batch: int = 16, render=None) -> float:
     """Mean negative log-likelihood per token of the teacher's answers (END and EOS included)
-    under ``adapter`` (None: the base), free decoding's distribution (no constraint)."""
+    under ``adapter`` (None: the base), free decoding's distribution (no constraint);
+    ``render``: the chat format (default: the template, no system turn)."""
     from leaguezero.diplomacy.llm.prompt import render_prompt
 
+    render = render or (lambda text: render_prompt(backend.tokenizer, text))
     total, tokens = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(examples), batch):
             chunk = examples[start : start + batch]
-            prompts = [render_prompt(backend.tokenizer, e.prompt) for e in chunk]
-            answers = [encode_example(backend.tokenizer, e)[1] for e in chunk]
+            prompts = [render(e.prompt) for e in chunk]
+            answers = [encode_example(backend.tokenizer, e, render)[1] for e in chunk]
             for row in backend.logprobs(prompts, answers, adapter):
                 total -= float(row.sum())
                 tokens += row.numel()
@@ -240,14 +319,6 @@ def answer_nll(backend, examples, adapter: str | None, batch: int = 16) -> float
 
 def _validity_dict(v) -> dict[str, Any]:
     return {**asdict(v), "valid_rate": round(v.valid_rate, 4)}
-
-
-def _validity_line(who: str, v, nll: float) -> str:
-    return (
-        f"held-out, {who}: answer loss {nll:.4f} per token; {v.valid_rate:.3f} of owed orders "
-        f"legal ({v.invalid} invalid, {v.missing} missing); {v.exact}/{v.prompts} answers equal "
-        "to the teacher's"
-    )
 
 
 def seat_names(text: str) -> tuple[str, ...]:

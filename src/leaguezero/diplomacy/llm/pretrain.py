@@ -206,11 +206,15 @@ def build_model(tokenizer, *, hidden: int, layers: int, heads: int, max_position
     return LlamaForCausalLM(config)
 
 
-def encode_example(tokenizer, example: Example) -> tuple[list[int], list[int]]:
-    """(prompt ids, answer ids + EOS), tokenised as generation sees them."""
-    prompt_ids = tokenizer(render_prompt(tokenizer, example.prompt), add_special_tokens=True)[
-        "input_ids"
-    ]
+def encode_example(
+    tokenizer, example: Example, render: Callable[[str], str] | None = None
+) -> tuple[list[int], list[int]]:
+    """(prompt ids, answer ids + EOS), tokenised as generation sees them; ``render``: the chat
+    format (default: the tokenizer's template, no system turn)."""
+    text = (
+        render(example.prompt) if render is not None else render_prompt(tokenizer, example.prompt)
+    )
+    prompt_ids = tokenizer(text, add_special_tokens=True)["input_ids"]
     answer_ids = tokenizer(example.answer, add_special_tokens=False)["input_ids"]
     return list(prompt_ids), [*answer_ids, tokenizer.eos_token_id]
 
@@ -247,8 +251,16 @@ def train_model(
     settings: PretrainSettings,
     *,
     progress: Callable[[int, int, float], None] | None = None,
+    max_seconds: float | None = None,
 ) -> list[dict[str, float]]:
-    """Supervised training on the answer tokens; returns the loss curve (every 50 steps)."""
+    """Supervised training on the answer tokens; returns the loss curve (every 50 steps).
+
+    With ``settings.prompt_loss == 0`` (the default) rows are left-padded so every answer ends
+    at the right edge and the model computes the logits of the answer positions only
+    (``logits_to_keep``): a real model's head over a 49k-152k vocabulary at every prompt
+    position would be most of the memory and a fifth of the compute. ``max_seconds``: stop
+    after the step that passes this much training time (the curve says how far it got).
+    """
     rng = np.random.default_rng(settings.seed)
     lengths = [len(p) + len(a) for p, a in encoded]
     opt = torch.optim.AdamW(
@@ -263,6 +275,9 @@ def train_model(
 
     autocast = bf16_fast()
     pad = model.config.pad_token_id
+    if pad is None:
+        pad = model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 0
+    answers_only = settings.prompt_loss == 0
     model.train()
     curve: list[dict[str, float]] = []
     step, window, window_tokens = 0, 0.0, 0
@@ -271,28 +286,14 @@ def train_model(
         for batch in _batches(lengths, settings.batch_tokens, rng):
             if step >= settings.steps:
                 break
-            width = max(lengths[i] for i in batch)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            weights = torch.zeros((len(batch), width), dtype=torch.float32)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for b, i in enumerate(batch):
-                p, a = encoded[i]
-                ids[b, : len(p) + len(a)] = torch.tensor(p + a)
-                weights[b, 1 : len(p)] = settings.prompt_loss  # token 0 has no prediction
-                weights[b, len(p) : len(p) + len(a)] = 1.0
-                mask[b, : len(p) + len(a)] = 1
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
+            rows = [encoded[i] for i in batch]
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                logits = model(input_ids=ids, attention_mask=mask).logits
-            # Token t is predicted at position t - 1; weighted mean over the tokens that count.
-            nll = torch.nn.functional.cross_entropy(
-                logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                ids[:, 1:].reshape(-1),
-                reduction="none",
-            ).view(len(batch), width - 1)
-            w = weights[:, 1:]
-            loss = (nll * w).sum() / w.sum().clamp(min=1e-9)
+                if answers_only:
+                    loss = _answer_loss(model, rows, pad)
+                else:
+                    loss = _sequence_loss(model, rows, pad, settings.prompt_loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -300,7 +301,8 @@ def train_model(
             step += 1
             window += float(loss.detach())
             window_tokens += 1
-            if step % 50 == 0 or step == settings.steps:
+            out_of_time = max_seconds is not None and time.perf_counter() - started > max_seconds
+            if step % 50 == 0 or step == settings.steps or out_of_time:
                 curve.append(
                     {
                         "step": step,
@@ -311,8 +313,57 @@ def train_model(
                 window, window_tokens = 0.0, 0
             if progress is not None:
                 progress(step, settings.steps, float(loss.detach()))
+            if out_of_time:
+                model.eval()
+                return curve
     model.eval()
     return curve
+
+
+def _answer_loss(model, rows: Sequence[tuple[list[int], list[int]]], pad: int) -> torch.Tensor:
+    """Mean next-token loss over the answers' tokens, from the answer positions' logits only
+    (rows left-padded; positions counted from each row's first real token)."""
+    width = max(len(p) + len(a) for p, a in rows)
+    answer = max(len(a) for _, a in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    targets = torch.full((len(rows), answer), -100, dtype=torch.long)
+    for b, (p, a) in enumerate(rows):
+        ids[b, width - len(p) - len(a) :] = torch.tensor(p + a)
+        mask[b, width - len(p) - len(a) :] = 1
+        targets[b, answer - len(a) :] = torch.tensor(a)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=answer + 1
+    ).logits[:, :-1]  # [B, answer, V]: column j predicts the answer's token j
+    return torch.nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
+    )
+
+
+def _sequence_loss(
+    model, rows: Sequence[tuple[list[int], list[int]]], pad: int, prompt_weight: float
+) -> torch.Tensor:
+    """Weighted next-token loss over every position (answers weight 1, prompts
+    ``prompt_weight``): the full ``[B, L, V]`` logits."""
+    width = max(len(p) + len(a) for p, a in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    weights = torch.zeros((len(rows), width), dtype=torch.float32)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, (p, a) in enumerate(rows):
+        ids[b, : len(p) + len(a)] = torch.tensor(p + a)
+        weights[b, 1 : len(p)] = prompt_weight  # token 0 has no prediction
+        weights[b, len(p) : len(p) + len(a)] = 1.0
+        mask[b, : len(p) + len(a)] = 1
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    # Token t is predicted at position t - 1; weighted mean over the tokens that count.
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+        ids[:, 1:].reshape(-1),
+        reduction="none",
+    ).view(len(rows), width - 1)
+    w = weights[:, 1:]
+    return (nll * w).sum() / w.sum().clamp(min=1e-9)
 
 
 @dataclass
@@ -339,14 +390,22 @@ def order_validity(
     max_new_tokens: int = 160,
     batch: int = 16,
     adapter: str | None = None,
+    render: Callable[[str], str] | None = None,
+    deadline: float | None = None,
 ) -> Validity:
     """Greedy-decode every example's prompt on ``backend`` (an HFBackend; with ``adapter``,
-    or the base model) and parse it."""
+    or the base model) and parse it. ``render``: the chat format (default: the tokenizer's
+    template, no system turn); ``deadline``: a ``time.monotonic()`` after which no new batch
+    starts (``prompts`` then counts the examples checked)."""
     tokenizer = backend.tokenizer
-    result = Validity(len(examples), 0, 0, 0, 0, 0)
+    render = render or (lambda text: render_prompt(tokenizer, text))
+    result = Validity(0, 0, 0, 0, 0, 0)
     for start in range(0, len(examples), batch):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         chunk = examples[start : start + batch]
-        prompts = [render_prompt(tokenizer, e.prompt) for e in chunk]
+        result.prompts += len(chunk)
+        prompts = [render(e.prompt) for e in chunk]
         completions = backend.generate(prompts, [adapter] * len(chunk), max_new_tokens, 0.0, 0)
         for example, completion in zip(chunk, completions, strict=True):
             parsed = extract_orders(

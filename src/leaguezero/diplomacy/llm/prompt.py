@@ -140,6 +140,24 @@ def build_prompt(env: DiplomacyEnv, power: str, legal: Mapping[str, Sequence[str
     return "\n".join(lines) + "\n"
 
 
+# A system turn for real instruct models (llm.system_prompt: diplomacy): their template's own
+# default ("You are a helpful AI assistant named SmolLM ...") says nothing about the task.
+DIPLOMACY_SYSTEM_PROMPT = (
+    "You are an expert player of no-press Diplomacy. You are shown the board and every legal "
+    "order of your units. Reply with exactly one order per numbered location, copied from its "
+    "legal options, one per line, then END. Write nothing else."
+)
+NAMED_SYSTEM_PROMPTS = {"diplomacy": DIPLOMACY_SYSTEM_PROMPT}
+
+
+def system_prompt_text(value: str | None) -> str | None:
+    """``llm.system_prompt`` / ``--system-prompt`` as sent: a name of
+    :data:`NAMED_SYSTEM_PROMPTS` (``diplomacy``) or the text itself (None: no system turn)."""
+    if value is None:
+        return None
+    return NAMED_SYSTEM_PROMPTS.get(value, value)
+
+
 @dataclass(frozen=True)
 class ChatFormat:
     """How a prompt is wrapped for a model with a chat template (``llm.system_prompt``,
@@ -157,7 +175,10 @@ class ChatFormat:
     def render(self, tokenizer, prompt: str) -> str:
         """``prompt`` as ``tokenizer``'s model is asked it (see :func:`render_prompt`)."""
         return render_prompt(
-            tokenizer, prompt, system_prompt=self.system_prompt, **dict(self.template_kwargs)
+            tokenizer,
+            prompt,
+            system_prompt=system_prompt_text(self.system_prompt),
+            **dict(self.template_kwargs),
         )
 
     def renderer(self, tokenizer) -> Callable[[str], str]:
