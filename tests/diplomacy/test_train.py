@@ -262,3 +262,37 @@ def test_the_backend_is_a_config_key_the_saved_config_records(tmp_path) -> None:
     assert proc.returncode == 0, err
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["run"]["backend"] == "local" and "seed" not in saved
+
+
+def test_a_step_that_trains_nothing_says_so(tmp_path, monkeypatch) -> None:
+    """Groups whose rewards are all equal give no record an advantage: the step makes no
+    update, and the run says so (event, step record, a stderr line) instead of passing for a
+    trained step; the smoke runs above assert records > 0."""
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+    from leaguezero.diplomacy.train import loop as loop_module
+
+    real = loop_module.LeagueTrainer.play_group
+
+    def flat(self, group_idx, seating, hero_power):
+        samples, results = real(self, group_idx, seating, hero_power)
+        same = [
+            [dataclasses.replace(g, rewards=dict.fromkeys(g.scores, 1.0)) for g in group]
+            for group in samples
+        ]
+        return same, results
+
+    monkeypatch.setattr(loop_module.LeagueTrainer, "play_group", flat)
+    args = ["diplomacy", "train", "--out", str(tmp_path / "run"), "--set", "train.steps=1"]
+    for item in TINY:
+        args += ["--set", item]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "warning: step 1 trained nothing" in result.stderr
+    events = read_events(tmp_path / "run" / "events.ndjson")
+    (step,) = [e for e in events if e["event"] == TRAIN_STEP_EVENT]
+    assert step["records"] == 0 and "reward spread 0" in step["warning"]
+    assert any(e["event"] == loop_module.NOTHING_TRAINED_EVENT for e in events)

@@ -418,6 +418,7 @@ class GRPOTrainer:
         grad_norm = 0.0
         recompute = self.policy.recompute_old_log_probs
         sampled = old.clone()
+        per_epoch: list[dict[str, float]] = []
         for epoch in range(self.epochs):
             self.optimizer.zero_grad(set_to_none=True)
             totals = dict.fromkeys(
@@ -448,9 +449,19 @@ class GRPOTrainer:
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
             grad_norm = float(norm) if math.isfinite(float(norm)) else float("nan")
             self.optimizer.step()
+            per_epoch.append({**totals, "grad_norm": grad_norm})
+        # The first epoch is on-policy (ratios 1); what a learning rate does shows in the later
+        # ones, so each epoch's numbers are kept (epoch{k}_kl, ...), the last also unsuffixed.
+        by_epoch = {
+            f"epoch{k + 1}_{key}": value
+            for k, numbers in enumerate(per_epoch)
+            for key, value in numbers.items()
+            if key in ("kl", "ratio_mean", "clip_fraction", "grad_norm")
+        }
         return {
             **metrics,
             **totals,
+            **by_epoch,
             "grad_norm": grad_norm,
             "old_log_prob_gap": float((sampled - old).abs().mean()),
         }
