@@ -26,7 +26,9 @@ def restore_threads():
 
 
 @pytest.mark.parametrize("command", ["eval", "bench", "play"])
-def test_every_diplomacy_command_runs_one_torch_thread_by_default(command, restore_threads):
+def test_every_diplomacy_command_runs_one_torch_thread_by_default(
+    command, restore_threads, tmp_path
+):
     """A shared 2-core machine: torch's default of every core cost 12x the CPU of one thread
     for an LLM's generation; `yz` always set one, the Diplomacy commands did not."""
     args = {
@@ -36,7 +38,7 @@ def test_every_diplomacy_command_runs_one_torch_thread_by_default(command, resto
     }[command]
     base = ["diplomacy", command, *args, "--set", "max_years=1", "--json"]
     if command != "bench":
-        base.append("--no-save" if command == "eval" else "--out-dir=" + "/tmp/lz-play-test")
+        base.append("--no-save" if command == "eval" else f"--out-dir={tmp_path}")
     torch.set_num_threads(2)
     result = runner.invoke(app, base)
     assert result.exit_code == 0, result.output
