@@ -5,9 +5,9 @@ activations its forward keeps for the backward pass (per token, per layer, per h
 plus its answer positions' logits (:meth:`~leaguezero.diplomacy.llm.hf_backend.HFBackend.
 logprobs` never builds the whole ``[B, L, V]``). Measured on SmolLM2-135M-Instruct (30 layers,
 hidden 576, vocabulary 49,152; a 549-token prompt and a 31-token answer; float32, one thread;
-``python benchmarks/llm_memory.py``): 1.35-1.4 GB a record when the activations are kept,
-0.5 GB with gradient checkpointing, i.e. about 140 and 50 bytes per token x layer x hidden
-unit. :func:`auto_records_per_pass` divides what the budget leaves after the process as it is
+``python benchmarks/llm_memory.py``, and passes of 1, 4 and 8 records): 1.4-1.6 GB a
+record when the activations are kept, 0.5 GB with gradient checkpointing plus 0.6 GB a pass,
+i.e. about 140 and 50 bytes per token x layer x hidden unit. :func:`auto_records_per_pass` divides what the budget leaves after the process as it is
 (model, adapters, optimizer) and the sampling's KV cache by that cost (at least 1).
 """
 
@@ -20,7 +20,9 @@ BYTES_KEPT = 140.0
 BYTES_KEPT_CHECKPOINTED = 50.0
 # Logits, their float copy, log-softmax and gradients of one answer position, per vocab entry.
 BYTES_PER_ANSWER_LOGIT = 16.0
-PASS_OVERHEAD_BYTES = 0.3e9  # per pass, whatever its size (allocator, masks, the optimizer)
+# Per pass, whatever its size (allocator, masks, the head's output): the intercept of the
+# measured 1 / 4 / 8-record passes with checkpointing (1.1 / 3.1 / 5.1 GB over the loaded model).
+PASS_OVERHEAD_BYTES = 0.6e9
 GB = 1e9
 
 
