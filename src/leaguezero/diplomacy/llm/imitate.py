@@ -284,8 +284,10 @@ def imitate(
 
 def _check(backend, held, adapter: str | None, render, settings: ImitationSettings) -> dict:
     """Answer loss and greedy validity on the held-out examples, bounded by
-    ``settings.check_tokens`` per answer and ``settings.check_minutes``."""
-    deadline = time.monotonic() + settings.check_minutes * 60
+    ``settings.check_tokens`` per answer and ``settings.check_minutes`` (half for each)."""
+    half = settings.check_minutes * 30
+    nll = answer_nll(backend, held, adapter, render=render, deadline=time.monotonic() + half)
+    deadline = time.monotonic() + half
     validity = order_validity(
         backend,
         held,
@@ -294,20 +296,24 @@ def _check(backend, held, adapter: str | None, render, settings: ImitationSettin
         render=render,
         deadline=deadline,
     )
-    nll = answer_nll(backend, held, adapter, render=render)
     return {**_validity_dict(validity), "answer_nll": round(nll, 5)}
 
 
-def answer_nll(backend, examples, adapter: str | None, batch: int = 16, render=None) -> float:
+def answer_nll(
+    backend, examples, adapter: str | None, batch: int = 16, render=None, deadline=None
+) -> float:
     """Mean negative log-likelihood per token of the teacher's answers (END and EOS included)
     under ``adapter`` (None: the base), free decoding's distribution (no constraint);
-    ``render``: the chat format (default: the template, no system turn)."""
+    ``render``: the chat format (default: the template, no system turn); ``deadline``: a
+    ``time.monotonic()`` after which no new batch starts (at least one batch is scored)."""
     from leaguezero.diplomacy.llm.prompt import render_prompt
 
     render = render or (lambda text: render_prompt(backend.tokenizer, text))
     total, tokens = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(examples), batch):
+            if start and deadline is not None and time.monotonic() > deadline:
+                break
             chunk = examples[start : start + batch]
             prompts = [render(e.prompt) for e in chunk]
             answers = [encode_example(backend.tokenizer, e, render)[1] for e in chunk]
