@@ -37,17 +37,18 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port."""
+    """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port, with
+    the limits ``leaguezero web`` runs with (``web/server.py``)."""
 
     def __init__(self, settings: WebSettings) -> None:
         import uvicorn
 
+        from leaguezero.web.server import uvicorn_config
+
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
+        self.app = create_app(settings)
+        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:

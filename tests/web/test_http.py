@@ -19,7 +19,12 @@ def app():
 
 
 def _client(app) -> TestClient:
-    client = TestClient(app, raise_server_exceptions=False)
+    client = TestClient(
+        app,
+        raise_server_exceptions=False,
+        base_url="http://localhost",
+        headers={"X-Leaguezero": "1"},  # as the pages send it
+    )
     assert client.get("/").status_code == 200  # the first page sets the session cookie
     return client
 
@@ -44,11 +49,12 @@ def test_bad_yatzy_requests_get_4xx_with_one_line(app):
     assert "unknown agent" in _one_line_error(
         client.post("/api/yatzy/games", json={"agent": "nobody"}), 400
     )
-    assert "does not exist" in _one_line_error(
+    assert "cannot load 'x.pt'" in _one_line_error(
         client.post("/api/yatzy/games", json={"agent": "model:/nope/x.pt"}), 400
     )
     _one_line_error(client.post("/api/yatzy/games", json={"seat": 5}), 422)
-    _one_line_error(client.post("/api/yatzy/games", content=b"{not json"), 422)
+    json_type = {"Content-Type": "application/json"}
+    _one_line_error(client.post("/api/yatzy/games", content=b"{not json", headers=json_type), 422)
     _one_line_error(client.get("/api/yatzy/games/nosuchgame"), 404)
     _one_line_error(client.get("/api/nothing-here"), 404)
     game = client.post("/api/yatzy/games", json={"agent": "greedy", "judge": False}).json()
@@ -113,7 +119,7 @@ def test_runs_are_reached_by_index_only(tmp_path):
     run = make_league_run(tmp_path / "league_run", steps=2)
     client = _client(create_app(WebSettings(runs=[run])))
     listed = client.get("/api/runs").json()["runs"]
-    assert listed == [{"index": 0, "name": "league_run", "path": str(run), "kinds": ["league"]}]
+    assert listed == [{"index": 0, "name": "league_run", "kinds": ["league"]}]
     view = client.get("/api/runs/0").json()["league"]
     assert [a["name"] for a in view["agents"]][:1] == ["ckpt_000020"]
     # Ratings relative to base_model (= 0) beside the absolute ones.
@@ -166,7 +172,8 @@ def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
         client.get(f"/api/diplomacy/games/{yatzy['id']}"), 400
     )
     replays = "/api/diplomacy/replays"
-    assert "not JSON" in _one_line_error(client.post(replays, content=b"{nope"), 400)
+    json_type = {"Content-Type": "application/json"}
+    assert "not JSON" in _one_line_error(client.post(replays, content=b"{nope", headers=json_type), 400)
     assert "not a saved game" in _one_line_error(client.post(replays, json=[1, 2]), 400)
     assert "schema_version" in _one_line_error(client.post(replays, json={"id": "x"}), 400)
 

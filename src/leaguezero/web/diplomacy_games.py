@@ -19,9 +19,11 @@ from diplomacy.engine.renderer import Renderer
 from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
-from leaguezero.diplomacy.game.seats import UnknownAgentError, resolve_agent
+from leaguezero.diplomacy.game.seats import resolve_agent
+from leaguezero.web.limits import MAX_SAVED_PHASES
 
 MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
+ENGINE_MAP = "standard"  # the one map the env plays; a saved game names no other (never a path)
 
 
 class OrderError(ValueError):
@@ -31,6 +33,12 @@ class OrderError(ValueError):
 def agent_choices() -> dict[str, Any]:
     """What the page offers: the bots by name and the seven powers (checkpoints are typed)."""
     return {"bots": list(BOTS), "powers": list(POWERS)}
+
+
+def shown_name(name: str) -> str:
+    """An agent name as an answer may show it: a path by its last part only, 60 characters."""
+    short = f".../{Path(name).name}" if "/" in name else name
+    return short if len(short) <= 60 else short[:57] + "..."
 
 
 def _resolver(names: list[str], seed: int):
@@ -132,6 +140,17 @@ class DiplomacyWebGame:
             "notes": self.notes[-20:],
         }
 
+    def locked_view(self, index: int | None = None) -> dict[str, Any]:
+        """:meth:`view` under the game's lock (for the worker pool)."""
+        with self.lock:
+            return self.view(index)
+
+    def locked_step(self, orders: list[str] | None = None) -> dict[str, Any]:
+        """:meth:`step`, then the new current phase's :meth:`view`, under the game's lock."""
+        with self.lock:
+            self.step(orders)
+            return self.view()
+
     # ------------------------------------------------------------------- play
     def step(self, orders: list[str] | None = None) -> None:
         """Play the current phase: the agents order, the person's ``orders`` (all legal, or
@@ -183,28 +202,51 @@ def new_game(
     empty = [p for p, name in seats.items() if not name]
     if empty:
         raise ValueError(f"no agent for {', '.join(empty)}")
-    resolver = _resolver(sorted(set(seats.values())), seed)
+    # One answer whatever went wrong with a name that is not a bot (no such file, a file that
+    # is not a checkpoint, a damaged one): the answer must not tell which files exist.
+    others = sorted({name for name in seats.values() if name not in BOTS})
+    refused = ValueError(
+        f"unknown agent(s) {', '.join(shown_name(n) for n in others)}, or not ones this app can "
+        f"load: use {', '.join(BOTS)}, a policy checkpoint file or an LLM folder"
+    )
     try:
+        resolver = _resolver(sorted(set(seats.values())), seed)
         policies = {
             p: resolve_agent(name, seat_seed(seed, p), resolver) for p, name in seats.items()
         }
-    except (UnknownAgentError, OSError) as err:
-        raise ValueError(str(err).splitlines()[0]) from None
-    except Exception as err:  # a damaged checkpoint: the loaders' own errors, in one line
-        raise ValueError(f"cannot load an agent: {str(err).splitlines()[0]}") from None
+    except Exception:  # the loaders' own messages carry paths and advice meant for programmers
+        raise refused from None
     return DiplomacyWebGame(DiplomacyEnv(max_years=max_years), seats, human, policies)
+
+
+def check_saved_game(saved: Any) -> None:
+    """Refuse (ValueError) an upload the engine must not be handed: not a JSON object, a map
+    that is not :data:`ENGINE_MAP` (the engine opens any other name as a file on this machine),
+    or more phases than :data:`MAX_SAVED_PHASES` (the engine's work grows with them)."""
+    if not isinstance(saved, dict):
+        raise ValueError("the upload is not a saved game (a JSON object)")
+    if saved.get("map", ENGINE_MAP) != ENGINE_MAP:
+        raise ValueError(f'the saved game\'s "map" must be "{ENGINE_MAP}", the one map played here')
+    phases = saved.get("phases", [])
+    if not isinstance(phases, list) or len(phases) > MAX_SAVED_PHASES:
+        raise ValueError(f'the saved game\'s "phases" must be a list of at most {MAX_SAVED_PHASES}')
+    rules = saved.get("rules", [])
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules[:50]):
+        raise ValueError('the saved game\'s "rules" must be a list of names')
 
 
 def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
     """A saved game (what ``leaguezero diplomacy play`` writes) opened for replay.
 
-    Raises ValueError (a :class:`SavedGameError`) when it is not one this version reads.
+    Raises ValueError (a :class:`SavedGameError`) when it is not one this version reads, or one
+    :func:`check_saved_game` refuses.
     """
     import json
     import tempfile
 
     from leaguezero.diplomacy.game.env import load_saved_game
 
+    check_saved_game(saved)
     # load_saved_game reads a file and checks the schema: hand it the upload as one.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "upload.json"
@@ -214,7 +256,8 @@ def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
         except SavedGameError as err:
             raise ValueError(str(err).replace(str(path), "the uploaded game")) from None
         except Exception as err:  # the engine's own complaint about a malformed game
-            raise ValueError(f"the uploaded game cannot be read: {err}") from None
+            why = str(err).splitlines()[0][:120] if str(err).strip() else type(err).__name__
+            raise ValueError(f"the uploaded game cannot be read: {why}") from None
     agents = {str(k): str(v) for k, v in (block.get("power_agents") or {}).items()}
     env = DiplomacyEnv(max_years=block.get("max_years"), game=game)
     return DiplomacyWebGame(env, agents, replay=True)

@@ -1,5 +1,6 @@
 """``/api/runs`` and ``/runs/N/...``: the runs given with ``--run``, by their index only (a
-request never names a path, so the app serves nothing outside those folders)."""
+request never names a path, so the app serves nothing outside those folders), shown by their
+folder's name (an answer never carries a path of this machine)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _run(request: Request, index: int) -> Path:
 def runs(request: Request) -> dict:
     out = []
     for i, run in enumerate(request.app.state.settings.runs):
-        out.append({"index": i, "name": Path(run).name, "path": str(run), "kinds": run_kinds(run)})
+        out.append({"index": i, "name": Path(run).name, "kinds": run_kinds(run)})
     return {"runs": out}
 
 
@@ -35,7 +36,7 @@ def runs(request: Request) -> dict:
 def run(index: int, request: Request) -> dict:
     path = _run(request, index)
     kinds = run_kinds(path)
-    view: dict = {"index": index, "name": path.name, "path": str(path), "kinds": kinds}
+    view: dict = {"index": index, "name": path.name, "kinds": kinds}
     if "league" in kinds:
         view["league"] = league_view(path)
     if "yatzy" in kinds:  # the page reloads the report when this changes

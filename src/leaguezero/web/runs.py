@@ -67,7 +67,8 @@ def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
         state = LeagueRegistry(paths["registry"]).load()
         matches = read_matches(paths["matchlog"])[-recent:] if paths["matchlog"].exists() else []
     except (RegistryError, MatchLogError) as err:
-        raise ValueError(str(err)) from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(first.replace(str(run), run.name)) from None  # no path of this machine
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
     relative = relative_ratings(state.ratings())
     return {
@@ -106,7 +107,7 @@ def elo_chart(run: Path, cache_dir: Path) -> Path:
     events are newer. Raises FileNotFoundError when the run has no events yet."""
     events = evaluator_paths(run)["events"]
     if not events.exists():
-        raise FileNotFoundError(f"{run} has no events.ndjson yet")
+        raise FileNotFoundError(f"run {run.name} has no events.ndjson yet")
     out = cache_dir / "elo.png"
     with _chart_lock:
         if not out.exists() or out.stat().st_mtime < events.stat().st_mtime:

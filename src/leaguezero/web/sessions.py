@@ -2,8 +2,11 @@
 
 A game is found by ``(session, game id)``: a browser's session id comes from its cookie and a
 game id is a fresh random token, so a game id seen by another session finds nothing (404), and
-nobody can guess one. The store holds at most ``max_games`` games: a new one evicts the least
-recently used, and a game idle for ``ttl_s`` seconds is dropped.
+nobody can guess one. A game idle for ``ttl_s`` seconds is dropped. Two bounds: a session
+holds at most ``per_session`` games (its new one evicts its own least recently used), and the
+store at most ``max_games``: a new game then evicts the least recently used game of the session
+holding the most, so one browser (or a script with many sessions) gives way before a person
+with one game does.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from leaguezero.web.limits import MAX_GAMES_PER_SESSION
 
 
 def session_of(request: Any) -> str:
@@ -30,6 +35,7 @@ class GameStore:
 
     Args:
         max_games: how many live games the whole app keeps (all sessions together).
+        per_session: how many of them one session may hold.
         ttl_s: seconds a game may stay idle before it is dropped.
         clock: time source (``time.monotonic``), injectable for tests.
     """
@@ -38,11 +44,15 @@ class GameStore:
         self,
         max_games: int = 32,
         ttl_s: float = 3600.0,
+        per_session: int = MAX_GAMES_PER_SESSION,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_games < 1:
             raise ValueError(f"max_games must be at least 1, got {max_games}")
+        if per_session < 1:
+            raise ValueError(f"per_session must be at least 1, got {per_session}")
         self.max_games = max_games
+        self.per_session = per_session
         self.ttl_s = ttl_s
         self._clock = clock
         self._games: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
@@ -58,10 +68,19 @@ class GameStore:
         with self._lock:
             now = self._clock()
             self._expire(now)
+            own = [key for key in self._games if key[0] == session]  # oldest use first
+            while len(own) >= self.per_session:
+                del self._games[own.pop(0)]
             while len(self._games) >= self.max_games:
-                self._games.popitem(last=False)  # least recently used
+                del self._games[self._victim()]
             self._games[(session, game_id)] = (now, game)
         return game_id
+
+    def _victim(self) -> tuple[str, str]:
+        """The least recently used game of the session holding the most games."""
+        held = Counter(session for session, _ in self._games)
+        most = max(held.values())
+        return next(key for key in self._games if held[key[0]] == most)
 
     def get(self, session: str, game_id: str) -> Any:
         """The game ``game_id`` of ``session``; raises :class:`GameNotFound` otherwise."""

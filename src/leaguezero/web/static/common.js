@@ -1,6 +1,7 @@
 // Shared helpers of the leaguezero pages: JSON calls that surface the server's one-line error.
 async function api(method, url, body) {
-  const opts = { method, headers: {} };
+  // X-Leaguezero: what a page on another site cannot send without a preflight (web/guard.py)
+  const opts = { method, headers: { "X-Leaguezero": "1" } };
   if (body !== undefined) {  // a string is sent as it is (an uploaded JSON file)
     opts.headers["Content-Type"] = "application/json";
     opts.body = typeof body === "string" ? body : JSON.stringify(body);
