@@ -38,9 +38,9 @@ def free_port() -> int:
 
 class LiveServer:
     """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port, with
-    the limits ``leaguezero web`` runs with (``web/server.py``)."""
+    the limits ``leaguezero web`` runs with (``web/server.py``; ``bounds`` override some)."""
 
-    def __init__(self, settings: WebSettings) -> None:
+    def __init__(self, settings: WebSettings, **bounds) -> None:
         import uvicorn
 
         from leaguezero.web.server import uvicorn_config
@@ -48,7 +48,7 @@ class LiveServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = create_app(settings)
-        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port))
+        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port, **bounds))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:

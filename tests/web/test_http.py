@@ -10,7 +10,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed")
 from fastapi.testclient import TestClient
 
 from leaguezero.web.app import PAGES, WebSettings, create_app
-from leaguezero.web.sessions import GameNotFound, GameStore
+from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
 
 
 @pytest.fixture()
@@ -106,6 +106,24 @@ def test_the_store_is_bounded_and_expires_idle_games():
     assert len(store) == 0
 
 
+def test_a_full_store_never_pushes_out_a_game_in_play():
+    now = [0.0]
+    store = GameStore(max_games=3, per_session=2, evict_idle_s=60.0, clock=lambda: now[0])
+    mine = store.add("victim", "my game")
+    first = store.add("other 1", "x")
+    store.add("other 2", "y")
+    with pytest.raises(StoreFull):  # every game was played within the minute
+        store.add("other 3", "z")
+    now[0] = 30.0
+    assert store.get("victim", mine) == "my game"
+    store.add("other 2", "y2")  # a session full of the store replaces its own game
+    now[0] = 70.0  # other 1's game has been idle for 70 s, the victim's for 40 s
+    store.add("other 3", "z")
+    assert store.get("victim", mine) == "my game"
+    with pytest.raises(GameNotFound):
+        store.get("other 1", first)
+
+
 def test_the_command_binds_localhost_by_default():
     from leaguezero.web.cli import web
 
@@ -173,7 +191,8 @@ def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
     )
     replays = "/api/diplomacy/replays"
     json_type = {"Content-Type": "application/json"}
-    assert "not JSON" in _one_line_error(client.post(replays, content=b"{nope", headers=json_type), 400)
+    not_json = client.post(replays, content=b"{nope", headers=json_type)
+    assert "not JSON" in _one_line_error(not_json, 400)
     assert "not a saved game" in _one_line_error(client.post(replays, json=[1, 2]), 400)
     assert "schema_version" in _one_line_error(client.post(replays, json={"id": "x"}), 400)
 

@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from leaguezero.web.guard import RequestGuard
-from leaguezero.web.sessions import GameNotFound, GameStore
+from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
 from leaguezero.web.workers import AgentPool, Busy
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -88,7 +88,8 @@ def create_app(settings: WebSettings | None = None) -> FastAPI:
         return JSONResponse({"error": _first_line(err)}, status_code=404)
 
     @app.exception_handler(Busy)
-    async def busy(_request: Request, err: Busy):
+    @app.exception_handler(StoreFull)
+    async def busy(_request: Request, err: RuntimeError):
         return JSONResponse({"error": str(err)}, status_code=503, headers={"Retry-After": "2"})
 
     @app.exception_handler(ValueError)

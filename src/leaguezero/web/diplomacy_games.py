@@ -10,6 +10,7 @@ plays it: each agent's orders are checked against the phase's legal orders
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,13 @@ from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
 from leaguezero.diplomacy.game.seats import resolve_agent
+from leaguezero.web.diplomacy_board import (
+    mark_results,
+    order_results,
+    orders_with_results,
+    outcome,
+    phase_name,
+)
 from leaguezero.web.limits import MAX_SAVED_PHASES
 
 MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
@@ -80,47 +88,75 @@ class DiplomacyWebGame:
         names = [str(p.name) for p in self.env.game.get_phase_history()]
         return [*names, self.env.phase]  # ends with COMPLETED once the game is over
 
-    def _board(self, index: int) -> tuple[Game, dict[str, list[str]]]:
-        """The game at phase ``index`` with that phase's orders set (past phases)."""
+    def _board(self, index: int) -> tuple[Game, dict[str, list[str]], dict[str, list[str]]]:
+        """The game at phase ``index`` with that phase's orders set, and its results (past
+        phases; the current one has neither)."""
         history = self.env.game.get_phase_history()
         if index >= len(history):
-            return self.env.game, {}
+            return self.env.game, {}, {}
         past = history[index]
         game = Game(map_name=self.env.game.map_name, rules=list(self.env.game.rules))
         game.set_state(past.state)
         orders = {p: list(o) for p, o in (past.orders or {}).items() if o}
         for power, power_orders in orders.items():
             game.set_orders(power, power_orders)
-        return game, orders
+        return game, orders, order_results(past)
 
-    def svg(self, game: Game) -> str:
-        """The standard map of ``game`` with its units, centres and orders, as SVG text."""
+    def svg(self, game: Game, results: dict[str, list[str]] | None = None) -> str:
+        """The standard map of ``game`` with its units, centres and orders, the ``results``
+        marked, as SVG text; a finished game's note says how it ended (not the engine's
+        "Victory by" every power left, for a stop at the year cap)."""
         if self._renderer is None:
             self._renderer = Renderer(game)
         self._renderer.game = game  # the parsed map is reused; only the game changes
-        return self._renderer.render(incl_orders=True)
+        note = game.note
+        if game is self.env.game and self.env.done:
+            game.note = outcome(game, True, self.env.last_year) or note
+        try:
+            svg = self._renderer.render(incl_orders=True)
+        finally:
+            game.note = note
+        return mark_results(svg, self._renderer, results or {})
+
+    def _phase_view(self, index: int) -> dict[str, Any]:
+        """One phase's map, name and orders (with their results)."""
+        game, orders, results = self._board(index)
+        code = self.phases()[index]
+        return {
+            "phase": code,
+            "phase_name": phase_name(code),
+            "svg": self.svg(game, results),
+            "orders": orders_with_results(orders, results),
+            "game": game,
+        }
 
     def view(self, index: int | None = None) -> dict[str, Any]:
-        """The board at phase ``index`` (default: the current one), JSON-able, with the SVG map,
-        each power's agent, centres and units, that phase's orders, and the person's legal
-        orders when it is the current phase and they have any. Raises OrderError for a bad
-        index."""
+        """The board at phase ``index`` (default: the current one), JSON-able: the SVG map, each
+        power's agent, centres, units and that phase's orders with their results; on the
+        current phase the phase just played (``played``: its name, map and orders) and the
+        person's legal orders when they have any; how the game ended once it has. Raises
+        OrderError for a bad index."""
         phases = self.phases()
         current = len(phases) - 1
         index = current if index is None else index
         if not 0 <= index <= current:
             raise OrderError(f"phase index {index} is out of range 0..{current}")
-        game, orders = self._board(index)
+        shown = self._phase_view(index)
+        game = shown.pop("game")
         powers = [
             {
                 "power": p,
                 "agent": "you" if p == self.human else self.agents.get(p, "?"),
                 "centers": len(game.powers[p].centers),
                 "units": list(game.powers[p].units),
-                "orders": orders.get(p, []),
+                "orders": [o["order"] for o in shown["orders"].get(p, [])],
             }
             for p in POWERS
         ]
+        played = None
+        if index == current and index > 0:
+            played = self._phase_view(index - 1)
+            played.pop("game")
         legal: dict[str, list[str]] = {}
         owed = 0
         if self.human and index == current and not self.env.done:
@@ -130,12 +166,15 @@ class DiplomacyWebGame:
             "mode": "replay" if self.replay else "play" if self.human else "watch",
             "human": self.human,
             "phases": phases,
+            "phase_names": [phase_name(p) for p in phases],
             "index": index,
-            "phase": phases[index],
+            **shown,
             "done": bool(self.env.done),
-            "svg": self.svg(game),
+            "outcome": outcome(self.env.game, bool(self.env.done), self.env.last_year),
             "powers": powers,
+            "played": played,
             "legal": legal,
+            "phase_type": self.env.phase_type if index == current else None,
             "adjustment": owed,
             "notes": self.notes[-20:],
         }
@@ -169,9 +208,12 @@ class DiplomacyWebGame:
             if power == self.human:
                 submitted, bad, missing = validate_orders(env, power, list(orders or []), legal)
                 if bad:
+                    # what was refused: the orders sent less those kept, counting repeats
+                    kept = Counter(" ".join(o.split()).upper() for o in submitted)
+                    refused = Counter(" ".join(o.split()).upper() for o in orders or []) - kept
                     raise OrderError(
-                        f"not legal for {power} in {phase} (one order per unit, builds as owed): "
-                        + ", ".join(o for o in orders or [] if o not in submitted)
+                        f"not legal for {power} in {phase} (one order per unit, builds and "
+                        f"waives as owed): {', '.join(refused.elements())}"
                     )
                 if missing:
                     self.notes.append(f"{phase}: {missing} of your units without orders hold")

@@ -24,6 +24,7 @@ MAX_HEADER_BYTES = 16 * 1024  # h11_max_incomplete_event_size: request line plus
 
 # --- games (sessions.GameStore)
 MAX_GAMES_PER_SESSION = 6  # a new game beyond evicts this session's least recently used one
+EVICT_IDLE_S = 600.0  # a full store evicts another session's game only after this long idle
 
 # --- the pool agents move in (web/workers.py): moves that would wait get "busy, try again"
 AGENT_WORKERS = 4

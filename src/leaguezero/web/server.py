@@ -89,14 +89,18 @@ def raise_file_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def uvicorn_config(app, host: str, port: int, log_level: str = "warning"):
-    """The uvicorn config every server of this app runs with (the command's and the tests')."""
+def uvicorn_config(
+    app, host: str, port: int, log_level: str = "warning", request_timeout_s: float | None = None
+):
+    """The uvicorn config every server of this app runs with (the command's and the tests');
+    ``request_timeout_s`` overrides :data:`~leaguezero.web.limits.REQUEST_TIMEOUT_S`."""
     import uvicorn
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     # Leave room under the file limit for the files the app itself opens (checkpoints, logs).
     cap = max(16, min(MAX_CONNECTIONS, (soft - 64) if soft != resource.RLIM_INFINITY else 10**6))
-    protocol = type("BoundedH11", (BoundedH11Protocol,), {"max_connections": cap})
+    bounds = {"max_connections": cap, "request_timeout_s": request_timeout_s or REQUEST_TIMEOUT_S}
+    protocol = type("BoundedH11", (BoundedH11Protocol,), bounds)
     return uvicorn.Config(
         app,
         host=host,

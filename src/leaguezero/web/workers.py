@@ -49,9 +49,7 @@ class AgentPool:
         raises.
         """
         if self.running >= self.workers:
-            raise Busy(
-                f"busy: {self.running} agent moves are running; try again in a moment"
-            )
+            raise Busy(f"busy: {self.running} agent moves are running; try again in a moment")
         loop = asyncio.get_running_loop()
         self.running += 1
         future = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
