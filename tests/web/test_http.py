@@ -74,6 +74,13 @@ def test_bad_yatzy_requests_get_4xx_with_one_line(app):
     assert stepped["did"].startswith("rolled ")
 
 
+def test_pretrained_is_shown_by_its_name_and_totals_are_the_boxes_sum(app):
+    client = _client(app)
+    game = client.post("/api/yatzy/games", json={"agent": "pretrained", "judge": False}).json()
+    assert game["agent"] == "pretrained"  # not the shipped file's absolute path
+    assert game["totals"]["you"] == {"upper": 0, "bonus": None, "score": 0}
+
+
 def test_a_game_is_not_visible_from_another_session(app):
     alice, bob = _client(app), _client(app)
     assert alice.cookies["lz_session"] != bob.cookies["lz_session"]

@@ -68,3 +68,10 @@ def test_a_whole_game_against_greedy_through_the_page(live_server, browser, tmp_
     assert any(t.startswith("agent: rolled") for t in log)  # the agent's moves one by one
     assert sum(t.startswith("oracle: ") for t in log) == 30  # a verdict on each of 30 moves
     assert d.find_element(By.ID, "error").text == ""
+    # The upper total is the sum of the upper boxes (the state clamps it at 63), with its bonus.
+    for who in ("you", "agent"):
+        upper = [c.text for c in d.find_elements(By.CSS_SELECTOR, f"#card tbody td.{who}-cell")]
+        total = int(d.find_element(By.ID, f"upper-{who}").text)
+        assert total == sum(int(points) for points in upper[:6])
+        assert d.find_element(By.ID, f"bonus-{who}").text == ("50" if total >= 63 else "0")
+    assert "model:runs/ID/models/best.pt" in d.find_element(By.ID, "new-game").text

@@ -20,6 +20,7 @@ from leaguezero.yatzy.agents.play import (
     _move_text,
     describe_move,
     oracle_verdict,
+    upper_total,
 )
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
@@ -28,13 +29,22 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     S_REROLLS,
     S_SCORE,
-    S_UPPER,
     STATE_LEN,
     is_legal,
     is_terminal,
     new_match,
 )
-from leaguezero.yatzy.game.tables import CATEGORIES, DICE, KEEP_ALL, MARK_OFFSET, SCORES, keep_bit
+from leaguezero.yatzy.game.tables import (
+    CATEGORIES,
+    DICE,
+    KEEP_ALL,
+    MARK_OFFSET,
+    NUM_UPPER,
+    SCORES,
+    UPPER_BONUS,
+    UPPER_BONUS_THRESHOLD,
+    keep_bit,
+)
 
 AGENT_CHOICES = ("greedy", "pretrained", "random", "oracle")  # what the page offers by name
 CHECKPOINT_HINT = "model:runs/ID/models/best.pt"  # where yz run keeps its best network
@@ -117,10 +127,7 @@ class YatzyWebGame:
             open_for_you = row["you"] is None
             row["now"] = int(SCORES[int(s[S_DICE]), cat]) if your_turn and open_for_you else None
             cards.append(row)
-        totals = {
-            who: {"upper": int(s[S_UPPER + seat]), "score": int(s[S_SCORE + seat])}
-            for who, seat in seats.items()
-        }
+        totals = {who: self._totals(seat) for who, seat in seats.items()}
         result = None
         if over:
             mine, theirs = totals["you"]["score"], totals["agent"]["score"]
@@ -139,6 +146,16 @@ class YatzyWebGame:
             "judge": self._values_of is not None,
             "log": self.log[-MAX_LOG:],
         }
+
+    def _totals(self, seat: int) -> dict[str, Any]:
+        """The upper boxes' sum (not clamped at 63 as in the state), the bonus (None while it
+        is still open, 0 once it cannot be earned) and the score."""
+        upper = upper_total(self.state, seat, self.filled)
+        uppers_left = any(
+            (int(self.state[S_AVAIL + seat]) >> (14 - cat)) & 1 for cat in range(NUM_UPPER)
+        )
+        bonus = UPPER_BONUS if upper >= UPPER_BONUS_THRESHOLD else None if uppers_left else 0
+        return {"upper": upper, "bonus": bonus, "score": int(self.state[S_SCORE + seat])}
 
     def _say(self, who: str, text: str) -> None:
         self.log.append({"who": who, "text": text})
