@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 from starlette.exceptions import HTTPException
 
-from leaguezero.web.runs import YATZY_STATS, elo_chart, league_view, run_kinds
+from leaguezero.web.runs import YATZY_STATS, elo_chart, league_view, run_kinds, yatzy_status
 from leaguezero.web.yatzy_games import run_report
 
 router = APIRouter()
@@ -41,6 +41,7 @@ def run(index: int, request: Request) -> dict:
         view["league"] = league_view(path)
     if "yatzy" in kinds:  # the page reloads the report when this changes
         view["stats_mtime"] = (path / YATZY_STATS).stat().st_mtime
+        view["yatzy_status"] = yatzy_status(path)
     return view
 
 
