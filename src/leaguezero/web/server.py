@@ -9,8 +9,9 @@ uvicorn's h11 protocol with:
   arrived :data:`~leaguezero.web.limits.REQUEST_TIMEOUT_S` after it opened, or after its last
   answer, is closed (uvicorn arms no timer before the first byte, nor while a head trickles in);
 - a **connection cap**: beyond :data:`~leaguezero.web.limits.MAX_CONNECTIONS` open connections
-  the oldest one waiting for a request is closed, so idle sockets cannot use up the process's
-  file descriptors and lock everyone out.
+  (a quarter of the open-file limit at most) the oldest one waiting for a request is closed, so idle
+  sockets cannot use up the process's file descriptors and lock everyone out; a small listen
+  ``backlog`` keeps asyncio from accepting more at once than the cap leaves room for.
 """
 
 from __future__ import annotations
@@ -42,8 +43,11 @@ class BoundedH11Protocol(H11Protocol):
         self._order = next(_opened)
         self._request_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            idle = [c for c in self.connections if c is not self and c._waiting_for_request()]
+        # Connections closed but not yet gone (their files are freed a loop turn later) do
+        # not count, and are not closed twice.
+        live = [c for c in self.connections if not c.transport.is_closing()]
+        if len(live) > self.max_connections:
+            idle = [c for c in live if c is not self and c._waiting_for_request()]
             victim = min(idle, key=lambda c: c._order) if idle else self
             victim.transport.close()
             if victim is self:
@@ -97,8 +101,11 @@ def uvicorn_config(
     import uvicorn
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # Leave room under the file limit for the files the app itself opens (checkpoints, logs).
-    cap = max(16, min(MAX_CONNECTIONS, (soft - 64) if soft != resource.RLIM_INFINITY else 10**6))
+    # A quarter of the file limit at most: the app itself holds files too (libraries,
+    # checkpoints, logs), connections accepted but not yet seen by the protocol hold one each,
+    # and an accept that fails for want of a file stalls everyone.
+    room = soft // 4 if soft != resource.RLIM_INFINITY else MAX_CONNECTIONS
+    cap = max(16, min(MAX_CONNECTIONS, room))
     bounds = {"max_connections": cap, "request_timeout_s": request_timeout_s or REQUEST_TIMEOUT_S}
     protocol = type("BoundedH11", (BoundedH11Protocol,), bounds)
     return uvicorn.Config(
@@ -108,8 +115,11 @@ def uvicorn_config(
         log_level=log_level,
         http=protocol,
         timeout_keep_alive=KEEP_ALIVE_S,
-        # uvicorn counts connections too: one over the cap, so a connection that made room
-        # is served.
-        limit_concurrency=cap + 1,
+        # uvicorn counts connections too, closed ones among them until they are gone: room
+        # over the cap, so a connection that made room is served.
+        limit_concurrency=2 * cap,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        # asyncio accepts up to `backlog` connections in one go before any of them is seen by
+        # the protocol: a small one lets the cap close idle ones before the files run out.
+        backlog=max(8, cap // 8),
     )
