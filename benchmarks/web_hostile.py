@@ -108,6 +108,26 @@ def during(port: int, action) -> str:
     return text
 
 
+def puct_checkpoint(src: str) -> str:
+    """A fresh PUCT (schema 1) Yatzy network saved in a temporary folder, by the code of ``src``."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="web_hostile_")
+    code = (
+        "import sys; from leaguezero.az.checkpoint import save_checkpoint; "
+        "from leaguezero.common.config import load_config; "
+        "from leaguezero.yatzy.config import YatzyConfig; "
+        "from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema; "
+        "cfg = load_config(YatzyConfig, None, ['search.kind=puct']); net = build_network(cfg, 0); "
+        "save_checkpoint(sys.argv[1], net, kind=net.kind, kwargs=net.kwargs(), "
+        "schema=checkpoint_schema('puct'))"
+    )
+    path = os.path.join(folder, "puct.pt")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    subprocess.run([sys.executable, "-c", code, path], env=env, check=True)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", required=True, help="the src/ folder of the version to measure")
@@ -134,14 +154,16 @@ def main() -> None:
         print(f"code: {args.src}")
         print(f"idle server: {rss_mb(proc.pid):.0f} MB; good request: {good(port, 20)}")
 
-        # item 3: a budget past the form's cap
+        # item 3: a budget past the form's cap, on a PUCT network (the search that allocates it)
         before = rss_mb(proc.pid)
+        spec = f"model:{puct_checkpoint(args.src)}?sims=1000000"
         status, _, took = post_json(
-            port, "/api/yatzy/games",
-            {"agent": "pretrained?search=puct&sims=1000000", "judge": False, "seat": 1},
-        )  # fmt: skip
+            port, "/api/yatzy/games", {"agent": spec, "judge": False, "seat": 1}
+        )  # building the agent allocates the search for its budget
         grown = rss_mb(proc.pid) - before
-        print(f"sims=1000000 game: answer {status} in {took:.2f} s, server +{grown:.0f} MB")
+        print(
+            f"new game, PUCT net, sims=1000000: answer {status} in {took:.2f} s, server +{grown:.0f} MB"
+        )
 
         # item 4: a 300 MB body
         def upload() -> None:

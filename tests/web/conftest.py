@@ -123,12 +123,16 @@ def wait_for(driver, condition, message: str, timeout: float = DEADLINE_S):
     return wait.until(condition, message)
 
 
-def screenshot(driver, name: str, tmp_path: Path) -> Path:
-    """Save the page as NAME.png: under docs/figures/ with LEAGUEZERO_SCREENSHOTS=1, else tmp."""
+def screenshot(driver, name: str, tmp_path: Path, scroll_to: str | None = None) -> Path:
+    """Save the page as NAME.png: under docs/figures/ with LEAGUEZERO_SCREENSHOTS=1, else tmp;
+    scrolled to the top, or to the element with id ``scroll_to``."""
     folder = FIGURES if os.environ.get("LEAGUEZERO_SCREENSHOTS") == "1" else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    driver.execute_script("window.scrollTo(0, 0)")
+    if scroll_to:
+        driver.execute_script(f"document.getElementById('{scroll_to}').scrollIntoView()")
+    else:
+        driver.execute_script("window.scrollTo(0, 0)")
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000, f"{path} looks empty"
     return path

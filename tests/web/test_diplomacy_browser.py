@@ -146,19 +146,26 @@ def test_a_whole_game_as_france_against_six_dumb_bots(live_server, browser, tmp_
         box.clear()
         box.send_keys("dumb_bot")
     _start(d, live_server.url, "FRANCE", WHOLE_GAME_YEARS, reload=False, seed=WHOLE_GAME_SEED)
-    rng, seen = random.Random(WHOLE_GAME_SEED), set()
+    rng, seen, shots = random.Random(WHOLE_GAME_SEED), set(), set()
     while _phase(d) != "COMPLETED":
         before = _phase(d)
         has_form = d.find_elements(By.CSS_SELECTOR, "#orders select, #orders input")
         kind = _choose_orders(d, rng) if has_form else "none"
         seen.add(kind)
-        if kind == "build" and "build" not in seen - {kind}:
-            screenshot(d, "web_diplomacy_build", tmp_path)
+        if kind == "build" and "build" not in shots:
+            screenshot(d, "web_diplomacy_build", tmp_path)  # the form: a count of choices
+            shots.add("build")
         d.find_element(By.ID, "step").click()
         wait_for(d, lambda d, b=before: _phase(d) != b or d.find_element(By.ID, "error").text,
                  f"{before} was not resolved")  # fmt: skip
         assert d.find_element(By.ID, "error").text == "", (before, kind)
+        marks = d.execute_script("return document.querySelectorAll('#played-map .lz-result')")
+        if "played" not in shots and before.endswith("M") and len(marks) >= 2:
+            # the phase just played, its orders drawn and its bounces marked, under the new one
+            screenshot(d, "web_diplomacy_played", tmp_path, scroll_to="played")
+            shots.add("played")
     assert {"move", "build", "disband", "retreat"} <= seen, seen
+    assert "played" in shots, "no phase with two results marked on the map"
     outcome = d.find_element(By.ID, "outcome").text
     assert outcome.startswith(f"Stopped at the year cap after {1900 + WHOLE_GAME_YEARS}"), outcome
     assert "Victory by" not in d.find_element(By.ID, "map").get_attribute("innerHTML")
