@@ -162,7 +162,8 @@ def main() -> None:
         )  # building the agent allocates the search for its budget
         grown = rss_mb(proc.pid) - before
         print(
-            f"new game, PUCT net, sims=1000000: answer {status} in {took:.2f} s, server +{grown:.0f} MB"
+            f"new game, PUCT net, sims=1000000: answer {status} in {took:.2f} s, "
+            f"server +{grown:.0f} MB"
         )
 
         # item 4: a 300 MB body
