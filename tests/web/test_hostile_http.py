@@ -310,3 +310,18 @@ def test_bad_agents_get_one_line_without_paths_or_an_existence_oracle(server, tm
     assert status == 200 and "/" not in json.dumps(json.loads(text)["runs"])
     status, text = get(server.port, "/api/runs/0")
     assert status == 200 and str(tmp_path.parent) not in text and '"path"' not in text
+
+
+def test_a_yatzy_report_names_its_run_without_its_path(tmp_path):
+    from tests.web.fake_runs import make_yatzy_run
+
+    run = make_yatzy_run(tmp_path / "my_yatzy_run")
+    with LiveServer(WebSettings(runs=[run])) as live:
+        head = f"GET /runs/0/report HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\nConnection: close"
+        with socket.create_connection(("127.0.0.1", live.port), timeout=DEADLINE_S) as sock:
+            sock.sendall(head.encode() + b"\r\n\r\n")
+            page = b""
+            while chunk := sock.recv(1 << 16):
+                page += chunk
+    assert page.startswith(b"HTTP/1.1 200") and b"my_yatzy_run" in page
+    assert str(tmp_path).encode() not in page

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from starlette.exceptions import HTTPException
 
 from leaguezero.web.runs import YATZY_STATS, elo_chart, league_view, run_kinds, yatzy_status
@@ -46,13 +46,16 @@ def run(index: int, request: Request) -> dict:
 
 
 @router.get("/runs/{index}/report")
-def report(index: int, request: Request) -> FileResponse:
+def report(index: int, request: Request) -> HTMLResponse:
     path = _run(request, index)
     if "yatzy" not in run_kinds(path):
         raise HTTPException(
             404, f"run {path.name} has no Yatzy stats yet (logs/iteration_stats.ndjson)"
         )
-    return FileResponse(run_report(path), media_type="text/html")
+    html = run_report(path).read_text(encoding="utf-8")
+    for shown in {str(path.resolve()), str(path.absolute()), str(path)}:  # the report names
+        html = html.replace(shown, path.name)  # its run by path: show the folder's name only
+    return HTMLResponse(html)
 
 
 @router.get("/runs/{index}/elo.png")
