@@ -91,5 +91,8 @@ def test_yz_play_screen_reads_like_a_score_card(tmp_path):
     missing = runner.invoke(app, ["yatzy", "play", "--agent", str(tmp_path / "nope.pt")])
     assert missing.exit_code == 2 and "checkpoint file" in missing.output
     assert "does not exist" in missing.output and "unknown agent" not in missing.output
+    shipped = runner.invoke(app, ["yatzy", "play", "--agent", "pretrained", "--no-oracle"],
+                            input="quit\n")  # fmt: skip
+    assert "you play pretrained;" in shipped.output  # its name, not the shipped file's path
     no_oracle = runner.invoke(app, ["yatzy", "play", "--no-oracle"], input="hint\nquit\n")
     assert "no oracle loaded" in no_oracle.output
