@@ -37,17 +37,18 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port."""
+    """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port, with
+    the limits ``leaguezero web`` runs with (``web/server.py``; ``bounds`` override some)."""
 
-    def __init__(self, settings: WebSettings) -> None:
+    def __init__(self, settings: WebSettings, **bounds) -> None:
         import uvicorn
+
+        from leaguezero.web.server import uvicorn_config
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
+        self.app = create_app(settings)
+        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port, **bounds))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:
@@ -122,12 +123,16 @@ def wait_for(driver, condition, message: str, timeout: float = DEADLINE_S):
     return wait.until(condition, message)
 
 
-def screenshot(driver, name: str, tmp_path: Path) -> Path:
-    """Save the page as NAME.png: under docs/figures/ with LEAGUEZERO_SCREENSHOTS=1, else tmp."""
+def screenshot(driver, name: str, tmp_path: Path, scroll_to: str | None = None) -> Path:
+    """Save the page as NAME.png: under docs/figures/ with LEAGUEZERO_SCREENSHOTS=1, else tmp;
+    scrolled to the top, or to the element with id ``scroll_to``."""
     folder = FIGURES if os.environ.get("LEAGUEZERO_SCREENSHOTS") == "1" else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    driver.execute_script("window.scrollTo(0, 0)")
+    if scroll_to:
+        driver.execute_script(f"document.getElementById('{scroll_to}').scrollIntoView()")
+    else:
+        driver.execute_script("window.scrollTo(0, 0)")
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000, f"{path} looks empty"
     return path

@@ -16,23 +16,44 @@ from leaguezero.league.types import Bucket, MatchResult, OpponentType, Participa
 BASELINES = {"random_bot": 800.0, "chaos_bot": 900.0, "base_model": 1000.0}
 
 
+YATZY_ITERATIONS = 10  # the fake yz run's planned iterations (its config.yaml)
+
+
 def make_yatzy_run(root: Path) -> Path:
-    """A yz run directory with five iterations of stats (what `leaguezero report` reads)."""
+    """A yz run directory with five of ten iterations done (what `leaguezero report` reads) and
+    the sixth in training (``run_state.json``)."""
     (root / "logs").mkdir(parents=True)
-    rows = []
-    for it in range(1, 6):
-        rows.append({
-            "event": "iteration", "iteration": it, "promoted": it % 2 == 0,
+    (root / "config.yaml").write_text(f"run:\n  iterations: {YATZY_ITERATIONS}\n")
+    rows = [_yatzy_row(it) for it in range(1, 6)]
+    (root / "logs" / "iteration_stats.ndjson").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    _yatzy_state(root, 5)
+    return root
+
+
+def advance_yatzy_run(root: Path, iteration: int) -> None:
+    """The fake yz run finishes ``iteration`` (its stats line) and starts the next."""
+    with open(root / "logs" / "iteration_stats.ndjson", "a") as stats:
+        stats.write(json.dumps(_yatzy_row(iteration)) + "\n")
+    _yatzy_state(root, iteration)
+
+
+def _yatzy_state(root: Path, iteration: int) -> None:
+    state = {"schema_version": 1, "iteration": iteration, "phases": ["selfplay"]}
+    (root / "run_state.json").write_text(json.dumps(state))
+
+
+def _yatzy_row(it: int) -> dict:
+    return {
+            "ts": 1_700_000_000 + 120 * it, "event": "iteration", "iteration": it,
+            "promoted": it % 2 == 0,
             "loss_policy": 3.0 - 0.1 * it, "loss_value": 0.9 - 0.05 * it, "loss_margin": 0.3,
             "loss_total": 4.0 - 0.2 * it, "gate_win_rate": 0.5 + 0.01 * it, "gate_games": 200,
             "solitaire_mean": 150 + 10 * it, "best_solitaire_mean": 145 + 10 * it,
             "mean_regret_per_game": 90 - 10 * it, "oracle_match_rate": 0.3 + 0.05 * it,
             "win_rate_vs_greedy": 0.2 + 0.1 * it, "win_rate_vs_oracle": 0.02 * it,
-        })  # fmt: skip
-    (root / "logs" / "iteration_stats.ndjson").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows)
-    )
-    return root
+    }  # fmt: skip
 
 
 def make_league_run(root: Path, steps: int = 3) -> Path:

@@ -10,7 +10,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed")
 from fastapi.testclient import TestClient
 
 from leaguezero.web.app import PAGES, WebSettings, create_app
-from leaguezero.web.sessions import GameNotFound, GameStore
+from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
 
 
 @pytest.fixture()
@@ -19,7 +19,12 @@ def app():
 
 
 def _client(app) -> TestClient:
-    client = TestClient(app, raise_server_exceptions=False)
+    client = TestClient(
+        app,
+        raise_server_exceptions=False,
+        base_url="http://localhost",
+        headers={"X-Leaguezero": "1"},  # as the pages send it
+    )
     assert client.get("/").status_code == 200  # the first page sets the session cookie
     return client
 
@@ -44,11 +49,12 @@ def test_bad_yatzy_requests_get_4xx_with_one_line(app):
     assert "unknown agent" in _one_line_error(
         client.post("/api/yatzy/games", json={"agent": "nobody"}), 400
     )
-    assert "does not exist" in _one_line_error(
+    assert "cannot load 'x.pt'" in _one_line_error(
         client.post("/api/yatzy/games", json={"agent": "model:/nope/x.pt"}), 400
     )
     _one_line_error(client.post("/api/yatzy/games", json={"seat": 5}), 422)
-    _one_line_error(client.post("/api/yatzy/games", content=b"{not json"), 422)
+    json_type = {"Content-Type": "application/json"}
+    _one_line_error(client.post("/api/yatzy/games", content=b"{not json", headers=json_type), 422)
     _one_line_error(client.get("/api/yatzy/games/nosuchgame"), 404)
     _one_line_error(client.get("/api/nothing-here"), 404)
     game = client.post("/api/yatzy/games", json={"agent": "greedy", "judge": False}).json()
@@ -66,6 +72,13 @@ def test_bad_yatzy_requests_get_4xx_with_one_line(app):
     assert "not your turn" in _one_line_error(client.post(f"{url}/move", json={"mark": 0}), 400)
     stepped = client.post(f"{url}/agent-step").json()
     assert stepped["did"].startswith("rolled ")
+
+
+def test_pretrained_is_shown_by_its_name_and_totals_are_the_boxes_sum(app):
+    client = _client(app)
+    game = client.post("/api/yatzy/games", json={"agent": "pretrained", "judge": False}).json()
+    assert game["agent"] == "pretrained"  # not the shipped file's absolute path
+    assert game["totals"]["you"] == {"upper": 0, "bonus": None, "score": 0}
 
 
 def test_a_game_is_not_visible_from_another_session(app):
@@ -100,6 +113,24 @@ def test_the_store_is_bounded_and_expires_idle_games():
     assert len(store) == 0
 
 
+def test_a_full_store_never_pushes_out_a_game_in_play():
+    now = [0.0]
+    store = GameStore(max_games=3, per_session=2, evict_idle_s=60.0, clock=lambda: now[0])
+    mine = store.add("victim", "my game")
+    first = store.add("other 1", "x")
+    store.add("other 2", "y")
+    with pytest.raises(StoreFull):  # every game was played within the minute
+        store.add("other 3", "z")
+    now[0] = 30.0
+    assert store.get("victim", mine) == "my game"
+    store.add("other 2", "y2")  # a session full of the store replaces its own game
+    now[0] = 70.0  # other 1's game has been idle for 70 s, the victim's for 40 s
+    store.add("other 3", "z")
+    assert store.get("victim", mine) == "my game"
+    with pytest.raises(GameNotFound):
+        store.get("other 1", first)
+
+
 def test_the_command_binds_localhost_by_default():
     from leaguezero.web.cli import web
 
@@ -113,7 +144,7 @@ def test_runs_are_reached_by_index_only(tmp_path):
     run = make_league_run(tmp_path / "league_run", steps=2)
     client = _client(create_app(WebSettings(runs=[run])))
     listed = client.get("/api/runs").json()["runs"]
-    assert listed == [{"index": 0, "name": "league_run", "path": str(run), "kinds": ["league"]}]
+    assert listed == [{"index": 0, "name": "league_run", "kinds": ["league"]}]
     view = client.get("/api/runs/0").json()["league"]
     assert [a["name"] for a in view["agents"]][:1] == ["ckpt_000020"]
     # Ratings relative to base_model (= 0) beside the absolute ones.
@@ -166,7 +197,9 @@ def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
         client.get(f"/api/diplomacy/games/{yatzy['id']}"), 400
     )
     replays = "/api/diplomacy/replays"
-    assert "not JSON" in _one_line_error(client.post(replays, content=b"{nope"), 400)
+    json_type = {"Content-Type": "application/json"}
+    not_json = client.post(replays, content=b"{nope", headers=json_type)
+    assert "not JSON" in _one_line_error(not_json, 400)
     assert "not a saved game" in _one_line_error(client.post(replays, json=[1, 2]), 400)
     assert "schema_version" in _one_line_error(client.post(replays, json={"id": "x"}), 400)
 

@@ -3,10 +3,12 @@ matches, refreshed while the run grows; a Yatzy run's report charts."""
 
 from __future__ import annotations
 
+import time
+
 from selenium.webdriver.common.by import By
 
-from tests.web.conftest import screenshot, wait_for
-from tests.web.fake_runs import advance_league_run
+from tests.web.conftest import DEADLINE_S, screenshot, wait_for
+from tests.web.fake_runs import advance_league_run, advance_yatzy_run
 
 
 def _table_names(d) -> list[str]:
@@ -59,3 +61,39 @@ def test_the_yatzy_run_page_shows_the_report(live_server, browser, tmp_path):
     finally:
         d.switch_to.default_content()
     screenshot(d, "web_run_yatzy", tmp_path)
+
+
+def test_the_yatzy_run_page_refreshes_in_place_with_a_status_line(
+    live_server, browser, web_runs, tmp_path
+):
+    """Issue 40 item 10: a new iteration swaps the report in without a blank or a jump to the
+    top, and the status line says where the run stands."""
+    d = browser
+    d.get(f"{live_server.url}/runs?run=0&refresh=300")
+    status = wait_for(d, lambda d: d.find_element(By.ID, "run-status").text, "no status line")
+    assert "iteration 5 of 10" in status and "now: training of iteration 6" in status, status
+    assert "ETA 10 min (2 min an iteration)" in status, status
+    assert "best so far: solitaire mean 195.0 (iteration 5)" in status, status
+    assert "last promoted at iteration 4" in status, status
+    wait_for(d, lambda d: d.execute_script(_REPORT_LOADED), "the report did not load")
+    d.execute_script("window.scrollTo(0, 1500)")
+    wait_for(d, lambda d: d.execute_script("return window.scrollY") >= 1400, "could not scroll")
+    advance_yatzy_run(web_runs[0], 6)
+    # The report is always there while the new one loads, until the new one is in.
+    deadline = time.monotonic() + DEADLINE_S
+    while "iteration 6 of 10" not in d.find_element(By.ID, "run-status").text:
+        assert d.execute_script(_REPORT_LOADED), "the report went blank"
+        assert time.monotonic() < deadline, "the status line did not follow the run"
+    wait_for(d, lambda d: d.execute_script(
+        "const f = document.getElementById('report'); return f && f.dataset.stamp"
+        " && !f.classList.contains('loading') && document.querySelectorAll('iframe.report')"
+        ".length === 1 && f.contentDocument.body.innerText.includes('Training losses')"),
+        "the new report did not take the old one's place")  # fmt: skip
+    assert d.execute_script("return window.scrollY") >= 1400, "the page jumped to the top"
+    screenshot(d, "web_run_midrun", tmp_path)  # the run page mid-run, for docs/web.md
+
+
+_REPORT_LOADED = (
+    "const f = document.getElementById('report');"
+    "return !!(f && f.contentDocument && f.contentDocument.querySelectorAll('img').length >= 3)"
+)

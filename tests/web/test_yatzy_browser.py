@@ -68,3 +68,39 @@ def test_a_whole_game_against_greedy_through_the_page(live_server, browser, tmp_
     assert any(t.startswith("agent: rolled") for t in log)  # the agent's moves one by one
     assert sum(t.startswith("oracle: ") for t in log) == 30  # a verdict on each of 30 moves
     assert d.find_element(By.ID, "error").text == ""
+    # The upper total is the sum of the upper boxes (the state clamps it at 63), with its bonus.
+    for who in ("you", "agent"):
+        upper = [c.text for c in d.find_elements(By.CSS_SELECTOR, f"#card tbody td.{who}-cell")]
+        total = int(d.find_element(By.ID, f"upper-{who}").text)
+        assert total == sum(int(points) for points in upper[:6])
+        assert d.find_element(By.ID, f"bonus-{who}").text == ("50" if total >= 63 else "0")
+    assert "model:runs/ID/models/best.pt" in d.find_element(By.ID, "new-game").text
+
+
+def test_a_busy_server_is_asked_again(live_server, browser):
+    """A 503 "busy" (every agent worker taken) did nothing: the page waits and asks again."""
+    d = browser
+    pool = live_server.app.state.pool
+    d.get(f"{live_server.url}/yatzy?delay=0")
+    wait_for(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#agent-list option"), "no agents")
+    refused = []
+    real_run = pool.run
+
+    async def counted_run(*args, **kwargs):
+        if pool.running >= pool.workers:
+            refused.append(1)
+        return await real_run(*args, **kwargs)
+
+    pool.run = counted_run
+    pool.running = pool.workers  # as if four agents were thinking
+    try:
+        agent = d.find_element(By.ID, "agent")
+        agent.clear()
+        agent.send_keys("greedy")
+        d.find_element(By.ID, "start").click()
+        wait_for(d, lambda d: refused, "the page's first call was not refused")
+    finally:
+        pool.running = 0
+        del pool.run
+    wait_for(d, lambda d: _to_move(d) in ("you", "over"), "the page did not ask again")
+    assert d.find_element(By.ID, "error").text == ""

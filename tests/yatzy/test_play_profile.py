@@ -6,6 +6,7 @@ import pytest
 
 from leaguezero.yatzy.agents.base import GreedyAgent
 from leaguezero.yatzy.agents.play import parse_move, play_game
+from leaguezero.yatzy.game.tables import CATEGORIES
 
 
 def test_parse_move():
@@ -15,15 +16,21 @@ def test_parse_move():
     assert parse_move("keep 6 1", dice) == 0b10001
     assert parse_move("reroll", dice) == 0
     assert parse_move("mark pair", dice) == 32 + 6
-    assert parse_move("m 14", dice) == 32 + 14
-    for bad in ["keep 4", "mark nothing", "dance", ""]:
+    assert parse_move("m yatzy", dice) == 32 + 14
+    # Issue 40: a box by its name, the start of one, or a face; never an ambiguous number.
+    assert parse_move("mark 6", dice) == 32 + 5  # sixes, not pair (index 6)
+    assert parse_move("mark 1", dice) == 32 + 0
+    assert parse_move("mark sm", dice) == 32 + 10  # small_straight
+    assert parse_move("mark two pairs", dice) == 32 + 7
+    for bad in ["keep 4", "mark nothing", "dance", "", "mark 14", "mark t", "mark"]:
         with pytest.raises(ValueError):
             parse_move(bad, dice)
 
 
 def test_a_scripted_person_plays_a_whole_game_with_verdicts():
     said: list[str] = []
-    moves = iter(["hint", "keep 7", "keep 1 1 1 1 1 1"] + [f"mark {c}" for c in range(15)] * 3)
+    boxes = [f"mark {box}" for box in CATEGORIES]
+    moves = iter(["hint", "keep 7", "keep 1 1 1 1 1 1", "mark t"] + boxes * 3)
 
     def ask(_prompt: str) -> str:
         return next(moves)
@@ -34,6 +41,9 @@ def test_a_scripted_person_plays_a_whole_game_with_verdicts():
     text = "\n".join(said)
     assert "oracle's best options" in text and "oracle:" in text
     assert "no unused die showing 7" in text
+    assert "mark t: which one? twos, threes, two_pairs, three_kind" in text
+    assert "you rolled " in text and ", scored " in text  # says which box it marked
+    assert "upper bonus" in text
     assert mine >= 0 and theirs > 0 and "score" in said[-1]
 
 
@@ -75,10 +85,14 @@ def test_yz_play_screen_reads_like_a_score_card(tmp_path):
     assert "your dice would score" in out
     assert "hint           the oracle's best options" in out  # help lists the commands
     assert "expected final score" in out
-    chance_row = [line for line in out.splitlines() if line.split()[1:2] == ["chance"]][-1]
-    assert chance_row.split()[3].isdigit()  # your filled box shows its points, not x
+    chance_row = [line for line in out.splitlines() if line.split()[:1] == ["chance"]][-1]
+    assert chance_row.split()[2].isdigit()  # your filled box shows its points, not x
+    assert "you rolled " in out and "scored " in out and " in chance" in out
     missing = runner.invoke(app, ["yatzy", "play", "--agent", str(tmp_path / "nope.pt")])
     assert missing.exit_code == 2 and "checkpoint file" in missing.output
     assert "does not exist" in missing.output and "unknown agent" not in missing.output
+    shipped = runner.invoke(app, ["yatzy", "play", "--agent", "pretrained", "--no-oracle"],
+                            input="quit\n")  # fmt: skip
+    assert "you play pretrained;" in shipped.output  # its name, not the shipped file's path
     no_oracle = runner.invoke(app, ["yatzy", "play", "--no-oracle"], input="hint\nquit\n")
     assert "no oracle loaded" in no_oracle.output

@@ -1,8 +1,10 @@
 """The FastAPI app of ``leaguezero web``: pages, per-session games and one-line errors.
 
 Each browser gets a random session id in a cookie; games live in a :class:`GameStore` under that
-id. Every error a request can cause comes back as a 4xx with ``{"error": "<one line>"}``; an
-unexpected one is a 500 with one line too, never a traceback.
+id. Every request passes :class:`~leaguezero.web.guard.RequestGuard` first (Host, cross-site
+writes, body size); agents move in a bounded :class:`~leaguezero.web.workers.AgentPool`. Every
+error a request can cause comes back as a 4xx with ``{"error": "<one line>"}`` (a 503 when the
+pool is busy); an unexpected one is a 500 that says only that, the traceback in the log.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from leaguezero.web.sessions import GameNotFound, GameStore
+from leaguezero.web.guard import RequestGuard
+from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
+from leaguezero.web.workers import AgentPool, Busy
 
 STATIC = Path(__file__).resolve().parent / "static"
 SESSION_COOKIE = "lz_session"
@@ -28,9 +32,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class WebSettings:
-    """What ``leaguezero web`` was started with: the runs it follows and the game limits."""
+    """What ``leaguezero web`` was started with: the runs it follows, the host names it answers
+    to besides addresses and ``localhost`` (the bound name, ``--allow-host``), the game limits."""
 
     runs: list[Path] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)
     max_games: int = 32
     ttl_s: float = 3600.0
     oracle_table: Path | None = None  # None: the oracle's cached default table
@@ -50,6 +56,8 @@ def create_app(settings: WebSettings | None = None) -> FastAPI:
     app = FastAPI(title="leaguezero", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = settings or WebSettings()
     app.state.games = GameStore(app.state.settings.max_games, app.state.settings.ttl_s)
+    app.state.pool = AgentPool()
+    app.add_middleware(RequestGuard, allowed_hosts=app.state.settings.allowed_hosts)
 
     @app.middleware("http")
     async def session_cookie(request: Request, call_next):
@@ -79,6 +87,11 @@ def create_app(settings: WebSettings | None = None) -> FastAPI:
     async def no_game(_request: Request, err: GameNotFound):
         return JSONResponse({"error": _first_line(err)}, status_code=404)
 
+    @app.exception_handler(Busy)
+    @app.exception_handler(StoreFull)
+    async def busy(_request: Request, err: RuntimeError):
+        return JSONResponse({"error": str(err)}, status_code=503, headers={"Retry-After": "2"})
+
     @app.exception_handler(ValueError)
     async def bad_value(_request: Request, err: ValueError):
         return JSONResponse({"error": _first_line(err)}, status_code=400)
@@ -86,7 +99,12 @@ def create_app(settings: WebSettings | None = None) -> FastAPI:
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, err: Exception):
         log.exception("unexpected error")  # the traceback goes to the server's log only
-        return JSONResponse({"error": f"internal error: {_first_line(err)}"}, status_code=500)
+        # Not the error's text: a library's message may carry paths or advice meant for a
+        # programmer (torch's weights_only=False).
+        return JSONResponse(
+            {"error": f"internal error ({type(err).__name__}); the server's log has the details"},
+            status_code=500,
+        )
 
     app.include_router(yatzy_router)
     app.include_router(diplomacy_router)
@@ -114,7 +132,11 @@ def _page(name: str):
 
 
 def serve(host: str, port: int, settings: WebSettings) -> None:
-    """Run the app with uvicorn until interrupted."""
+    """Run the app with uvicorn (``web/server.py``'s limits) until interrupted."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    from leaguezero.web.server import raise_file_limit, uvicorn_config
+
+    raise_file_limit()
+    settings.allowed_hosts = [host, *settings.allowed_hosts]
+    uvicorn.Server(uvicorn_config(create_app(settings), host, port)).run()

@@ -22,6 +22,14 @@ def web(
         list[Path] | None,
         typer.Option("--run", help="A run directory to follow (a yz run or a league run); repeat."),
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A host name the app answers to besides its address and localhost (a name "
+            "this machine has on your network); repeat. Other names are refused (DNS rebinding).",
+        ),
+    ] = None,
     max_games: Annotated[
         int, typer.Option(min=1, help="Live games kept at once (all browsers together).")
     ] = 32,
@@ -38,6 +46,7 @@ def web(
         raise fail(f"--run: no such directory: {', '.join(missing)}")
     typer.echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
     try:
-        serve(host, port, WebSettings(runs=runs, max_games=max_games))
+        settings = WebSettings(runs=runs, allowed_hosts=list(allow_host or []), max_games=max_games)
+        serve(host, port, settings)
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

@@ -10,6 +10,7 @@ plays it: each agent's orders are checked against the phase's legal orders
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,18 @@ from diplomacy.engine.renderer import Renderer
 from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
-from leaguezero.diplomacy.game.seats import UnknownAgentError, resolve_agent
+from leaguezero.diplomacy.game.seats import resolve_agent
+from leaguezero.web.diplomacy_board import (
+    mark_results,
+    order_results,
+    orders_with_results,
+    outcome,
+    phase_name,
+)
+from leaguezero.web.limits import MAX_SAVED_PHASES
 
 MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
+ENGINE_MAP = "standard"  # the one map the env plays; a saved game names no other (never a path)
 
 
 class OrderError(ValueError):
@@ -31,6 +41,12 @@ class OrderError(ValueError):
 def agent_choices() -> dict[str, Any]:
     """What the page offers: the bots by name and the seven powers (checkpoints are typed)."""
     return {"bots": list(BOTS), "powers": list(POWERS)}
+
+
+def shown_name(name: str) -> str:
+    """An agent name as an answer may show it: a path by its last part only, 60 characters."""
+    short = f".../{Path(name).name}" if "/" in name else name
+    return short if len(short) <= 60 else short[:57] + "..."
 
 
 def _resolver(names: list[str], seed: int):
@@ -72,47 +88,75 @@ class DiplomacyWebGame:
         names = [str(p.name) for p in self.env.game.get_phase_history()]
         return [*names, self.env.phase]  # ends with COMPLETED once the game is over
 
-    def _board(self, index: int) -> tuple[Game, dict[str, list[str]]]:
-        """The game at phase ``index`` with that phase's orders set (past phases)."""
+    def _board(self, index: int) -> tuple[Game, dict[str, list[str]], dict[str, list[str]]]:
+        """The game at phase ``index`` with that phase's orders set, and its results (past
+        phases; the current one has neither)."""
         history = self.env.game.get_phase_history()
         if index >= len(history):
-            return self.env.game, {}
+            return self.env.game, {}, {}
         past = history[index]
         game = Game(map_name=self.env.game.map_name, rules=list(self.env.game.rules))
         game.set_state(past.state)
         orders = {p: list(o) for p, o in (past.orders or {}).items() if o}
         for power, power_orders in orders.items():
             game.set_orders(power, power_orders)
-        return game, orders
+        return game, orders, order_results(past)
 
-    def svg(self, game: Game) -> str:
-        """The standard map of ``game`` with its units, centres and orders, as SVG text."""
+    def svg(self, game: Game, results: dict[str, list[str]] | None = None) -> str:
+        """The standard map of ``game`` with its units, centres and orders, the ``results``
+        marked, as SVG text; a finished game's note says how it ended (not the engine's
+        "Victory by" every power left, for a stop at the year cap)."""
         if self._renderer is None:
             self._renderer = Renderer(game)
         self._renderer.game = game  # the parsed map is reused; only the game changes
-        return self._renderer.render(incl_orders=True)
+        note = game.note
+        if game is self.env.game and self.env.done:
+            game.note = outcome(game, True, self.env.last_year) or note
+        try:
+            svg = self._renderer.render(incl_orders=True)
+        finally:
+            game.note = note
+        return mark_results(svg, self._renderer, results or {})
+
+    def _phase_view(self, index: int) -> dict[str, Any]:
+        """One phase's map, name and orders (with their results)."""
+        game, orders, results = self._board(index)
+        code = self.phases()[index]
+        return {
+            "phase": code,
+            "phase_name": phase_name(code),
+            "svg": self.svg(game, results),
+            "orders": orders_with_results(orders, results),
+            "game": game,
+        }
 
     def view(self, index: int | None = None) -> dict[str, Any]:
-        """The board at phase ``index`` (default: the current one), JSON-able, with the SVG map,
-        each power's agent, centres and units, that phase's orders, and the person's legal
-        orders when it is the current phase and they have any. Raises OrderError for a bad
-        index."""
+        """The board at phase ``index`` (default: the current one), JSON-able: the SVG map, each
+        power's agent, centres, units and that phase's orders with their results; on the
+        current phase the phase just played (``played``: its name, map and orders) and the
+        person's legal orders when they have any; how the game ended once it has. Raises
+        OrderError for a bad index."""
         phases = self.phases()
         current = len(phases) - 1
         index = current if index is None else index
         if not 0 <= index <= current:
             raise OrderError(f"phase index {index} is out of range 0..{current}")
-        game, orders = self._board(index)
+        shown = self._phase_view(index)
+        game = shown.pop("game")
         powers = [
             {
                 "power": p,
                 "agent": "you" if p == self.human else self.agents.get(p, "?"),
                 "centers": len(game.powers[p].centers),
                 "units": list(game.powers[p].units),
-                "orders": orders.get(p, []),
+                "orders": [o["order"] for o in shown["orders"].get(p, [])],
             }
             for p in POWERS
         ]
+        played = None
+        if index == current and index > 0:
+            played = self._phase_view(index - 1)
+            played.pop("game")
         legal: dict[str, list[str]] = {}
         owed = 0
         if self.human and index == current and not self.env.done:
@@ -122,15 +166,29 @@ class DiplomacyWebGame:
             "mode": "replay" if self.replay else "play" if self.human else "watch",
             "human": self.human,
             "phases": phases,
+            "phase_names": [phase_name(p) for p in phases],
             "index": index,
-            "phase": phases[index],
+            **shown,
             "done": bool(self.env.done),
-            "svg": self.svg(game),
+            "outcome": outcome(self.env.game, bool(self.env.done), self.env.last_year),
             "powers": powers,
+            "played": played,
             "legal": legal,
+            "phase_type": self.env.phase_type if index == current else None,
             "adjustment": owed,
             "notes": self.notes[-20:],
         }
+
+    def locked_view(self, index: int | None = None) -> dict[str, Any]:
+        """:meth:`view` under the game's lock (for the worker pool)."""
+        with self.lock:
+            return self.view(index)
+
+    def locked_step(self, orders: list[str] | None = None) -> dict[str, Any]:
+        """:meth:`step`, then the new current phase's :meth:`view`, under the game's lock."""
+        with self.lock:
+            self.step(orders)
+            return self.view()
 
     # ------------------------------------------------------------------- play
     def step(self, orders: list[str] | None = None) -> None:
@@ -150,9 +208,12 @@ class DiplomacyWebGame:
             if power == self.human:
                 submitted, bad, missing = validate_orders(env, power, list(orders or []), legal)
                 if bad:
+                    # what was refused: the orders sent less those kept, counting repeats
+                    kept = Counter(" ".join(o.split()).upper() for o in submitted)
+                    refused = Counter(" ".join(o.split()).upper() for o in orders or []) - kept
                     raise OrderError(
-                        f"not legal for {power} in {phase} (one order per unit, builds as owed): "
-                        + ", ".join(o for o in orders or [] if o not in submitted)
+                        f"not legal for {power} in {phase} (one order per unit, builds and "
+                        f"waives as owed): {', '.join(refused.elements())}"
                     )
                 if missing:
                     self.notes.append(f"{phase}: {missing} of your units without orders hold")
@@ -183,28 +244,51 @@ def new_game(
     empty = [p for p, name in seats.items() if not name]
     if empty:
         raise ValueError(f"no agent for {', '.join(empty)}")
-    resolver = _resolver(sorted(set(seats.values())), seed)
+    # One answer whatever went wrong with a name that is not a bot (no such file, a file that
+    # is not a checkpoint, a damaged one): the answer must not tell which files exist.
+    others = sorted({name for name in seats.values() if name not in BOTS})
+    refused = ValueError(
+        f"unknown agent(s) {', '.join(shown_name(n) for n in others)}, or not ones this app can "
+        f"load: use {', '.join(BOTS)}, a policy checkpoint file or an LLM folder"
+    )
     try:
+        resolver = _resolver(sorted(set(seats.values())), seed)
         policies = {
             p: resolve_agent(name, seat_seed(seed, p), resolver) for p, name in seats.items()
         }
-    except (UnknownAgentError, OSError) as err:
-        raise ValueError(str(err).splitlines()[0]) from None
-    except Exception as err:  # a damaged checkpoint: the loaders' own errors, in one line
-        raise ValueError(f"cannot load an agent: {str(err).splitlines()[0]}") from None
+    except Exception:  # the loaders' own messages carry paths and advice meant for programmers
+        raise refused from None
     return DiplomacyWebGame(DiplomacyEnv(max_years=max_years), seats, human, policies)
+
+
+def check_saved_game(saved: Any) -> None:
+    """Refuse (ValueError) an upload the engine must not be handed: not a JSON object, a map
+    that is not :data:`ENGINE_MAP` (the engine opens any other name as a file on this machine),
+    or more phases than :data:`MAX_SAVED_PHASES` (the engine's work grows with them)."""
+    if not isinstance(saved, dict):
+        raise ValueError("the upload is not a saved game (a JSON object)")
+    if saved.get("map", ENGINE_MAP) != ENGINE_MAP:
+        raise ValueError(f'the saved game\'s "map" must be "{ENGINE_MAP}", the one map played here')
+    phases = saved.get("phases", [])
+    if not isinstance(phases, list) or len(phases) > MAX_SAVED_PHASES:
+        raise ValueError(f'the saved game\'s "phases" must be a list of at most {MAX_SAVED_PHASES}')
+    rules = saved.get("rules", [])
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules[:50]):
+        raise ValueError('the saved game\'s "rules" must be a list of names')
 
 
 def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
     """A saved game (what ``leaguezero diplomacy play`` writes) opened for replay.
 
-    Raises ValueError (a :class:`SavedGameError`) when it is not one this version reads.
+    Raises ValueError (a :class:`SavedGameError`) when it is not one this version reads, or one
+    :func:`check_saved_game` refuses.
     """
     import json
     import tempfile
 
     from leaguezero.diplomacy.game.env import load_saved_game
 
+    check_saved_game(saved)
     # load_saved_game reads a file and checks the schema: hand it the upload as one.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "upload.json"
@@ -214,7 +298,8 @@ def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
         except SavedGameError as err:
             raise ValueError(str(err).replace(str(path), "the uploaded game")) from None
         except Exception as err:  # the engine's own complaint about a malformed game
-            raise ValueError(f"the uploaded game cannot be read: {err}") from None
+            why = str(err).splitlines()[0][:120] if str(err).strip() else type(err).__name__
+            raise ValueError(f"the uploaded game cannot be read: {why}") from None
     agents = {str(k): str(v) for k, v in (block.get("power_agents") or {}).items()}
     env = DiplomacyEnv(max_years=block.get("max_years"), game=game)
     return DiplomacyWebGame(env, agents, replay=True)

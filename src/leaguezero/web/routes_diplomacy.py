@@ -1,8 +1,14 @@
 """``/api/diplomacy``: start a game to watch or play, step it, browse its phases, replay an
-uploaded saved game."""
+uploaded saved game.
+
+Agents, the engine and the map renderer run in the app's bounded pool
+(``request.app.state.pool``); an upload is parsed there too, within
+:data:`~leaguezero.web.limits.UPLOAD_TIMEOUT_S`.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
@@ -15,15 +21,16 @@ from leaguezero.web.diplomacy_games import (
     load_replay,
     new_game,
 )
+from leaguezero.web.limits import UPLOAD_TIMEOUT_S
 from leaguezero.web.sessions import session_of
+from leaguezero.web.workers import TookTooLong
 
 router = APIRouter(prefix="/api/diplomacy")
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # a 20-year saved game is a few MB
 
 
 class NewGame(BaseModel):
-    agents: dict[str, Annotated[str, Field(max_length=500)]]
-    human: str | None = None
+    agents: Annotated[dict[str, Annotated[str, Field(max_length=300)]], Field(max_length=7)]
+    human: Annotated[str, Field(max_length=20)] | None = None
     max_years: Annotated[int, Field(ge=1, le=MAX_YEARS)] = 2
     seed: Annotated[int, Field(ge=0, lt=2**31)] = 0
 
@@ -35,7 +42,7 @@ class Step(BaseModel):
 def _game(request: Request, game_id: str) -> DiplomacyWebGame:
     game = request.app.state.games.get(session_of(request), game_id)
     if not isinstance(game, DiplomacyWebGame):
-        raise ValueError(f"game {game_id!r} is not a Diplomacy game")
+        raise ValueError("that game is not a Diplomacy game")
     return game
 
 
@@ -45,44 +52,42 @@ def agents() -> dict:
 
 
 @router.post("/games")
-def start(body: NewGame, request: Request) -> dict:
+async def start(body: NewGame, request: Request) -> dict:
     human = body.human.upper() if body.human else None
     agents = {power.upper(): name for power, name in body.agents.items()}
-    game = new_game(agents, human, body.max_years, body.seed)
+    game = await request.app.state.pool.run(new_game, agents, human, body.max_years, body.seed)
     game_id = request.app.state.games.add(session_of(request), game)
-    with game.lock:
-        return {"id": game_id, **game.view()}
+    return {"id": game_id, **await request.app.state.pool.run(game.locked_view)}
 
 
-@router.post("/replays")
-async def replay(request: Request) -> dict:
-    body = await request.body()
-    if len(body) > MAX_UPLOAD_BYTES:
-        raise ValueError(f"the saved game is over {MAX_UPLOAD_BYTES // 2**20} MB")
-    import json
-
+def _parse_upload(body: bytes) -> DiplomacyWebGame:
     try:
         saved: Any = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"the upload is not JSON ({err})") from None
-    if not isinstance(saved, dict):
-        raise ValueError("the upload is not a saved game (a JSON object)")
     game = load_replay(saved)
+    game.locked_view(0)  # the first phase renders, or the upload is refused here
+    return game
+
+
+@router.post("/replays")
+async def replay(request: Request) -> dict:
+    body = await request.body()  # bounded by the guard (limits.MAX_UPLOAD_BYTES) as it arrives
+    try:
+        game = await request.app.state.pool.run(_parse_upload, body, timeout_s=UPLOAD_TIMEOUT_S)
+    except TookTooLong:
+        raise ValueError(f"the saved game took over {UPLOAD_TIMEOUT_S:g} s to read") from None
     game_id = request.app.state.games.add(session_of(request), game)
-    with game.lock:
-        return {"id": game_id, **game.view(0)}
+    return {"id": game_id, **await request.app.state.pool.run(game.locked_view, 0)}
 
 
 @router.get("/games/{game_id}")
-def show(game_id: str, request: Request, phase: int | None = None) -> dict:
+async def show(game_id: str, request: Request, phase: int | None = None) -> dict:
     game = _game(request, game_id)
-    with game.lock:
-        return {"id": game_id, **game.view(phase)}
+    return {"id": game_id, **await request.app.state.pool.run(game.locked_view, phase)}
 
 
 @router.post("/games/{game_id}/step")
-def step(game_id: str, body: Step, request: Request) -> dict:
+async def step(game_id: str, body: Step, request: Request) -> dict:
     game = _game(request, game_id)
-    with game.lock:
-        game.step(body.orders)
-        return {"id": game_id, **game.view()}
+    return {"id": game_id, **await request.app.state.pool.run(game.locked_step, body.orders)}

@@ -1,5 +1,6 @@
 """``/api/runs`` and ``/runs/N/...``: the runs given with ``--run``, by their index only (a
-request never names a path, so the app serves nothing outside those folders)."""
+request never names a path, so the app serves nothing outside those folders), shown by their
+folder's name (an answer never carries a path of this machine)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import tempfile
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from starlette.exceptions import HTTPException
 
-from leaguezero.web.runs import YATZY_STATS, elo_chart, league_view, run_kinds
+from leaguezero.web.runs import YATZY_STATS, elo_chart, league_view, run_kinds, yatzy_status
 from leaguezero.web.yatzy_games import run_report
 
 router = APIRouter()
@@ -27,7 +28,7 @@ def _run(request: Request, index: int) -> Path:
 def runs(request: Request) -> dict:
     out = []
     for i, run in enumerate(request.app.state.settings.runs):
-        out.append({"index": i, "name": Path(run).name, "path": str(run), "kinds": run_kinds(run)})
+        out.append({"index": i, "name": Path(run).name, "kinds": run_kinds(run)})
     return {"runs": out}
 
 
@@ -35,22 +36,26 @@ def runs(request: Request) -> dict:
 def run(index: int, request: Request) -> dict:
     path = _run(request, index)
     kinds = run_kinds(path)
-    view: dict = {"index": index, "name": path.name, "path": str(path), "kinds": kinds}
+    view: dict = {"index": index, "name": path.name, "kinds": kinds}
     if "league" in kinds:
         view["league"] = league_view(path)
     if "yatzy" in kinds:  # the page reloads the report when this changes
         view["stats_mtime"] = (path / YATZY_STATS).stat().st_mtime
+        view["yatzy_status"] = yatzy_status(path)
     return view
 
 
 @router.get("/runs/{index}/report")
-def report(index: int, request: Request) -> FileResponse:
+def report(index: int, request: Request) -> HTMLResponse:
     path = _run(request, index)
     if "yatzy" not in run_kinds(path):
         raise HTTPException(
             404, f"run {path.name} has no Yatzy stats yet (logs/iteration_stats.ndjson)"
         )
-    return FileResponse(run_report(path), media_type="text/html")
+    html = run_report(path).read_text(encoding="utf-8")
+    for shown in {str(path.resolve()), str(path.absolute()), str(path)}:  # the report names
+        html = html.replace(shown, path.name)  # its run by path: show the folder's name only
+    return HTMLResponse(html)
 
 
 @router.get("/runs/{index}/elo.png")

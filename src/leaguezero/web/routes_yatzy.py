@@ -1,4 +1,8 @@
-"""``/api/yatzy``: start a game against an agent, move, let the agent move, ask for a hint."""
+"""``/api/yatzy``: start a game against an agent, move, let the agent move, ask for a hint.
+
+Everything that runs an agent, the oracle or a checkpoint load goes through the app's bounded
+pool (``request.app.state.pool``), so the event loop only routes.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +11,49 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
+from leaguezero.web.limits import MAX_SIMS
 from leaguezero.web.sessions import session_of
-from leaguezero.web.yatzy_games import AGENT_CHOICES, YatzyWebGame, new_game
+from leaguezero.web.yatzy_games import AGENT_CHOICES, YatzyWebGame, agent_hints, new_game
 
 router = APIRouter(prefix="/api/yatzy")
 
 
 class NewGame(BaseModel):
-    agent: Annotated[str, Field(min_length=1, max_length=500)] = "greedy"
+    agent: Annotated[str, Field(min_length=1, max_length=300)] = "greedy"
     seat: Annotated[int, Field(ge=0, le=1)] = 0
     seed: Annotated[int, Field(ge=0, lt=2**31)] = 0
     judge: bool = True
-    sims: Annotated[int, Field(ge=1, le=4096)] = 64
+    sims: Annotated[int, Field(ge=1, le=MAX_SIMS)] = 64
 
 
 class Move(BaseModel):
     keep: Annotated[list[int] | None, Field(max_length=5)] = None
-    mark: int | str | None = None
+    mark: int | Annotated[str, Field(max_length=40)] | None = None
 
 
 def _game(request: Request, game_id: str) -> YatzyWebGame:
     game = request.app.state.games.get(session_of(request), game_id)
     if not isinstance(game, YatzyWebGame):
-        raise ValueError(f"game {game_id!r} is not a Yatzy game")
+        raise ValueError("that game is not a Yatzy game")
     return game
+
+
+def _locked(game: YatzyWebGame, fn, *args, **kwargs):
+    with game.lock:
+        return fn(*args, **kwargs)
 
 
 @router.get("/agents")
 def agents() -> dict:
-    return {"agents": list(AGENT_CHOICES)}
+    return {"agents": list(AGENT_CHOICES), "hints": agent_hints()}
 
 
 @router.post("/games")
-def start(body: NewGame, request: Request) -> dict:
-    settings = request.app.state.settings
-    game = new_game(body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table)
+async def start(body: NewGame, request: Request) -> dict:
+    settings, pool = request.app.state.settings, request.app.state.pool
+    game = await pool.run(
+        new_game, body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table
+    )
     game_id = request.app.state.games.add(session_of(request), game)
     return {"id": game_id, **game.view()}
 
@@ -54,23 +66,28 @@ def show(game_id: str, request: Request) -> dict:
 
 
 @router.post("/games/{game_id}/move")
-def move(game_id: str, body: Move, request: Request) -> dict:
+async def move(game_id: str, body: Move, request: Request) -> dict:
     game = _game(request, game_id)
-    with game.lock:
+
+    def play() -> dict:
         verdict = game.play(keep=body.keep, mark=body.mark)
         return {"id": game_id, "verdict": verdict, **game.view()}
 
+    return await request.app.state.pool.run(_locked, game, play)
+
 
 @router.post("/games/{game_id}/agent-step")
-def agent_step(game_id: str, request: Request) -> dict:
+async def agent_step(game_id: str, request: Request) -> dict:
     game = _game(request, game_id)
-    with game.lock:
+
+    def step() -> dict:
         did = game.agent_step()
         return {"id": game_id, "did": did, **game.view()}
 
+    return await request.app.state.pool.run(_locked, game, step)
+
 
 @router.get("/games/{game_id}/hint")
-def hint(game_id: str, request: Request) -> dict:
+async def hint(game_id: str, request: Request) -> dict:
     game = _game(request, game_id)
-    with game.lock:
-        return {"hint": game.hint()}
+    return {"hint": await request.app.state.pool.run(_locked, game, game.hint)}

@@ -8,6 +8,7 @@ when the run's stats are newer than the report.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,7 @@ from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.tracking import OPPONENT_SAMPLED, plot_elo
 
 YATZY_STATS = Path("logs") / "iteration_stats.ndjson"
+YATZY_PHASES = ("selfplay", "train", "gate", "eval", "promote")  # an iteration's, in order
 SHARE_STEPS = 5  # PFSP shares are counted over the draws of the last few training steps
 _chart_lock = threading.Lock()  # matplotlib's pyplot is not thread-safe
 
@@ -33,6 +35,56 @@ def run_kinds(run: Path) -> list[str]:
     if evaluator_paths(run)["registry"].exists():
         kinds.append("league")
     return kinds
+
+
+def yatzy_status(run: Path) -> dict[str, Any]:
+    """Where a yz run stands, for the run page's status line: the last finished iteration of
+    the planned ones, the phase under way (from ``run_state.json``), an ETA from the mean
+    time of the iterations so far, and the best so far (highest ``best_solitaire_mean`` and
+    the last promotion). Fields are None where the run has not written what they need."""
+    rows = read_events(run / YATZY_STATS, "iteration")
+    done = int(rows[-1].get("iteration", len(rows))) if rows else 0
+    planned = _planned_iterations(run)
+    phase = None
+    state_path = run / "run_state.json"
+    if state_path.exists():
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            state = {}
+        finished = state.get("phases", []) if state.get("iteration") == done else []
+        phase = next((p for p in YATZY_PHASES if p not in finished), None)
+    if planned is not None and done >= planned:
+        phase = None  # the run has done what it planned
+    stamps = [float(r["ts"]) for r in rows if isinstance(r.get("ts"), (int, float))]
+    per_iteration = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None
+    eta_s = None
+    if per_iteration is not None and planned is not None and phase is not None:
+        eta_s = per_iteration * max(0, planned - done)
+    scored = [r for r in rows if isinstance(r.get("best_solitaire_mean"), (int, float))]
+    best = max(scored, key=lambda r: r["best_solitaire_mean"]) if scored else None
+    promoted = [int(r["iteration"]) for r in rows if r.get("promoted")]
+    return {
+        "iteration": done,
+        "iterations": planned,
+        "phase": phase,
+        "seconds_per_iteration": per_iteration,
+        "eta_s": eta_s,
+        "best_solitaire_mean": None if best is None else best["best_solitaire_mean"],
+        "best_iteration": None if best is None else best.get("iteration"),
+        "last_promoted": promoted[-1] if promoted else None,
+    }
+
+
+def _planned_iterations(run: Path) -> int | None:
+    """``run.iterations`` of the run's resolved ``config.yaml`` (None without one)."""
+    import yaml
+
+    try:
+        cfg = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8")) or {}
+        return int(cfg["run"]["iterations"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
 
 
 def pfsp_shares(events_path: Path, last_steps: int = SHARE_STEPS) -> dict[str, Any]:
@@ -67,7 +119,8 @@ def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
         state = LeagueRegistry(paths["registry"]).load()
         matches = read_matches(paths["matchlog"])[-recent:] if paths["matchlog"].exists() else []
     except (RegistryError, MatchLogError) as err:
-        raise ValueError(str(err)) from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(first.replace(str(run), run.name)) from None  # no path of this machine
     agents = sorted(state.agents.values(), key=lambda a: -a.elo)
     relative = relative_ratings(state.ratings())
     return {
@@ -106,7 +159,7 @@ def elo_chart(run: Path, cache_dir: Path) -> Path:
     events are newer. Raises FileNotFoundError when the run has no events yet."""
     events = evaluator_paths(run)["events"]
     if not events.exists():
-        raise FileNotFoundError(f"{run} has no events.ndjson yet")
+        raise FileNotFoundError(f"run {run.name} has no events.ndjson yet")
     out = cache_dir / "elo.png"
     with _chart_lock:
         if not out.exists() or out.stat().st_mtime < events.stat().st_mtime:

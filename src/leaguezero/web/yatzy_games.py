@@ -20,6 +20,7 @@ from leaguezero.yatzy.agents.play import (
     _move_text,
     describe_move,
     oracle_verdict,
+    upper_total,
 )
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
@@ -28,15 +29,25 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     S_REROLLS,
     S_SCORE,
-    S_UPPER,
     STATE_LEN,
     is_legal,
     is_terminal,
     new_match,
 )
-from leaguezero.yatzy.game.tables import CATEGORIES, DICE, KEEP_ALL, MARK_OFFSET, SCORES, keep_bit
+from leaguezero.yatzy.game.tables import (
+    CATEGORIES,
+    DICE,
+    KEEP_ALL,
+    MARK_OFFSET,
+    NUM_UPPER,
+    SCORES,
+    UPPER_BONUS,
+    UPPER_BONUS_THRESHOLD,
+    keep_bit,
+)
 
 AGENT_CHOICES = ("greedy", "pretrained", "random", "oracle")  # what the page offers by name
+CHECKPOINT_HINT = "model:runs/ID/models/best.pt"  # where yz run keeps its best network
 MAX_LOG = 200  # lines of the move log kept per game
 
 
@@ -45,24 +56,35 @@ class MoveError(ValueError):
 
 
 def make_opponent(spec: str, seed: int, sims: int):
-    """The agent named by ``spec`` (a bot, ``pretrained``, ``model:PATH`` or a ``.pt`` path).
+    """The agent named by ``spec`` (a bot, ``pretrained``, ``model:PATH`` or a ``.pt`` path),
+    its options capped by :func:`~leaguezero.web.limits.cap_yatzy_spec`.
 
-    Raises ValueError (an :class:`AgentSpecError` among them) with a one-line reason.
+    Raises ValueError with a one-line reason. A checkpoint that cannot be loaded gets one answer
+    whether it is missing, not a file or damaged, naming only the file's name: an answer must not
+    tell which files exist on this machine.
     """
+    from leaguezero.web.limits import cap_yatzy_spec
     from leaguezero.yatzy.agents.registry import make_agent
     from leaguezero.yatzy.cli.common import load_yatzy_config, search_settings
 
-    path = Path(spec.removeprefix("model:").split("?")[0])
-    if spec.startswith("model:") or path.suffix == ".pt":
-        if not path.is_file():
-            raise ValueError(f"checkpoint file {path} does not exist")
-        spec = "model:" + spec.removeprefix("model:")
+    spec = cap_yatzy_spec(spec.strip())
+    head = spec.partition("?")[0]
+    settings = search_settings(load_yatzy_config(None, []), sims)
+    if not (head.startswith("model:") or head.endswith(".pt")):
+        return make_agent(spec, seed=seed, settings=settings)  # a bot or pretrained
+    name = Path(head.removeprefix("model:")).name[:60]
     try:
-        return make_agent(
-            spec, seed=seed, settings=search_settings(load_yatzy_config(None, []), sims)
-        )
-    except FileNotFoundError as err:
-        raise ValueError(str(err)) from None
+        return make_agent("model:" + spec.removeprefix("model:"), seed=seed, settings=settings)
+    except Exception:
+        raise ValueError(
+            f"cannot load {name!r}: no such file, or not a Yatzy checkpoint "
+            "(give model:runs/ID/models/best.pt)"
+        ) from None
+
+
+def agent_hints() -> dict[str, str]:
+    """What the page says about the agents it offers (a checkpoint's spelling among them)."""
+    return {"checkpoint": CHECKPOINT_HINT}
 
 
 class YatzyWebGame:
@@ -105,10 +127,7 @@ class YatzyWebGame:
             open_for_you = row["you"] is None
             row["now"] = int(SCORES[int(s[S_DICE]), cat]) if your_turn and open_for_you else None
             cards.append(row)
-        totals = {
-            who: {"upper": int(s[S_UPPER + seat]), "score": int(s[S_SCORE + seat])}
-            for who, seat in seats.items()
-        }
+        totals = {who: self._totals(seat) for who, seat in seats.items()}
         result = None
         if over:
             mine, theirs = totals["you"]["score"], totals["agent"]["score"]
@@ -127,6 +146,16 @@ class YatzyWebGame:
             "judge": self._values_of is not None,
             "log": self.log[-MAX_LOG:],
         }
+
+    def _totals(self, seat: int) -> dict[str, Any]:
+        """The upper boxes' sum (not clamped at 63 as in the state), the bonus (None while it
+        is still open, 0 once it cannot be earned) and the score."""
+        upper = upper_total(self.state, seat, self.filled)
+        uppers_left = any(
+            (int(self.state[S_AVAIL + seat]) >> (14 - cat)) & 1 for cat in range(NUM_UPPER)
+        )
+        bonus = UPPER_BONUS if upper >= UPPER_BONUS_THRESHOLD else None if uppers_left else 0
+        return {"upper": upper, "bonus": bonus, "score": int(self.state[S_SCORE + seat])}
 
     def _say(self, who: str, text: str) -> None:
         self.log.append({"who": who, "text": text})
@@ -213,7 +242,7 @@ def new_game(
         from leaguezero.yatzy.oracle.solver import load_oracle
 
         oracle = load_oracle(oracle_table)
-    return YatzyWebGame(opponent, getattr(opponent, "name", agent), seed, seat, oracle)
+    return YatzyWebGame(opponent, agent.strip(), seed, seat, oracle)  # the name as typed
 
 
 _report_lock = threading.Lock()

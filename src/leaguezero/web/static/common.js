@@ -1,11 +1,18 @@
 // Shared helpers of the leaguezero pages: JSON calls that surface the server's one-line error.
 async function api(method, url, body) {
-  const opts = { method, headers: {} };
+  // X-Leaguezero: what a page on another site cannot send without a preflight (web/guard.py)
+  const opts = { method, headers: { "X-Leaguezero": "1" } };
   if (body !== undefined) {  // a string is sent as it is (an uploaded JSON file)
     opts.headers["Content-Type"] = "application/json";
     opts.body = typeof body === "string" ? body : JSON.stringify(body);
   }
-  const res = await fetch(url, opts);
+  let res = await fetch(url, opts);
+  // 503: the server was busy and did nothing (web/workers.py); wait as it says and ask again.
+  for (let tries = 0; res.status === 503 && tries < 5; tries++) {
+    const wait = Number(res.headers.get("Retry-After") || 2);
+    await new Promise((resolve) => setTimeout(resolve, 1000 * wait));
+    res = await fetch(url, opts);
+  }
   let data = null;
   try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
   if (!res.ok) throw new Error(data.error || res.statusText);

@@ -22,7 +22,6 @@ async function showRun(index) {
   const data = await api("GET", `/api/runs/${index}`);
   document.getElementById("run").hidden = false;
   document.getElementById("run-name").textContent = data.name;
-  document.getElementById("run-path").textContent = data.path;
   document.getElementById("updated").textContent = new Date().toLocaleTimeString();
   const league = data.league;
   document.getElementById("league").hidden = !league;
@@ -46,14 +45,52 @@ async function showRun(index) {
   }
   const yatzy = data.kinds.includes("yatzy");
   document.getElementById("yatzy").hidden = !yatzy;
+  const status = document.getElementById("run-status");
+  status.hidden = !data.yatzy_status;
+  if (data.yatzy_status) status.textContent = statusLine(data.yatzy_status);
   if (yatzy) {
     const stamp = data.stats_mtime;
     if (stamp !== reportStamp) {  // reload the report only when the run has written new stats
       reportStamp = stamp;
-      document.getElementById("report").src = `/runs/${index}/report?t=${stamp}`;
+      loadReport(index, stamp);
       document.getElementById("report-link").href = `/runs/${index}/report`;
     }
   }
+}
+
+function duration(s) {
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+// "iteration 5 of 60 · now: train · ETA 2.3 h · best so far: solitaire mean 195.0 (iteration 5)"
+function statusLine(st) {
+  const parts = [st.iterations ? `iteration ${st.iteration} of ${st.iterations}` : `iteration ${st.iteration}`];
+  const names = { selfplay: "self-play", train: "training", gate: "gating", eval: "oracle evaluation", promote: "promotion" };
+  parts.push(st.phase ? `now: ${names[st.phase] ?? st.phase} of iteration ${st.iteration + 1}` : "finished");
+  if (st.eta_s !== null) parts.push(`ETA ${duration(st.eta_s)} (${duration(st.seconds_per_iteration)} an iteration)`);
+  if (st.best_solitaire_mean !== null) parts.push(`best so far: solitaire mean ${fmt(st.best_solitaire_mean, 1)} (iteration ${st.best_iteration})`);
+  if (st.last_promoted !== null) parts.push(`last promoted at iteration ${st.last_promoted}`);
+  return parts.join(" · ");
+}
+
+// The new report loads out of sight beside the shown one and takes its place once loaded, sized
+// to its content, with the page's scroll kept: no blank, no jump to the top.
+function loadReport(index, stamp) {
+  const holder = document.getElementById("report-holder");
+  const shown = document.getElementById("report");
+  const fresh = el("iframe", { class: shown ? "report loading" : "report", "data-stamp": stamp,
+    id: shown ? null : "report", src: `/runs/${index}/report?t=${stamp}` });
+  fresh.addEventListener("load", () => {
+    const y = window.scrollY;
+    fresh.style.height = `${fresh.contentDocument.documentElement.scrollHeight + 20}px`;
+    if (shown) shown.remove();
+    fresh.id = "report";
+    fresh.classList.remove("loading");
+    window.scrollTo(0, y);
+  }, { once: true });
+  holder.append(fresh);
 }
 
 async function tick(index) {

@@ -28,7 +28,8 @@ function render() {
   }
   const t = game.totals;
   document.querySelector("#card tfoot").replaceChildren(
-    el("tr", {}, el("td", {}, "upper total (bonus at 63)"), el("td", {}, t.you.upper), el("td", {}, t.agent.upper), el("td")),
+    el("tr", {}, el("td", {}, "upper total (bonus at 63)"), el("td", { id: "upper-you" }, t.you.upper), el("td", { id: "upper-agent" }, t.agent.upper), el("td")),
+    el("tr", {}, el("td", {}, "upper bonus"), el("td", { id: "bonus-you" }, t.you.bonus ?? ""), el("td", { id: "bonus-agent" }, t.agent.bonus ?? ""), el("td")),
     el("tr", {}, el("th", {}, "score"), el("th", { id: "score-you" }, t.you.score), el("th", { id: "score-agent" }, t.agent.score), el("td")));
   const dice = document.getElementById("dice");
   dice.replaceChildren();

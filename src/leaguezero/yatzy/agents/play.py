@@ -32,8 +32,10 @@ from leaguezero.yatzy.game.tables import (
     DICE,
     KEEP_ALL,
     MARK_OFFSET,
+    NUM_UPPER,
     SCORES,
     UPPER_BONUS,
+    UPPER_BONUS_THRESHOLD,
     dice_index,
     keep_bit,
 )
@@ -42,7 +44,8 @@ HELP = """Commands:
   keep 3 3 5     keep these dice values and reroll the others (also: keep 01100, a mask
                  over the sorted dice)
   reroll         reroll all five dice
-  mark pair      score the dice in a box, by name or number (mark 6)
+  mark pair      score the dice in a box, by its name or the start of one (mark sm is
+                 small_straight); mark 1 .. mark 6 score ones .. sixes
   hint           the oracle's best options and the expected final score of each
   help           this list
   quit           leave the game"""
@@ -71,15 +74,38 @@ def parse_move(text: str, dice: list[int]) -> int:
                 raise ValueError(f"there is no unused die showing {v} in {dice}")
         return mask
     if verb in ("mark", "m"):
-        if len(args) != 1:
-            raise ValueError("mark takes one category: a name (e.g. pair) or its index 0..14")
-        name = args[0]
-        if name.isdigit() and 0 <= int(name) < len(CATEGORIES):
-            return MARK_OFFSET + int(name)
-        if name in CATEGORIES:
-            return MARK_OFFSET + CATEGORIES.index(name)
-        raise ValueError(f"unknown category {name!r}: one of {', '.join(CATEGORIES)}")
+        return MARK_OFFSET + parse_box(" ".join(args))
     raise ValueError(f"unknown move {verb!r}: type help for the commands")
+
+
+def parse_box(text: str) -> int:
+    """The box a player names: its name (``two pairs`` or ``two_pairs``), the start of exactly
+    one name (``sm`` is ``small_straight``) or a face ``1``..``6`` (``ones``..``sixes``, what a
+    player means by ``mark 6``). Raises ValueError naming the candidates otherwise."""
+    name = "_".join(text.lower().split())
+    if not name:
+        raise ValueError("mark takes a box: its name (e.g. mark pair) or a face 1..6")
+    if name.isdigit():
+        if 1 <= int(name) <= 6:
+            return int(name) - 1
+        raise ValueError(f"mark {name}: numbers 1..6 mark ones..sixes; name any other box")
+    if name in CATEGORIES:
+        return CATEGORIES.index(name)
+    found = [cat for cat, box in enumerate(CATEGORIES) if box.startswith(name)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        boxes = ", ".join(CATEGORIES[cat] for cat in found)
+        raise ValueError(f"mark {name}: which one? {boxes}")
+    raise ValueError(f"unknown box {name!r}: one of {', '.join(CATEGORIES)}")
+
+
+def upper_total(state: np.ndarray, seat: int, filled: list[dict[int, int]] | None) -> int:
+    """Points in ``seat``'s upper boxes (ones..sixes), unclamped: the state clamps it at 63, all
+    the bonus needs, but a player reads the sum of the boxes."""
+    if filled is None:
+        return int(state[S_UPPER + seat])
+    return sum(points for cat, points in filled[seat].items() if cat < NUM_UPPER)
 
 
 def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = None) -> str:
@@ -103,10 +129,13 @@ def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = 
                 cells.append(str(filled[p].get(cat, "x")) if filled is not None else "x")
         open_for_you = (state[S_AVAIL + human] >> (14 - cat)) & 1
         now = SCORES[dice, cat] if your_turn and open_for_you else ""
-        lines.append(f"{cat:>2} {name:>14} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
+        lines.append(f"{name:>17} {cells[0]:>6} {cells[1]:>6}   {now}".rstrip())
+    uppers = [upper_total(state, seat, filled) for seat in range(2)]
+    bonus = [UPPER_BONUS if upper >= UPPER_BONUS_THRESHOLD else "." for upper in uppers]
     lines.append(
-        f"{'upper total':>17} {state[S_UPPER]:>6} {state[S_UPPER + 1]:>6}   "
-        f"(63 or more earns the {UPPER_BONUS}-point bonus)\n"
+        f"{'upper total':>17} {uppers[0]:>6} {uppers[1]:>6}   "
+        f"({UPPER_BONUS_THRESHOLD} or more earns the {UPPER_BONUS}-point bonus)\n"
+        f"{'upper bonus':>17} {bonus[0]:>6} {bonus[1]:>6}\n"
         f"{'score':>17} {state[S_SCORE]:>6} {state[S_SCORE + 1]:>6}"
     )
     if not is_terminal(state):
@@ -196,7 +225,10 @@ def play_game(
             break
         if values is not None:
             say(f"oracle: {oracle_verdict(values, action, dice)}")
-        _mark(state, action, filled)
+        rerolls = int(state[S_REROLLS])
+        points = _mark(state, action, filled)
+        if action >= MARK_OFFSET:  # which box it was, so a typed name is never a surprise
+            say(f"you {describe_move(action, dice, rerolls, points)}")
     say(render(state, human, filled))
     return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
 

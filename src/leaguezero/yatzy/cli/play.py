@@ -43,7 +43,7 @@ def play(
     from leaguezero.yatzy.agents.play import HELP, play_game
 
     settings = search_settings(load_yatzy_config(config, set_), sims)
-    agent = build_cli_agent(model, settings, seed=seed)
+    agent = build_cli_agent(model, settings, seed=seed, name=model)  # a network as typed
     oracle = load_oracle_with_notice(None) if oracle_judge else None
     typer.echo(HELP)
 
