@@ -74,3 +74,23 @@ def test_a_missing_run_is_one_line(tmp_path):
     assert result.returncode != 0
     assert "--run: no such directory" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_web_sets_one_torch_thread_for_its_agents(monkeypatch):
+    """The agents run in the app's process: one torch thread unless --threads says more."""
+    import torch
+    from typer.testing import CliRunner
+
+    from leaguezero.cli import app
+    from leaguezero.web import app as web_app
+
+    seen = []
+    monkeypatch.setattr(web_app, "serve", lambda host, port, settings: seen.append(port))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        result = CliRunner().invoke(app, ["web", "--port", "8999"])
+        assert result.exit_code == 0, result.output
+        assert seen == [8999] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

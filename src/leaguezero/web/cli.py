@@ -33,6 +33,14 @@ def web(
     max_games: Annotated[
         int, typer.Option(min=1, help="Live games kept at once (all browsers together).")
     ] = 32,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="torch threads of the agents' moves (each of the app's agent workers uses "
+            "this many; 1 keeps a shared machine usable).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the web app: play Yatzy against an agent, watch or play Diplomacy on the map,
     replay a saved game, and follow runs."""
@@ -40,6 +48,11 @@ def web(
         from leaguezero.web.app import WebSettings, serve
     except ImportError as err:
         raise fail(f"{err}: the web app needs pip install 'leaguezero[web]'") from None
+    import torch
+
+    # The agents (Yatzy networks, Diplomacy policies and LLMs) run in this process: one torch
+    # thread each unless told otherwise, as every other command (docs/llm.md, threads).
+    torch.set_num_threads(threads)
     runs = list(run or [])
     missing = [str(r) for r in runs if not r.is_dir()]
     if missing:

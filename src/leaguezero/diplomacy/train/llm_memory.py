@@ -7,8 +7,9 @@ logprobs` never builds the whole ``[B, L, V]``). Measured on SmolLM2-135M-Instru
 hidden 576, vocabulary 49,152; a 549-token prompt and a 31-token answer; float32, one thread;
 ``python benchmarks/llm_memory.py``, and passes of 1, 4 and 8 records): 1.4-1.6 GB a
 record when the activations are kept, 0.5 GB with gradient checkpointing plus 0.6 GB a pass,
-i.e. about 140 and 50 bytes per token x layer x hidden unit. :func:`auto_records_per_pass` divides what the budget leaves after the process as it is
-(model, adapters, optimizer) and the sampling's KV cache by that cost (at least 1).
+i.e. about 140 and 50 bytes per token x layer x hidden unit. :func:`auto_records_per_pass`
+divides what the budget leaves after the process as it is (model, adapters, optimizer) and the
+sampling's KV cache by that cost (at least 1).
 """
 
 from __future__ import annotations
