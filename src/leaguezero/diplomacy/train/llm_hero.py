@@ -29,6 +29,7 @@ import psutil
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.memory import release_freed_memory
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
@@ -134,12 +135,20 @@ class LanguageModelHero:
                 self.client = server_client(llm)
         except LLMError as err:
             raise TrainError(str(err)) from None
+        if cfg.train.gradient_checkpointing:
+            self.backend.enable_gradient_checkpointing()
+        plan = self._pass_plan(cfg)
+        self.records_per_pass: int | None = plan.records_per_pass
+        self.memory_plan: str | None = plan.line()
         if self.client is not None:
             sampler: GenerationClient = self.client
             self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
         else:
-            # Games of a group run in threads; their rows meet in one batch per forward pass.
-            self.batcher = BatchingGenerator(self.backend, max_batch=64, wait_s=0.05)
+            # Games of a group run in threads; their rows meet in one batch per forward pass
+            # (as many as the memory plan leaves room for).
+            self.batcher = BatchingGenerator(
+                self.backend, max_batch=plan.sampling_rows, wait_s=0.05
+            )
             sampler = InProcessSampler(self.batcher, self.backend)
             # The training adapter takes one of the max_loras slots for good.
             self.slots = AdapterSlots(
@@ -166,11 +175,6 @@ class LanguageModelHero:
         self.has_init = False
         if self.init_folder.is_dir():  # a resumed run that started from an adapter
             self._load_init()
-        if cfg.train.gradient_checkpointing:
-            self.backend.enable_gradient_checkpointing()
-        plan = self._pass_plan(cfg)
-        self.records_per_pass: int | None = plan.records_per_pass
-        self.memory_plan: str | None = plan.line()
         if self.client is not None:
             versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
             self.policy.version = max((v[1] for v in versions if v), default=0)
@@ -284,6 +288,7 @@ class LanguageModelHero:
 
         with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
             results = list(pool.map(play, range(len(tables))))
+        release_freed_memory()  # the games' KV caches, before the backward passes
         penalty = self.cfg.llm.format_penalty
         return [
             played_game(result, table, seating, hero_power, penalty)

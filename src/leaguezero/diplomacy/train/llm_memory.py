@@ -18,7 +18,10 @@ from dataclasses import dataclass
 
 # Bytes kept per token x layer x hidden unit for the backward pass (see the module doc).
 BYTES_KEPT = 140.0
-BYTES_KEPT_CHECKPOINTED = 50.0
+# 50 from the slope of 1/4/8-record passes, 73 from a 2-record pass's total: the larger one
+# less a margin, since the first whole GRPO step at 50 peaked 0.9 GB over its budget.
+BYTES_KEPT_CHECKPOINTED = 65.0
+SAMPLING_SHARE = 0.35  # of the budget, at most, for one sampling batch (KV cache + prefill)
 # Logits, their float copy, log-softmax and gradients of one answer position, per vocab entry.
 BYTES_PER_ANSWER_LOGIT = 16.0
 # Per pass, whatever its size (allocator, masks, the head's output): the intercept of the
@@ -32,6 +35,7 @@ class PassPlan:
     """The sizing's inputs and result, logged once per run so a user can check it."""
 
     records_per_pass: int
+    sampling_rows: int  # rows one in-process sampling batch may hold (0: sampled elsewhere)
     budget_gb: float
     resident_gb: float
     sampling_gb: float
@@ -43,7 +47,8 @@ class PassPlan:
         return (
             f"records per backward pass: {self.records_per_pass} (train.max_memory_gb "
             f"{self.budget_gb:g}: the process holds {self.resident_gb:.2f} GB, sampling "
-            f"~{self.sampling_gb:.2f} GB, a record of ~{self.prompt_tokens} tokens "
+            f"~{self.sampling_gb:.2f} GB in batches of {self.sampling_rows} rows, a record of "
+            f"~{self.prompt_tokens} tokens "
             f"~{self.record_gb:.2f} GB"
             + (", gradient checkpointing" if self.checkpointing else "")
             + ")"
@@ -64,8 +69,11 @@ def auto_records_per_pass(
 
     ``model_config``: the base model's transformers config (layers, hidden size, vocabulary,
     key/value heads); ``resident_bytes``: the process's RSS now; ``prompt_tokens`` /
-    ``answer_tokens``: a record's typical lengths; ``sampling_rows``: rows one sampling batch
-    holds (their KV cache shares the budget).
+    ``answer_tokens``: a record's typical lengths; ``sampling_rows``: rows one in-process
+    sampling batch would hold (0: a server samples). A row's KV cache and its prefill's
+    transient activations (one layer's attention scores and MLP at a time) are capped at
+    :data:`SAMPLING_SHARE` of the budget (at least one game's seven seats); the rest, less
+    what the process holds, goes to the backward passes.
     """
     layers = int(getattr(model_config, "num_hidden_layers", 1))
     hidden = int(getattr(model_config, "hidden_size", 1))
@@ -76,12 +84,20 @@ def auto_records_per_pass(
     tokens = prompt_tokens + answer_tokens
     kept = BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT
     record = tokens * layers * hidden * kept + answer_tokens * vocab * BYTES_PER_ANSWER_LOGIT
-    # Keys and values of every layer for every row and token, float32.
-    sampling = sampling_rows * tokens * layers * 2 * kv_heads * head_dim * 4.0
+    intermediate = int(getattr(model_config, "intermediate_size", 4 * hidden))
+    # Per row: keys and values of every layer and token (float32), and the prefill's largest
+    # transient (one layer's attention scores, MLP and projections).
+    kv = tokens * layers * 2 * kv_heads * head_dim * 4.0
+    prefill = 4.0 * (heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden))
+    if sampling_rows:
+        fit = int(SAMPLING_SHARE * budget_gb * GB // (kv + prefill))
+        sampling_rows = max(7, min(sampling_rows, fit))
+    sampling = sampling_rows * (kv + prefill)
     free = budget_gb * GB - resident_bytes - sampling - PASS_OVERHEAD_BYTES
     count = max(1, int(free // record))
     return PassPlan(
         records_per_pass=count,
+        sampling_rows=sampling_rows,
         budget_gb=budget_gb,
         resident_gb=resident_bytes / GB,
         sampling_gb=sampling / GB,
