@@ -46,9 +46,13 @@ class PassPlan:
     def line(self) -> str:
         return (
             f"records per backward pass: {self.records_per_pass} (train.max_memory_gb "
-            f"{self.budget_gb:g}: the process holds {self.resident_gb:.2f} GB, sampling "
-            f"~{self.sampling_gb:.2f} GB in batches of {self.sampling_rows} rows, a record of "
-            f"~{self.prompt_tokens} tokens "
+            f"{self.budget_gb:g}: the process holds {self.resident_gb:.2f} GB, "
+            + (
+                f"sampling ~{self.sampling_gb:.2f} GB in batches of {self.sampling_rows} rows"
+                if self.sampling_rows
+                else "sampling in the server"
+            )
+            + f", a record of ~{self.prompt_tokens} tokens "
             f"~{self.record_gb:.2f} GB"
             + (", gradient checkpointing" if self.checkpointing else "")
             + ")"
