@@ -60,7 +60,8 @@ def request(url: str, method: str, path: str, body=None, headers=None, raw: byte
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    conn.request(method, path, body=data, headers=headers or {})
+    kind = {} if data is None else {"Content-Type": "application/json"}
+    conn.request(method, path, body=data, headers={**kind, **(headers or {})})
     response = conn.getresponse()
     payload = json.loads(response.read() or b"null")
     conn.close()
@@ -206,7 +207,9 @@ def test_bodies_and_bad_input_get_short_4xx(server) -> None:
             sock.sendall(head)
             return sock.recv(65536)
 
-    start = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+    start = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    )
     assert raw_exchange(start + b"Content-Length: -1\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert raw_exchange(start + b"\r\n").startswith(b"HTTP/1.1 411")
     assert raw_exchange(start + b"Content-Length: 268435456\r\n\r\n").startswith(b"HTTP/1.1 413")
@@ -231,7 +234,10 @@ def test_clients_that_go_away_are_one_line_each(tiny_lm) -> None:
     parts = urlsplit(url)
     try:
         body = json.dumps({"model": "tiny", "prompt": "A VIE H", "max_tokens": 8}).encode()
-        head = f"POST /v1/completions HTTP/1.1\r\nContent-Length: {len(body) + 100}\r\n\r\n"
+        head = (
+            "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body) + 100}\r\n\r\n"
+        )
         for _ in range(20):  # a body cut short, then a reset
             sock = socket.create_connection((parts.hostname, parts.port), timeout=60)
             sock.sendall(head.encode() + body)
@@ -250,7 +256,10 @@ def test_slow_clients_cannot_hold_more_than_max_connections(server) -> None:
     proc, url = server
     parts = urlsplit(url)
     baseline = threads(proc)
-    head = b"POST /v1/completions HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{"
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    )
     slow = []
     try:
         for _ in range(50):  # never send the rest of the body

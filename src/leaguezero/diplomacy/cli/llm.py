@@ -178,10 +178,30 @@ def serve(
             "usable beside the trainer, docs/llm.md).",
         ),
     ] = 1,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name clients use besides loopback and --host (repeatable; '*': any). "
+            "Other Host headers are answered 421 (DNS rebinding).",
+        ),
+    ] = None,
+    regex_timeout: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds one structured_outputs expression may compile."),
+    ] = 20.0,
+    regex_memory_mb: Annotated[
+        int,
+        typer.Option(min=64, help="Memory (MiB) of the worker compiling one expression."),
+    ] = 1024,
+    regex_workers: Annotated[
+        int, typer.Option(min=1, help="Expressions compiled at once, each in its own process.")
+    ] = 2,
 ) -> None:
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
     import torch
 
+    from leaguezero.diplomacy.llm.regex_sandbox import CompileLimits
     from leaguezero.diplomacy.llm.server import LLMServer
 
     if threads > 0:
@@ -215,6 +235,10 @@ def serve(
             api_key=api_key,
             max_connections=max_connections,
             max_prompt_tokens=max_prompt_tokens,
+            allowed_hosts=allowed_host or (),
+            compile_limits=CompileLimits(
+                time_s=regex_timeout, memory_bytes=regex_memory_mb << 20, workers=regex_workers
+            ),
         )
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err}") from None

@@ -477,6 +477,8 @@ class HFBackend:
             return self._compiler
 
     def _machine(self, row: GenerationRequest) -> RegexMachine | None:
+        if (index := row.extra.get("regex_index")) is not None:  # llm serve's (.regex_sandbox)
+            return RegexMachine(index, self.constraints.eos_id)
         regex = row.extra.get("regex")
         choices = row.extra.get("choices")
         if choices is not None:

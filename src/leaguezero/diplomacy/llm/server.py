@@ -11,7 +11,10 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   ``structured_outputs`` as vLLM (>= 0.10.2) takes it: ``{"regex": ...}`` or ``{"choice":
   [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
   from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
-  other kinds are refused with 400.
+  other kinds are refused with 400. A request's expression is compiled in a bounded worker
+  process (:mod:`.regex_sandbox`: wall time, memory, stopped when the client leaves; results
+  in a cache bounded in entries and bytes); one beyond a bound gets 400, and 503 when every
+  worker stayed busy.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
@@ -22,11 +25,15 @@ wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it g
 
 Requests are handled in threads and their rows go through one
 :class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
-The server binds to loopback by default. With ``api_key`` (``--api-key``, as vLLM's) every
-``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards all of ``/v1``, completions and
-model listing included); ``/health`` and ``/stats`` stay open. Without one, anyone who can reach
-the server can load adapters from its filesystem (but only folders and regular files owned by the
-server's user: :mod:`.adapter_files`).
+The server binds to loopback by default. Every request needs a ``Host`` header naming an allowed
+host (loopback names, the bound address, ``allowed_hosts``: ``--allowed-host``), else 421, and
+every POST ``Content-Type: application/json``, else 415: a web page cannot send either (DNS
+rebinding, cross-site "simple" requests; :mod:`.server_http`). With ``api_key``
+(``--api-key``, as vLLM's) every ``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards
+all of ``/v1``, completions and model listing included); ``/health`` and ``/stats`` stay open.
+Without one, anyone who can reach the server (on loopback: every user of this machine) can load
+and unload adapters (loads only from folders and regular files owned by the server's user:
+:mod:`.adapter_files`); on a shared machine, set the key.
 
 Hostile input is bounded (:mod:`.server_http`): a body needs a ``Content-Length`` of at most
 8 MiB, connections served at once are bounded, prompts are tokenised in the request's thread
@@ -35,11 +42,15 @@ and bounded in tokens, and bad input gets a 4xx with a short message.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import select
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -48,6 +59,12 @@ from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.constrained import choice_regex
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.regex_sandbox import (
+    CompileLimits,
+    CompilerBusy,
+    RegexRefused,
+    RegexSandbox,
+)
 from leaguezero.diplomacy.llm.server_http import (
     DEFAULT_MAX_CONNECTIONS,
     MAX_BODY_BYTES,
@@ -56,6 +73,9 @@ from leaguezero.diplomacy.llm.server_http import (
     RequestError,
     authorized,
     error_body,
+    host_allowed,
+    host_allowlist,
+    is_json,
     log_line,
     read_body,
 )
@@ -93,9 +113,15 @@ class LLMServer:
         api_key: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_prompt_tokens: int | None = None,
+        allowed_hosts: list[str] | tuple[str, ...] = (),
+        compile_limits: CompileLimits | None = None,
     ) -> None:
         self.backend = backend
         self.api_key = api_key or None
+        self.allowed_hosts = host_allowlist(host, allowed_hosts)
+        self.compile_limits = compile_limits or CompileLimits()
+        self._sandbox: RegexSandbox | None = None  # started on the first constrained request
+        self._sandbox_lock = threading.Lock()
         # Prompts longer than this are refused before they reach the batcher.
         self.max_prompt_tokens = max_prompt_tokens or min(backend.max_positions, 1 << 15)
         # Loads are serialised (a name is checked and registered by one load at a time); they
@@ -136,6 +162,17 @@ class LLMServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.batcher.close()
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+    @property
+    def sandbox(self) -> RegexSandbox:
+        """The compile workers of request expressions (:mod:`.regex_sandbox`)."""
+        with self._sandbox_lock:
+            if self._sandbox is None:
+                vocabulary = self.backend.constraints.vocabulary
+                self._sandbox = RegexSandbox(vocabulary, self.compile_limits)
+            return self._sandbox
 
     # ------------------------------------------------------------- endpoint logic
     def models(self) -> dict[str, Any]:
@@ -164,7 +201,10 @@ class LLMServer:
             )
         return {"object": "list", "data": data}
 
-    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    def completions(
+        self, body: dict[str, Any], gone: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
+        """One completion request; ``gone()`` says the client has left (stops a compile)."""
         model = _field(body, "model", str, None)
         if model is None:
             raise RequestError("'model' is required: an adapter name or the base model's name")
@@ -205,12 +245,15 @@ class LLMServer:
             row.extra["prompt_ids"] = self._tokenize(row.prompt, max_tokens)
         regex = self._structured_regex(body.get("structured_outputs"))
         if regex is not None:
-            try:  # compiled here, in the request's thread, not in the batcher's
-                self.backend.constraints.index(regex)
-            except ValueError as err:
+            try:  # compiled in a bounded worker, never in the batcher's thread
+                index = self.sandbox.index(regex, gone)
+            except RegexRefused as err:
                 raise RequestError(f"structured_outputs: {err}") from None
+            except CompilerBusy as err:
+                raise RequestError(str(err), status=HTTPStatus.SERVICE_UNAVAILABLE) from None
             for row in rows:
                 row.extra["regex"] = regex
+                row.extra["regex_index"] = index
         completions = self.batcher.submit(rows)
         choices = []
         for index, c in enumerate(completions):
@@ -359,11 +402,32 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.reading(self.connection, False)
 
     def _authorized(self) -> bool:
+        if not host_allowed(self, self.owner.allowed_hosts):
+            self.close_connection = True  # its body, if any, is not read
+            host = (self.headers.get("Host") or "")[:80]
+            self._error(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                f"Host {host!r} is not one this server answers; start it with "
+                "--allowed-host NAME to add a name clients use",
+            )
+            return False
         if not self.path.startswith("/v1") or authorized(self, self.owner.api_key):
             return True
-        self.close_connection = True  # its body, if any, is not read
+        self.close_connection = True
         self._error(HTTPStatus.UNAUTHORIZED, "Unauthorized")
         return False
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end while its request is being served."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            return True
 
     def do_GET(self) -> None:
         self.server.reading(self.connection, False)
@@ -395,7 +459,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         routes = {
-            "/v1/completions": self.owner.completions,
+            "/v1/completions": functools.partial(self.owner.completions, gone=self._client_gone),
             "/v1/load_lora_adapter": self.owner.load_lora_adapter,
             "/v1/unload_lora_adapter": self.owner.unload_lora_adapter,
         }
@@ -405,6 +469,13 @@ class _Handler(BaseHTTPRequestHandler):
         if handler is None:
             self.close_connection = True  # the body is not read
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
+            return
+        if not is_json(self):
+            self.close_connection = True
+            self._error(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "send the body with 'Content-Type: application/json'",
+            )
             return
         try:
             try:
