@@ -14,13 +14,18 @@ may send one. :func:`read_adapter_folder` therefore
 - checks every rank the LoRA config can express (``r`` and ``rank_pattern``) against
   ``max_lora_rank``, and the rank dimension of every tensor, before the model allocates a byte;
 - builds the peft config from a fixed list of fields (others are ignored; weights that then
-  do not fit the model are refused when they are installed, see ``HFBackend.load_adapter``).
+  do not fit the model are refused when they are installed, see ``HFBackend.load_adapter``);
+- checks the sha256 of ``adapter_config.json`` and ``adapter_model.safetensors`` against the
+  ``sha256`` map of ``leaguezero_adapter.json`` (:func:`folder_checksums`, written by
+  ``HFBackend.save_adapter``): a damaged adapter is refused, not served. A folder saved before
+  checksums (or by peft alone) has none and is read unchecked.
 
 Raises :class:`AdapterFileError` (an :class:`~.client.LLMError`, one short line) for all of it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -63,6 +68,66 @@ def _trusted_uids() -> tuple[int, int]:
 
 class AdapterFileError(LLMError):
     """An adapter folder that cannot (or must not) be loaded; the message is one line."""
+
+
+CHECKSUMMED_FILES = (CONFIG_FILE, WEIGHTS_FILE)
+# Adapter folders the trainer writes are read by a server that may run as another user of the
+# same group (docs/llm.md, two containers): group-readable, not world-readable, and never more
+# open than the process's umask allows (a umask of 077 keeps them private).
+ADAPTER_FILE_MODE = 0o640
+ADAPTER_FOLDER_MODE = 0o750
+
+
+def _umask() -> int:
+    try:  # Linux >= 4.7 shows it; setting it to read it would race other threads' file creation
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def adapter_folder_mode() -> int:
+    """The mode of an adapter folder the trainer writes: 0750 less the umask."""
+    return ADAPTER_FOLDER_MODE & ~_umask()
+
+
+def share_with_group(folder: str | os.PathLike) -> None:
+    """Give every file in ``folder`` mode 0640 less the umask (the trainer's adapter folders)."""
+    mode = ADAPTER_FILE_MODE & ~_umask()
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False):
+            os.chmod(entry.path, mode)
+
+
+def folder_checksums(folder: str | os.PathLike) -> dict[str, str]:
+    """``{file name: sha256 hex}`` of an adapter folder's config and weights (the ``sha256``
+    entry of its ``leaguezero_adapter.json``)."""
+    out = {}
+    for name in CHECKSUMMED_FILES:
+        digest = hashlib.sha256()
+        with open(Path(folder) / name, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        out[name] = digest.hexdigest()
+    return out
+
+
+def _check_checksums(meta: dict[str, Any] | None, read: dict[str, bytes], folder: Path) -> None:
+    expected = None if meta is None else meta.get("sha256")
+    if expected is None:
+        return  # saved before checksums, or not by leaguezero
+    if not isinstance(expected, dict):
+        raise AdapterFileError(f"{folder / META_FILE}: 'sha256' must map file names to digests")
+    for name, data in read.items():
+        want = expected.get(name)
+        if want is not None and want != hashlib.sha256(data).hexdigest():
+            raise AdapterFileError(
+                f"adapter {folder} is damaged: {name} does not match the checksum in {META_FILE}; "
+                "use another version of it (or copy it again)"
+            )
 
 
 @dataclass
@@ -224,6 +289,7 @@ def read_adapter_folder(
             raise AdapterFileError(f"adapter folder {folder} has no {WEIGHTS_FILE}")
     finally:
         os.close(dir_fd)
+    _check_checksums(meta, {CONFIG_FILE: raw_config, WEIGHTS_FILE: data}, folder)
     try:
         weights = load_safetensors(data)
     except (SafetensorError, ValueError, RuntimeError) as err:
