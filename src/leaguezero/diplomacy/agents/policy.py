@@ -369,6 +369,10 @@ class DiplomacyPolicy:
         return copy.deepcopy(self)
 
 
+# The sizes a checkpoint may ask for: a damaged or hostile config must not allocate gigabytes.
+_CONFIG_BOUNDS = {"hidden": 4096, "layers": 64, "loc_embedding": 1024}
+
+
 def _read_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
@@ -391,6 +395,20 @@ def _read_checkpoint(path: str | Path) -> dict:
         raise CheckpointError(
             f"policy checkpoint {path} uses features {data.get('feature_schema_id')!r}, this "
             f"leaguezero computes {FEATURE_SCHEMA_ID!r}"
+        )
+    config = data.get("config")
+    if not isinstance(config, dict) or not all(
+        isinstance(config.get(name), int) and 1 <= config[name] <= bound
+        for name, bound in _CONFIG_BOUNDS.items()
+    ):
+        shown = (
+            {k: str(v)[:20] for k, v in list(config.items())[:5]}
+            if isinstance(config, dict)
+            else None
+        )
+        raise CheckpointError(
+            f"policy checkpoint {path} has a network config outside this leaguezero's bounds "
+            f"({shown}; at most {_CONFIG_BOUNDS}); use another checkpoint"
         )
     state, checksum = data.get("state_dict"), data.get("checksum")
     if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):

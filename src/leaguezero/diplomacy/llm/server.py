@@ -50,6 +50,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from leaguezero.diplomacy.llm.adapter_files import check_adapter_name
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.constrained import choice_regex
@@ -74,7 +75,13 @@ MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows;
 MAX_PROMPTS_PER_REQUEST = 256  # one request's rows all enter the batcher's queue at once
 # A constraint's expression (ours: ~5 kB for 17 units); compiling one costs the server CPU.
 MAX_REGEX_CHARS = 64 * 1024
+MAX_PATH_CHARS = 4096  # PATH_MAX
 CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
+
+
+def _shown(name: str) -> str:
+    """A name from a request as an error message may echo it (cut short)."""
+    return name if len(name) <= 80 else name[:80] + "..."
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
@@ -199,7 +206,9 @@ class LLMServer:
             raise RequestError("'model' is required: an adapter name or the base model's name")
         adapter = None if model == self.backend.model_name else model
         if adapter is not None and adapter not in self.backend.list_adapters():
-            raise RequestError(f"The model `{model}` does not exist.", status=HTTPStatus.NOT_FOUND)
+            raise RequestError(
+                f"The model `{_shown(model)}` does not exist.", status=HTTPStatus.NOT_FOUND
+            )
         prompt = body.get("prompt")
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if (
@@ -333,6 +342,12 @@ class LLMServer:
         path = _field(body, "lora_path", str, None)
         if not name or not path:
             raise RequestError("'lora_name' and 'lora_path' are required")
+        try:
+            check_adapter_name(name)
+        except LLMError as err:
+            raise RequestError(str(err)) from None
+        if len(path) > MAX_PATH_CHARS:
+            raise RequestError(f"'lora_path' longer than {MAX_PATH_CHARS} characters")
         with self._load_lock:
             loaded = self.backend.list_adapters()
             if name in loaded:
@@ -357,6 +372,6 @@ class LLMServer:
             self.backend.unload_adapter(name)
         except UnknownAdapterError:
             raise RequestError(
-                f"The lora adapter '{name}' cannot be found.", status=HTTPStatus.NOT_FOUND
+                f"The lora adapter '{_shown(name)}' cannot be found.", status=HTTPStatus.NOT_FOUND
             ) from None
         return f"Success: LoRA adapter '{name}' removed successfully."

@@ -40,6 +40,7 @@ READ_DEADLINE_S = 60.0  # waiting for a request and reading it, however it trick
 # Host names every server accepts; the bound address and --allowed-host add to them.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 ANY_HOST = "*"  # --allowed-host '*': no Host check (behind a proxy that does its own)
+MAX_MESSAGE_CHARS = 600  # an error message, however long the name or path it quotes
 
 
 class RequestError(ValueError):
@@ -61,6 +62,8 @@ def error_body(status: HTTPStatus, message: str) -> dict[str, Any]:
         HTTPStatus.NOT_FOUND: "NotFoundError",
         HTTPStatus.UNAUTHORIZED: "AuthenticationError",
     }.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    if len(message) > MAX_MESSAGE_CHARS:  # names and paths from requests are echoed
+        message = message[: MAX_MESSAGE_CHARS - 3] + "..."
     return {"error": {"message": message, "type": kind, "code": int(status)}}
 
 
