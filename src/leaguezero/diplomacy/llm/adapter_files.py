@@ -101,9 +101,14 @@ def adapter_folder_mode() -> int:
     return ADAPTER_FOLDER_MODE & ~_umask()
 
 
+def adapter_file_mode() -> int:
+    """The mode of a file in an adapter folder the trainer writes: 0640 less the umask."""
+    return ADAPTER_FILE_MODE & ~_umask()
+
+
 def share_with_group(folder: str | os.PathLike) -> None:
-    """Give every file in ``folder`` mode 0640 less the umask (the trainer's adapter folders)."""
-    mode = ADAPTER_FILE_MODE & ~_umask()
+    """Give every file in ``folder`` :func:`adapter_file_mode` (the trainer's adapter folders)."""
+    mode = adapter_file_mode()
     for entry in os.scandir(folder):
         if entry.is_file(follow_symlinks=False):
             os.chmod(entry.path, mode)
