@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("peft")
 pytest.importorskip("outlines_core")
 
-from tests.diplomacy.test_llm_server_hostile import complete
+from tests.diplomacy.test_llm_server_hostile import complete, request
 from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
 
 TIME_BOUND_S = 3  # --regex-timeout of the server under test
@@ -101,6 +101,8 @@ def test_hostile_expressions_are_refused_in_bounds_beside_good_requests(tiny_lm)
         print(f"server RSS before {rss_before // 1024} MB, peak {peak_kb // 1024} MB")
         assert peak_kb - rss_before < 150_000  # the issue saw +3.2 GB
         assert len(children(proc.pid)) <= 4  # --regex-workers
+        stats = request(url, "GET", "/stats")[1]
+        assert stats["regex_cache_entries"] == 4 and 0 < stats["regex_cache_bytes"] < 1 << 20
         status, body, elapsed = timed_complete(url, HOSTILE[0])  # a refusal is remembered
         assert status == 400 and "longer than" in body["error"]["message"]
         assert elapsed < TIME_BOUND_S

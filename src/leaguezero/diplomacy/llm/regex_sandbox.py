@@ -198,6 +198,10 @@ class RegexSandbox:
             if isinstance(found[0], str):
                 raise RegexRefused(found[0])
             return found[0]
+        try:
+            data = regex.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RegexRefused("the expression is not valid Unicode (a lone surrogate?)") from None
         deadline = time.monotonic() + self.limits.time_s
         try:
             worker = self._acquire(deadline, gone)
@@ -205,7 +209,7 @@ class RegexSandbox:
             raise RegexRefused(f"not compiled: {stop.why}") from None
         deadline = time.monotonic() + self.limits.time_s
         try:
-            kind, payload = self._exchange(worker, regex.encode("utf-8"), deadline, gone)
+            kind, payload = self._exchange(worker, data, deadline, gone)
         except _Stopped as stop:
             self._discard(worker)
             if stop.why == "the client went away":
@@ -220,7 +224,12 @@ class RegexSandbox:
             reason = payload.decode("utf-8", "replace")
             self._remember(regex, reason, len(reason))
             raise RegexRefused(reason)
-        index = Index.from_binary(payload)
+        try:
+            index = Index.from_binary(payload)
+        except (ValueError, RuntimeError) as err:  # never seen; say so rather than a 500
+            raise RegexRefused(
+                f"the compile worker's answer was unreadable ({err!s:.80})"
+            ) from None
         self._remember(regex, index, len(payload))
         return index
 

@@ -162,6 +162,11 @@ class LLMServer:
             self._sandbox.close()
 
     @property
+    def regex_sandbox_started(self) -> bool:
+        """Whether a constrained request has started the compile workers."""
+        return self._sandbox is not None
+
+    @property
     def sandbox(self) -> RegexSandbox:
         """The compile workers of request expressions (:mod:`.regex_sandbox`)."""
         with self._sandbox_lock:

@@ -109,6 +109,8 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
                 "max_cpu_loras": self.owner.max_cpu_loras,
                 "adapters_loaded": len(self.owner.backend.list_adapters()),
             }
+            if self.owner.regex_sandbox_started:
+                stats.update(self.owner.sandbox.cache_stats())
             self._send(HTTPStatus.OK, stats)
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
