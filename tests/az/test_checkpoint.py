@@ -122,3 +122,25 @@ def test_nan_weights_and_empty_file_are_clear(tmp_path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(CheckpointError, match="is an empty file"):
         read_checkpoint(empty)
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        KeyError(101),
+        IndexError("list index out of range"),
+        OSError(22, "Invalid argument"),
+        RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central\n"
+                     "directory. please report an enhancement request to PyTorch"),
+        EOFError(),
+        RuntimeError("Weights only load failed ... re-running with `weights_only` set to False"),
+    ],
+)  # fmt: skip
+def test_torch_load_reasons_are_short_fixed_phrases(err) -> None:
+    """Issue 41 item 6: torch's bare or advising messages never reach the user."""
+    from leaguezero.az.checkpoint import torch_load_reason
+
+    reason = torch_load_reason(err)
+    assert "\n" not in reason and len(reason) < 80
+    assert not any(bad in reason for bad in ("101", "index", "Errno", "weights_only", "PyTorch"))
+    assert "damaged" in reason or "not a checkpoint" in reason

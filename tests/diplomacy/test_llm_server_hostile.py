@@ -60,7 +60,8 @@ def request(url: str, method: str, path: str, body=None, headers=None, raw: byte
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    conn.request(method, path, body=data, headers=headers or {})
+    kind = {} if data is None else {"Content-Type": "application/json"}
+    conn.request(method, path, body=data, headers={**kind, **(headers or {})})
     response = conn.getresponse()
     payload = json.loads(response.read() or b"null")
     conn.close()
@@ -92,6 +93,11 @@ def copy_adapter(src: Path, dst: Path) -> Path:
 
 
 def edit_config(folder: Path, **changes) -> None:
+    """Edit the config by hand; its checksum goes (a hand-edited folder is read unchecked)."""
+    meta_path = folder / "leaguezero_adapter.json"
+    meta = json.loads(meta_path.read_text())
+    meta.get("sha256", {}).pop("adapter_config.json", None)
+    meta_path.write_text(json.dumps(meta))
     path = folder / "adapter_config.json"
     config = json.loads(path.read_text())
     for key, value in changes.items():
@@ -206,7 +212,9 @@ def test_bodies_and_bad_input_get_short_4xx(server) -> None:
             sock.sendall(head)
             return sock.recv(65536)
 
-    start = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+    start = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    )
     assert raw_exchange(start + b"Content-Length: -1\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert raw_exchange(start + b"\r\n").startswith(b"HTTP/1.1 411")
     assert raw_exchange(start + b"Content-Length: 268435456\r\n\r\n").startswith(b"HTTP/1.1 413")
@@ -231,7 +239,10 @@ def test_clients_that_go_away_are_one_line_each(tiny_lm) -> None:
     parts = urlsplit(url)
     try:
         body = json.dumps({"model": "tiny", "prompt": "A VIE H", "max_tokens": 8}).encode()
-        head = f"POST /v1/completions HTTP/1.1\r\nContent-Length: {len(body) + 100}\r\n\r\n"
+        head = (
+            "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body) + 100}\r\n\r\n"
+        )
         for _ in range(20):  # a body cut short, then a reset
             sock = socket.create_connection((parts.hostname, parts.port), timeout=60)
             sock.sendall(head.encode() + body)
@@ -250,7 +261,10 @@ def test_slow_clients_cannot_hold_more_than_max_connections(server) -> None:
     proc, url = server
     parts = urlsplit(url)
     baseline = threads(proc)
-    head = b"POST /v1/completions HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{"
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    )
     slow = []
     try:
         for _ in range(50):  # never send the rest of the body
@@ -347,3 +361,47 @@ def test_api_key_guards_every_v1_route(tiny_lm, good_adapter, monkeypatch) -> No
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_adapter_names_and_config_values_are_bounded(server, good_adapter, tmp_path) -> None:
+    """Issue 41 item 6: every such load is a short 400 (never a 500), nothing is listed."""
+    _, url = server
+    for name in ("a" * 100_000, "two words", "line\nbreak", "dot.ted"):
+        status, body = load(url, name, good_adapter)
+        message = body["error"]["message"]
+        assert status == 400 and "cannot name an adapter" in message, message
+        assert len(message) < 200
+    huge = "h" * 100_000
+    status, body = complete(url, huge)
+    assert status == 404 and len(body["error"]["message"]) < 200
+    status, body = request(url, "POST", "/v1/unload_lora_adapter", {"lora_name": huge})
+    assert status == 404 and len(body["error"]["message"]) < 200
+    cases = [
+        ({"alpha_pattern": {"q_proj": "Infinity"}}, "finite number"),
+        ({"alpha_pattern": {"q_proj": 10**400}}, "finite number"),
+        ({"lora_alpha": 10**400}, "finite number"),
+        ({"lora_dropout": 5}, "lora_dropout"),
+        ({"target_modules": [5]}, "target_modules"),
+        ({"target_modules": ["q" * 100_000]}, "target_modules"),
+        ({"exclude_modules": 5}, "exclude_modules"),
+        ({"layers_to_transform": "x"}, "layers_to_transform"),
+        ({"use_rslora": "yes"}, "use_rslora"),
+        ({"rank_pattern": {"q" * 100_000: 4}}, "rank_pattern"),
+    ]
+    raw_inf = copy_adapter(good_adapter, tmp_path / "raw_inf")
+    edit_config(raw_inf)  # drops the checksum
+    text = (raw_inf / "adapter_config.json").read_text()
+    assert '"alpha_pattern": {}' in text
+    text = text.replace('"alpha_pattern": {}', '"alpha_pattern": {"q_proj": Infinity}')
+    (raw_inf / "adapter_config.json").write_text(text)
+    folders = [(raw_inf, "finite number")]
+    for index, (changes, why) in enumerate(cases):
+        folder = copy_adapter(good_adapter, tmp_path / f"value{index}")
+        edit_config(folder, **changes)
+        folders.append((folder, why))
+    for index, (folder, why) in enumerate(folders):
+        status, body = load(url, f"value-v{index:04d}", folder)
+        message = body["error"]["message"]
+        assert status == 400 and why in message, (folder.name, body)
+        assert "\n" not in message and len(message) < 400
+    assert not any(name.startswith(("value-", "aaaa")) for name in models(url))

@@ -92,3 +92,36 @@ def test_parallel_updates_lose_nothing_and_survive_sigkill(tmp_path):
     report = json.loads((tmp_path / "reader.json").read_text())
     assert report["errors"] == 0 and report["reads"] > 0
     assert elapsed < 60, f"took {elapsed:.1f} s"
+
+
+def _killed_before_replace(path: str) -> None:
+    """One update whose writer is SIGKILLed after writing its temp file, before the rename."""
+    import leaguezero.common.atomic as atomic
+
+    def die(*_args) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    atomic.os.replace = die  # this child's os module only: it dies at the rename
+    with LeagueRegistry(path).update() as state:
+        state.metadata["total"] = -1
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_writer(tmp_path):
+    """Issue 41 item 7: a SIGKILLed writer's ``.league.json.*.tmp`` does not stay forever."""
+    path = tmp_path / "league.json"
+    LeagueRegistry.create(path, run_name="t", baselines={"random": 800.0})
+    before = path.read_bytes()
+    ctx = mp.get_context("spawn")
+    for _ in range(3):  # each killed writer first removes the one before it
+        proc = ctx.Process(target=_killed_before_replace, args=(str(path),))
+        proc.start()
+        proc.join(timeout=120)
+        assert proc.exitcode == -signal.SIGKILL
+        assert len(list(tmp_path.glob(".league.json.*.tmp"))) == 1
+        assert path.read_bytes() == before  # the old file, whole
+    registry = LeagueRegistry(path)
+    assert registry.load().metadata.get("total") is None  # a reader leaves them (no lock)
+    with registry.update() as state:  # the next writer, under the lock, removes them
+        state.metadata["total"] = 1
+    assert not list(tmp_path.glob(".league.json.*.tmp"))
+    assert registry.load().metadata["total"] == 1

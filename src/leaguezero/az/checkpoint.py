@@ -89,17 +89,20 @@ def state_checksum(state: Mapping[str, torch.Tensor]) -> str:
 
 
 def torch_load_reason(err: BaseException) -> str:
-    """One line saying why ``torch.load(..., weights_only=True)`` failed.
+    """One short line saying why ``torch.load(..., weights_only=True)`` failed.
 
-    torch's own messages run over many lines, can be empty (an empty file), and for a file that
-    is not a plain checkpoint advise ``weights_only=False`` -- advice we must never pass on.
+    torch's own messages run over many lines and hundreds of characters, can be empty (an
+    empty file) or bare (``KeyError: 101`` from a damaged archive, ``[Errno 22]`` from a
+    truncated one, "please report an enhancement request"), and for a file that is not a plain
+    checkpoint advise ``weights_only=False`` -- advice we must never pass on. So the reason is
+    one of a few fixed phrases; only a real filesystem error keeps its own words.
     """
     text = str(err).strip()
     if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
         return "not a checkpoint file, or one that holds code rather than only weights"
-    if not text:
-        return f"{type(err).__name__}: truncated or empty file"
-    return text.splitlines()[0]
+    if isinstance(err, (PermissionError, IsADirectoryError, FileNotFoundError)):
+        return err.strerror or type(err).__name__
+    return f"truncated or damaged file ({type(err).__name__})"
 
 
 def save_checkpoint(

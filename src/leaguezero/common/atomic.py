@@ -38,14 +38,16 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, mode: int = 0o644) 
     _fsync_dir(path.parent)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> None:
+def atomic_write_json(
+    path: str | os.PathLike, obj: Any, *, indent: int | None = 2, mode: int = 0o644
+) -> None:
     """Serialise ``obj`` as JSON and write it to ``path`` atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n", mode)
 
 
 def _fsync_dir(folder: Path) -> None:

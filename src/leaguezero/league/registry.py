@@ -26,7 +26,9 @@ Concurrency: readers need no lock, because every write replaces the whole file a
 (temp file + ``os.replace``), so a reader sees either the old or the new file. Writers do
 read-modify-write inside :meth:`LeagueRegistry.update`, which holds an exclusive
 ``filelock.FileLock`` on ``league.json.lock``. The OS drops the lock of a killed writer, and a
-writer killed mid-write leaves only a stray temp file, never a torn ``league.json``. On a shared
+writer killed mid-write leaves only a stray temp file (``.league.json.*.tmp``), never a torn
+``league.json``; the next writer to take the lock removes such files (only a lock holder
+writes one, so any found then belongs to a dead writer). On a shared
 network filesystem the lock is an ``fcntl``/``flock`` lock; NFSv4 and most cluster filesystems
 honour it.
 """
@@ -381,9 +383,16 @@ class LeagueRegistry:
                 "another process holds it (a stuck writer?)"
             ) from None
         try:
+            self._remove_stale_temp_files()
             yield
         finally:
             lock.release()
+
+    def _remove_stale_temp_files(self) -> None:
+        # Called with the lock held: every temp file of league.json is a killed writer's.
+        for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
 
     def _read(self) -> LeagueState:
         if not self.path.exists():

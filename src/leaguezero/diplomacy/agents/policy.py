@@ -21,9 +21,12 @@ it with gradients. Sampling divides logits by the temperature, and so does ``log
 payload stores it), so PPO ratios compare like with like.
 
 **Checkpoints** are ``torch.save`` dicts written atomically: ``format``, ``schema_version``,
-``feature_schema_id``, the network config and the weights (and, from a training run, ``extra``:
-its step and lineage, :mod:`leaguezero.diplomacy.train.lineage`); :func:`load_policy` checks
-the first three.
+``feature_schema_id``, the network config, the weights, their ``checksum`` (sha256 over each
+tensor's name, dtype, shape and bytes: :func:`leaguezero.az.checkpoint.state_checksum`, as
+Yatzy's) and, from a training run, ``extra``: its step and lineage
+(:mod:`leaguezero.diplomacy.train.lineage`). :func:`load_policy` checks the first three and the
+checksum (a file written before checksums has none and is read unchecked), so a damaged file is
+a one-line :class:`CheckpointError`, never a silently different policy.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.checkpoint import torch_load_reason
+from leaguezero.az.checkpoint import state_checksum, torch_load_reason
 from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.features import (
@@ -335,13 +338,15 @@ class DiplomacyPolicy:
         values: the run's step and lineage) is stored alongside and ignored by the loaders."""
         path = Path(path)
         buffer = io.BytesIO()
+        state = {k: v.detach().to("cpu") for k, v in self.net.state_dict().items()}
         torch.save(
             {
                 "format": CHECKPOINT_FORMAT,
                 "schema_version": CHECKPOINT_SCHEMA_VERSION,
                 "feature_schema_id": FEATURE_SCHEMA_ID,
                 "config": asdict(self.config),
-                "state_dict": self.net.state_dict(),
+                "state_dict": state,
+                "checksum": state_checksum(state),
                 **({"extra": extra} if extra else {}),
             },
             buffer,
@@ -362,6 +367,10 @@ class DiplomacyPolicy:
     def copy(self) -> DiplomacyPolicy:
         """An independent deep copy (e.g. a frozen reference)."""
         return copy.deepcopy(self)
+
+
+# The sizes a checkpoint may ask for: a damaged or hostile config must not allocate gigabytes.
+_CONFIG_BOUNDS = {"hidden": 4096, "layers": 64, "loc_embedding": 1024}
 
 
 def _read_checkpoint(path: str | Path) -> dict:
@@ -386,6 +395,28 @@ def _read_checkpoint(path: str | Path) -> dict:
         raise CheckpointError(
             f"policy checkpoint {path} uses features {data.get('feature_schema_id')!r}, this "
             f"leaguezero computes {FEATURE_SCHEMA_ID!r}"
+        )
+    config = data.get("config")
+    if not isinstance(config, dict) or not all(
+        isinstance(config.get(name), int) and 1 <= config[name] <= bound
+        for name, bound in _CONFIG_BOUNDS.items()
+    ):
+        shown = (
+            {k: str(v)[:20] for k, v in list(config.items())[:5]}
+            if isinstance(config, dict)
+            else None
+        )
+        raise CheckpointError(
+            f"policy checkpoint {path} has a network config outside this leaguezero's bounds "
+            f"({shown}; at most {_CONFIG_BOUNDS}); use another checkpoint"
+        )
+    state, checksum = data.get("state_dict"), data.get("checksum")
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise CheckpointError(f"policy checkpoint {path} has no state_dict of tensors")
+    if checksum is not None and checksum != state_checksum(state):
+        raise CheckpointError(
+            f"policy checkpoint {path} is damaged: its weights do not match the checksum it "
+            "carries; use another checkpoint (e.g. an earlier one of the run)"
         )
     return data
 

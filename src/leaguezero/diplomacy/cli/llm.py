@@ -9,6 +9,12 @@ from typing import Annotated
 import typer
 
 from leaguezero.common.cli import fail
+from leaguezero.diplomacy.cli.llm_configs import (
+    CPU_CONFIG_HEADER,
+    CPU_OVERRIDES,
+    VLLM_CONFIG_HEADER,
+    VLLM_OVERRIDES,
+)
 from leaguezero.diplomacy.llm.server_http import API_KEY_ENV, DEFAULT_MAX_CONNECTIONS
 
 app = typer.Typer(
@@ -18,72 +24,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-VLLM_CONFIG_HEADER = """Diplomacy league training of an LLM hero sampled by vLLM: the recipe that
-learned here (docs/diplomacy_training.md): constrained decoding (each seat's legal orders
-sent as vLLM's structured_outputs regex), a cosine learning rate from 2e-3, KL 0.1 to the
-base, LoRA rank 8 on all seven projections, 3-year games. Start the server first (its own
-environment, vLLM >= 0.10.2; docs/llm.md "Deployment"), then the trainer beside it:
-  VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve /models/BASE --enable-lora --max-loras 8 \\
-      --max-lora-rank 16 --gpu-memory-utilization 0.6 --port 8000
-  leaguezero diplomacy train --config configs/diplomacy_vllm.yaml --out /runs/llm \\
-      --set llm.base_model=/models/BASE
-The same on a CPU, against leaguezero llm serve (a base built by leaguezero llm pretrain):
-  leaguezero llm serve --base-model models/dip_base --port 8000 --max-loras 8 &
-  leaguezero diplomacy train --config configs/diplomacy_vllm.yaml --out runs/llm \\
-      --set llm.base_model=models/dip_base --set llm.device=cpu --set llm.dtype=float32
-Regenerate: leaguezero llm config-write configs/diplomacy_vllm.yaml"""
-# What differs from the built-in defaults in configs/diplomacy_vllm.yaml: the CPU recipe's
-# learning settings (below) with vLLM sampling and a bf16 trainer on the GPU.
-VLLM_OVERRIDES = [
-    "train.agent=llm",
-    "llm.backend=openai",
-    "llm.base_model=models/base",
-    "llm.device=cuda",
-    "llm.dtype=bfloat16",
-    "llm.mode=constrained",
-    "max_years=3",
-    "games_dir=null",
-    "train.steps=100",
-    "train.lr=0.002",
-    "train.lr_schedule=cosine",
-    "train.kl_coef=0.1",
-    "league.eval_every=20",
-    "league.eval_games=10",
-]
-
-
-CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU (the documented run):
-constrained decoding (every order legal), sampled in this process on one thread (two threads
-gain little on an idle 2-core machine and collapse beside other work; docs/llm.md).
-Build the base model first (docs/llm.md), then train:
-  leaguezero llm pretrain --out models/dip_base
-  leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
-The same through the vLLM interface (a server process samples, the trainer trains):
-  leaguezero llm serve --base-model models/dip_base --served-model-name dip_base \\
-      --port 8123 --max-loras 8 &
-  leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm \\
-      --set llm.backend=openai
-Regenerate: leaguezero llm config-write configs/diplomacy_llm_cpu.yaml --cpu"""
-# What differs from the built-in defaults in configs/diplomacy_llm_cpu.yaml.
-CPU_OVERRIDES = [
-    "train.agent=llm",
-    "llm.backend=hf",
-    "llm.base_model=models/dip_base",
-    "llm.endpoint=http://127.0.0.1:8123",
-    "llm.served_model_name=dip_base",
-    "llm.mode=constrained",
-    "max_years=3",
-    "games_dir=null",
-    "train.steps=100",
-    "train.lr=0.002",
-    "train.lr_schedule=cosine",
-    "train.kl_coef=0.1",
-    "llm.max_new_tokens=192",
-    "league.eval_every=20",
-    "league.eval_games=10",
-]
 
 
 def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
@@ -206,10 +146,30 @@ def serve(
             "usable beside the trainer, docs/llm.md).",
         ),
     ] = 1,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name clients use besides loopback and --host (repeatable; '*': any). "
+            "Other Host headers are answered 421 (DNS rebinding).",
+        ),
+    ] = None,
+    regex_timeout: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds one structured_outputs expression may compile."),
+    ] = 20.0,
+    regex_memory_mb: Annotated[
+        int,
+        typer.Option(min=64, help="Memory (MiB) of the worker compiling one expression."),
+    ] = 1024,
+    regex_workers: Annotated[
+        int, typer.Option(min=1, help="Expressions compiled at once, each in its own process.")
+    ] = 2,
 ) -> None:
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
     import torch
 
+    from leaguezero.diplomacy.llm.regex_sandbox import CompileLimits
     from leaguezero.diplomacy.llm.server import LLMServer
 
     if threads > 0:
@@ -243,6 +203,10 @@ def serve(
             api_key=api_key,
             max_connections=max_connections,
             max_prompt_tokens=max_prompt_tokens,
+            allowed_hosts=allowed_host or (),
+            compile_limits=CompileLimits(
+                time_s=regex_timeout, memory_bytes=regex_memory_mb << 20, workers=regex_workers
+            ),
         )
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err}") from None

@@ -14,16 +14,22 @@ may send one. :func:`read_adapter_folder` therefore
 - checks every rank the LoRA config can express (``r`` and ``rank_pattern``) against
   ``max_lora_rank``, and the rank dimension of every tensor, before the model allocates a byte;
 - builds the peft config from a fixed list of fields (others are ignored; weights that then
-  do not fit the model are refused when they are installed, see ``HFBackend.load_adapter``).
+  do not fit the model are refused when they are installed, see ``HFBackend.load_adapter``);
+- checks the sha256 of ``adapter_config.json`` and ``adapter_model.safetensors`` against the
+  ``sha256`` map of ``leaguezero_adapter.json`` (:func:`folder_checksums`, written by
+  ``HFBackend.save_adapter``): a damaged adapter is refused, not served. A folder saved before
+  checksums (or by peft alone) has none and is read unchecked.
 
 Raises :class:`AdapterFileError` (an :class:`~.client.LLMError`, one short line) for all of it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,12 @@ META_FILE = "leaguezero_adapter.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 PICKLED_WEIGHTS_FILE = "adapter_model.bin"
 MAX_JSON_BYTES = 1 << 20
+MAX_ADAPTER_NAME = 128
+# Printable ASCII without "." (peft splits module paths on it) or space.
+_ADAPTER_NAME = re.compile(rf"[!-\-/-~]{{1,{MAX_ADAPTER_NAME}}}")
+MAX_ALPHA = 1e6  # lora_alpha and alpha_pattern values
+MAX_MODULE_NAME = 200  # a key of rank_pattern / alpha_pattern, a target module
+MAX_PATTERN_ENTRIES = 1000
 DEFAULT_MAX_WEIGHTS_BYTES = 2 << 30
 
 # The peft LoraConfig fields an adapter folder may set; the rest are dropped (the exotic ones
@@ -63,6 +75,71 @@ def _trusted_uids() -> tuple[int, int]:
 
 class AdapterFileError(LLMError):
     """An adapter folder that cannot (or must not) be loaded; the message is one line."""
+
+
+CHECKSUMMED_FILES = (CONFIG_FILE, WEIGHTS_FILE)
+# Adapter folders the trainer writes are read by a server that may run as another user of the
+# same group (docs/llm.md, two containers): group-readable, not world-readable, and never more
+# open than the process's umask allows (a umask of 077 keeps them private).
+ADAPTER_FILE_MODE = 0o640
+ADAPTER_FOLDER_MODE = 0o750
+
+
+def _umask() -> int:
+    try:  # Linux >= 4.7 shows it; setting it to read it would race other threads' file creation
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def adapter_folder_mode() -> int:
+    """The mode of an adapter folder the trainer writes: 0750 less the umask."""
+    return ADAPTER_FOLDER_MODE & ~_umask()
+
+
+def adapter_file_mode() -> int:
+    """The mode of a file in an adapter folder the trainer writes: 0640 less the umask."""
+    return ADAPTER_FILE_MODE & ~_umask()
+
+
+def share_with_group(folder: str | os.PathLike) -> None:
+    """Give every file in ``folder`` :func:`adapter_file_mode` (the trainer's adapter folders)."""
+    mode = adapter_file_mode()
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False):
+            os.chmod(entry.path, mode)
+
+
+def folder_checksums(folder: str | os.PathLike) -> dict[str, str]:
+    """``{file name: sha256 hex}`` of an adapter folder's config and weights (the ``sha256``
+    entry of its ``leaguezero_adapter.json``)."""
+    out = {}
+    for name in CHECKSUMMED_FILES:
+        digest = hashlib.sha256()
+        with open(Path(folder) / name, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        out[name] = digest.hexdigest()
+    return out
+
+
+def _check_checksums(meta: dict[str, Any] | None, read: dict[str, bytes], folder: Path) -> None:
+    expected = None if meta is None else meta.get("sha256")
+    if expected is None:
+        return  # saved before checksums, or not by leaguezero
+    if not isinstance(expected, dict):
+        raise AdapterFileError(f"{folder / META_FILE}: 'sha256' must map file names to digests")
+    for name, data in read.items():
+        want = expected.get(name)
+        if want is not None and want != hashlib.sha256(data).hexdigest():
+            raise AdapterFileError(
+                f"adapter {folder} is damaged: {name} does not match the checksum in {META_FILE}; "
+                "use another version of it (or copy it again)"
+            )
 
 
 @dataclass
@@ -147,10 +224,35 @@ def _rank(value: Any, where: str, max_rank: int) -> int:
     return value
 
 
-def _number(value: Any, where: str) -> None:
+def _number(value: Any, where: str, low: float = -MAX_ALPHA, high: float = MAX_ALPHA) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value):
-        raise AdapterFileError(f"{where} must be a finite number")
+    # An int beyond a float's range is refused too (math.isfinite would raise on it).
+    if not ok or not (low <= value <= high) or not math.isfinite(float(value)):
+        raise AdapterFileError(f"{where} must be a finite number in [{low:g}, {high:g}]")
+
+
+def _names(value: Any, where: str) -> None:
+    """A module name or a list of them (``target_modules``, ``exclude_modules``)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or len(names) > MAX_PATTERN_ENTRIES:
+        raise AdapterFileError(f"{where} must be a string or a list of at most "
+                               f"{MAX_PATTERN_ENTRIES} strings")  # fmt: skip
+    for name in names:
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_MODULE_NAME:
+            raise AdapterFileError(f"{where} holds a name that is not a string of 1.."
+                                   f"{MAX_MODULE_NAME} characters")  # fmt: skip
+
+
+def check_adapter_name(name: Any) -> str:
+    """``name`` if it can name a served adapter: 1..128 printable ASCII characters, no space
+    and no ``.``; else :class:`AdapterFileError` (the name shown cut short)."""
+    if not isinstance(name, str) or not _ADAPTER_NAME.fullmatch(name):
+        shown = repr(name)[:40] + ("..." if len(repr(name)) > 40 else "")
+        raise AdapterFileError(
+            f"{shown} cannot name an adapter: use 1..{MAX_ADAPTER_NAME} letters, digits and "
+            "punctuation other than '.' (no spaces)"
+        )
+    return name
 
 
 def check_lora_config(raw: dict[str, Any], max_rank: int) -> dict[str, Any]:
@@ -162,15 +264,31 @@ def check_lora_config(raw: dict[str, Any], max_rank: int) -> dict[str, Any]:
     _rank(raw["r"], "r", max_rank)
     for key in ("rank_pattern", "alpha_pattern"):
         pattern = raw.get(key) or {}
-        if not isinstance(pattern, dict):
-            raise AdapterFileError(f"{key} must be an object")
+        if not isinstance(pattern, dict) or len(pattern) > MAX_PATTERN_ENTRIES:
+            raise AdapterFileError(f"{key} must be an object of at most {MAX_PATTERN_ENTRIES} "
+                                   "entries")  # fmt: skip
         for module, value in pattern.items():
+            if len(module) > MAX_MODULE_NAME:
+                raise AdapterFileError(f"{key} has a module name longer than {MAX_MODULE_NAME}")
             if key == "rank_pattern":
                 _rank(value, f"rank_pattern[{module[:60]!r}]", max_rank)
             else:
                 _number(value, f"alpha_pattern[{module[:60]!r}]")
     _number(raw.get("lora_alpha", 8), "lora_alpha")
-    _number(raw.get("lora_dropout", 0.0), "lora_dropout")
+    _number(raw.get("lora_dropout", 0.0), "lora_dropout", 0.0, 1.0)
+    for key in ("target_modules", "exclude_modules", "layers_pattern"):
+        if raw.get(key) is not None:
+            _names(raw[key], key)
+    layers = raw.get("layers_to_transform")
+    if layers is not None:
+        listed = [layers] if isinstance(layers, int) else layers
+        if not isinstance(listed, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 100_000 for i in listed
+        ):
+            raise AdapterFileError("layers_to_transform must be a layer index or a list of them")
+    for key in ("fan_in_fan_out", "use_rslora"):
+        if not isinstance(raw.get(key, False), bool):
+            raise AdapterFileError(f"{key} must be true or false")
     return {k: raw[k] for k in _LORA_FIELDS if raw.get(k) is not None}
 
 
@@ -213,6 +331,7 @@ def read_adapter_folder(
                 f"adapter {folder} has schema_version {str(meta.get('schema_version'))[:20]}; "
                 f"this leaguezero reads {schema_version}"
             )
+        _check_checksums(meta, {CONFIG_FILE: raw_config}, folder)  # before parsing it
         fields = check_lora_config(_json_object(raw_config, folder / CONFIG_FILE), max_rank)
         data = read_private_file(dir_fd, WEIGHTS_FILE, max_weights_bytes, folder)
         if data is None:
@@ -224,6 +343,7 @@ def read_adapter_folder(
             raise AdapterFileError(f"adapter folder {folder} has no {WEIGHTS_FILE}")
     finally:
         os.close(dir_fd)
+    _check_checksums(meta, {WEIGHTS_FILE: data}, folder)
     try:
         weights = load_safetensors(data)
     except (SafetensorError, ValueError, RuntimeError) as err:

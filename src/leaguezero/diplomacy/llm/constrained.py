@@ -173,6 +173,11 @@ class ConstraintCompiler:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    @property
+    def vocabulary(self):
+        """The :class:`outlines_core.Vocabulary` of the tokenizer (llm serve's compile workers)."""
+        return self._vocabulary
+
     def index(self, regex: str):
         """The :class:`outlines_core.Index` of ``regex``; ``ValueError`` (one line) when the
         expression is not valid or the vocabulary cannot write it."""

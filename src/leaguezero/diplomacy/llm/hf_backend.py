@@ -28,7 +28,12 @@ from pathlib import Path
 import torch
 
 from leaguezero.common.atomic import atomic_folder, atomic_write_json
-from leaguezero.diplomacy.llm.adapter_files import read_adapter_folder
+from leaguezero.diplomacy.llm.adapter_files import (
+    adapter_folder_mode,
+    folder_checksums,
+    read_adapter_folder,
+    share_with_group,
+)
 from leaguezero.diplomacy.llm.client import (
     Completion,
     GenerationRequest,
@@ -302,14 +307,15 @@ class HFBackend:
                 self._trainable = None
 
     def save_adapter(self, name: str, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-        """Save adapter ``name`` to folder ``path`` atomically (temp folder, then rename)."""
+        """Save adapter ``name`` to folder ``path`` atomically (temp folder, then rename), with
+        the files' sha256 in its meta and group-readable modes (:mod:`.adapter_files`)."""
         from peft.utils import get_peft_model_state_dict
         from safetensors.torch import save_file
 
         folder = Path(path)
         if folder.exists() and not overwrite:
             raise FileExistsError(f"adapter folder {folder} exists; versioned names are immutable")
-        with atomic_folder(folder) as tmp:
+        with atomic_folder(folder, mode=adapter_folder_mode()) as tmp:
             with self._lock:
                 if name not in self.list_adapters():
                     raise UnknownAdapterError(f"adapter {name!r} is not loaded")
@@ -324,8 +330,10 @@ class HFBackend:
                 "base_model": self.model_name,
                 "rank": config.r,
                 "prompt_version": PROMPT_VERSION,
+                "sha256": folder_checksums(tmp),
             }
             atomic_write_json(tmp / ADAPTER_META, meta)
+            share_with_group(tmp)
         return folder
 
     def adapter_parameters(self, name: str) -> dict[str, torch.nn.Parameter]:
@@ -520,6 +528,8 @@ class HFBackend:
             return self._compiler
 
     def _machine(self, row: GenerationRequest) -> RegexMachine | None:
+        if (index := row.extra.get("regex_index")) is not None:  # llm serve's (.regex_sandbox)
+            return RegexMachine(index, self.constraints.eos_id)
         regex = row.extra.get("regex")
         choices = row.extra.get("choices")
         if choices is not None:

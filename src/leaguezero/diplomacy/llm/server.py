@@ -11,7 +11,10 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   ``structured_outputs`` as vLLM (>= 0.10.2) takes it: ``{"regex": ...}`` or ``{"choice":
   [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
   from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
-  other kinds are refused with 400.
+  other kinds are refused with 400. A request's expression is compiled in a bounded worker
+  process (:mod:`.regex_sandbox`: wall time, memory, stopped when the client leaves; results
+  in a cache bounded in entries and bytes); one beyond a bound gets 400, and 503 when every
+  worker stayed busy.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
@@ -22,11 +25,15 @@ wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it g
 
 Requests are handled in threads and their rows go through one
 :class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
-The server binds to loopback by default. With ``api_key`` (``--api-key``, as vLLM's) every
-``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards all of ``/v1``, completions and
-model listing included); ``/health`` and ``/stats`` stay open. Without one, anyone who can reach
-the server can load adapters from its filesystem (but only folders and regular files owned by the
-server's user: :mod:`.adapter_files`).
+The server binds to loopback by default. Every request needs a ``Host`` header naming an allowed
+host (loopback names, the bound address, ``allowed_hosts``: ``--allowed-host``), else 421, and
+every POST ``Content-Type: application/json``, else 415: a web page cannot send either (DNS
+rebinding, cross-site "simple" requests; :mod:`.server_http`). With ``api_key``
+(``--api-key``, as vLLM's) every ``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards
+all of ``/v1``, completions and model listing included); ``/health`` and ``/stats`` stay open.
+Without one, anyone who can reach the server (on loopback: every user of this machine) can load
+and unload adapters (loads only from folders and regular files owned by the server's user:
+:mod:`.adapter_files`); on a shared machine, set the key.
 
 Hostile input is bounded (:mod:`.server_http`): a body needs a ``Content-Length`` of at most
 8 MiB, connections served at once are bounded, prompts are tokenised in the request's thread
@@ -35,29 +42,32 @@ and bounded in tokens, and bad input gets a 4xx with a short message.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from leaguezero.diplomacy.llm.adapter_files import check_adapter_name
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.constrained import choice_regex
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.regex_sandbox import (
+    CompileLimits,
+    CompilerBusy,
+    RegexRefused,
+    RegexSandbox,
+)
+from leaguezero.diplomacy.llm.server_handler import LLMRequestHandler
 from leaguezero.diplomacy.llm.server_http import (
     DEFAULT_MAX_CONNECTIONS,
     MAX_BODY_BYTES,
-    SOCKET_TIMEOUT_S,
     BoundedHTTPServer,
     RequestError,
-    authorized,
-    error_body,
-    log_line,
-    read_body,
+    host_allowlist,
 )
 
 __all__ = ["MAX_BODY_BYTES", "LLMServer", "RequestError"]
@@ -65,7 +75,13 @@ MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows;
 MAX_PROMPTS_PER_REQUEST = 256  # one request's rows all enter the batcher's queue at once
 # A constraint's expression (ours: ~5 kB for 17 units); compiling one costs the server CPU.
 MAX_REGEX_CHARS = 64 * 1024
+MAX_PATH_CHARS = 4096  # PATH_MAX
 CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
+
+
+def _shown(name: str) -> str:
+    """A name from a request as an error message may echo it (cut short)."""
+    return name if len(name) <= 80 else name[:80] + "..."
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
@@ -93,9 +109,15 @@ class LLMServer:
         api_key: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_prompt_tokens: int | None = None,
+        allowed_hosts: list[str] | tuple[str, ...] = (),
+        compile_limits: CompileLimits | None = None,
     ) -> None:
         self.backend = backend
         self.api_key = api_key or None
+        self.allowed_hosts = host_allowlist(host, allowed_hosts)
+        self.compile_limits = compile_limits or CompileLimits()
+        self._sandbox: RegexSandbox | None = None  # started on the first constrained request
+        self._sandbox_lock = threading.Lock()
         # Prompts longer than this are refused before they reach the batcher.
         self.max_prompt_tokens = max_prompt_tokens or min(backend.max_positions, 1 << 15)
         # Loads are serialised (a name is checked and registered by one load at a time); they
@@ -109,7 +131,7 @@ class LLMServer:
         self.batcher = BatchingGenerator(backend, max_adapters=max_loras)
         server = self
 
-        class Handler(_Handler):
+        class Handler(LLMRequestHandler):
             owner = server
 
         self.httpd = BoundedHTTPServer((host, port), Handler, max_connections)
@@ -136,6 +158,22 @@ class LLMServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.batcher.close()
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+    @property
+    def regex_sandbox_started(self) -> bool:
+        """Whether a constrained request has started the compile workers."""
+        return self._sandbox is not None
+
+    @property
+    def sandbox(self) -> RegexSandbox:
+        """The compile workers of request expressions (:mod:`.regex_sandbox`)."""
+        with self._sandbox_lock:
+            if self._sandbox is None:
+                vocabulary = self.backend.constraints.vocabulary
+                self._sandbox = RegexSandbox(vocabulary, self.compile_limits)
+            return self._sandbox
 
     # ------------------------------------------------------------- endpoint logic
     def models(self) -> dict[str, Any]:
@@ -164,13 +202,18 @@ class LLMServer:
             )
         return {"object": "list", "data": data}
 
-    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    def completions(
+        self, body: dict[str, Any], gone: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
+        """One completion request; ``gone()`` says the client has left (stops a compile)."""
         model = _field(body, "model", str, None)
         if model is None:
             raise RequestError("'model' is required: an adapter name or the base model's name")
         adapter = None if model == self.backend.model_name else model
         if adapter is not None and adapter not in self.backend.list_adapters():
-            raise RequestError(f"The model `{model}` does not exist.", status=HTTPStatus.NOT_FOUND)
+            raise RequestError(
+                f"The model `{_shown(model)}` does not exist.", status=HTTPStatus.NOT_FOUND
+            )
         prompt = body.get("prompt")
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if (
@@ -205,12 +248,15 @@ class LLMServer:
             row.extra["prompt_ids"] = self._tokenize(row.prompt, max_tokens)
         regex = self._structured_regex(body.get("structured_outputs"))
         if regex is not None:
-            try:  # compiled here, in the request's thread, not in the batcher's
-                self.backend.constraints.index(regex)
-            except ValueError as err:
+            try:  # compiled in a bounded worker, never in the batcher's thread
+                index = self.sandbox.index(regex, gone)
+            except RegexRefused as err:
                 raise RequestError(f"structured_outputs: {err}") from None
+            except CompilerBusy as err:
+                raise RequestError(str(err), status=HTTPStatus.SERVICE_UNAVAILABLE) from None
             for row in rows:
                 row.extra["regex"] = regex
+                row.extra["regex_index"] = index
         completions = self.batcher.submit(rows)
         choices = []
         for index, c in enumerate(completions):
@@ -301,6 +347,12 @@ class LLMServer:
         path = _field(body, "lora_path", str, None)
         if not name or not path:
             raise RequestError("'lora_name' and 'lora_path' are required")
+        try:
+            check_adapter_name(name)
+        except LLMError as err:
+            raise RequestError(str(err)) from None
+        if len(path) > MAX_PATH_CHARS:
+            raise RequestError(f"'lora_path' longer than {MAX_PATH_CHARS} characters")
         with self._load_lock:
             loaded = self.backend.list_adapters()
             if name in loaded:
@@ -325,112 +377,6 @@ class LLMServer:
             self.backend.unload_adapter(name)
         except UnknownAdapterError:
             raise RequestError(
-                f"The lora adapter '{name}' cannot be found.", status=HTTPStatus.NOT_FOUND
+                f"The lora adapter '{_shown(name)}' cannot be found.", status=HTTPStatus.NOT_FOUND
             ) from None
         return f"Success: LoRA adapter '{name}' removed successfully."
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: LLMServer
-    protocol_version = "HTTP/1.1"
-    timeout = SOCKET_TIMEOUT_S  # per socket operation; read_body bounds the whole body
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: a training run makes thousands of requests
-
-    def _send(self, status: HTTPStatus, payload: Any) -> None:
-        # vLLM answers the adapter endpoints with a bare string; JSON-encode it like any body.
-        data, kind = json.dumps(payload).encode(), "application/json"
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, status: HTTPStatus, message: str) -> None:
-        self._send(status, error_body(status, message))
-
-    def handle_one_request(self) -> None:
-        # The read deadline runs from waiting for the request line until the body is in.
-        self.server.reading(self.connection, True)
-        try:
-            super().handle_one_request()
-        finally:
-            self.server.reading(self.connection, False)
-
-    def _authorized(self) -> bool:
-        if not self.path.startswith("/v1") or authorized(self, self.owner.api_key):
-            return True
-        self.close_connection = True  # its body, if any, is not read
-        self._error(HTTPStatus.UNAUTHORIZED, "Unauthorized")
-        return False
-
-    def do_GET(self) -> None:
-        self.server.reading(self.connection, False)
-        if not self._authorized():
-            return
-        if self.path == "/v1/models":
-            self._send(HTTPStatus.OK, self.owner.models())
-        elif self.path == "/health":
-            # Unhealthy once the batcher thread is gone: completions could never be answered.
-            worker = getattr(self.owner.batcher, "_worker", None)
-            if worker is not None and not worker.is_alive():
-                self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the batcher thread has stopped")
-            else:
-                self._send(HTTPStatus.OK, {"status": "ok"})
-        elif self.path == "/stats":  # ours, not vLLM's: what the batcher has done
-            batcher = self.owner.batcher
-            stats = {
-                "batches": batcher.batches,
-                "rows": batcher.rows,
-                "max_rows_in_batch": batcher.max_rows_seen,
-                "max_adapters_in_batch": batcher.max_adapters_seen,
-                "max_loras": self.owner.max_loras,
-                "max_cpu_loras": self.owner.max_cpu_loras,
-                "adapters_loaded": len(self.owner.backend.list_adapters()),
-            }
-            self._send(HTTPStatus.OK, stats)
-        else:
-            self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
-
-    def do_POST(self) -> None:
-        routes = {
-            "/v1/completions": self.owner.completions,
-            "/v1/load_lora_adapter": self.owner.load_lora_adapter,
-            "/v1/unload_lora_adapter": self.owner.unload_lora_adapter,
-        }
-        handler = routes.get(self.path)
-        if not self._authorized():
-            return
-        if handler is None:
-            self.close_connection = True  # the body is not read
-            self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
-            return
-        try:
-            try:
-                data = read_body(self)
-                self.server.reading(self.connection, False)  # a completion may take long
-            except RequestError:
-                self.close_connection = True  # what is left of the body is not a request
-                raise
-            body = json.loads(data or b"{}")
-            if not isinstance(body, dict):
-                raise RequestError("the request body must be a JSON object")
-            result = handler(body)
-        except RequestError as err:
-            self._error(err.status, str(err))
-        except json.JSONDecodeError as err:
-            self._error(HTTPStatus.BAD_REQUEST, f"the request body is not JSON ({err.msg})")
-        except RecursionError:
-            self._error(HTTPStatus.BAD_REQUEST, "the request body nests too deeply")
-        except UnknownAdapterError as err:  # unloaded between the check and the batch
-            self._error(HTTPStatus.NOT_FOUND, str(err))
-        except (LLMError, ValueError) as err:
-            self._error(HTTPStatus.BAD_REQUEST, str(err).splitlines()[0][:300] if str(err) else "")
-        except (ConnectionError, TimeoutError):
-            raise  # the client went away: BoundedHTTPServer logs one line
-        except Exception as err:  # keep serving; the details go to the log, not the client
-            log_line(f"{self.path}: {type(err).__name__}: {err}")
-            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error ({type(err).__name__})")
-        else:
-            self._send(HTTPStatus.OK, result)

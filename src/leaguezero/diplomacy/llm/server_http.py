@@ -9,6 +9,12 @@
 - :func:`read_body`: a request body needs a ``Content-Length`` (missing: 411; negative or not a
   number: 400; above the bound: 413) and must arrive within ``BODY_DEADLINE_S`` in all.
 - :func:`authorized`: the ``Authorization: Bearer KEY`` check of ``--api-key``, in constant time.
+- :func:`host_allowed` and :func:`is_json`: what keeps web pages out. A page in a browser on this
+  machine can send a "simple" cross-site POST (``text/plain``, no preflight) to a loopback port,
+  and by DNS rebinding even read the answer; it cannot choose the ``Host`` header (the browser
+  writes the page's host name) nor send ``Content-Type: application/json`` without a CORS
+  preflight, which this server never grants. So every request needs an allowed ``Host`` and
+  every POST a JSON content type.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ DEFAULT_MAX_CONNECTIONS = 256  # above a 200-request flood; the client opens 32 
 BODY_DEADLINE_S = 30.0  # the whole body, however slowly it trickles in
 SOCKET_TIMEOUT_S = 30.0  # any one read or write (an idle keep-alive connection too)
 READ_DEADLINE_S = 60.0  # waiting for a request and reading it, however it trickles in
+# Host names every server accepts; the bound address and --allowed-host add to them.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+ANY_HOST = "*"  # --allowed-host '*': no Host check (behind a proxy that does its own)
+MAX_MESSAGE_CHARS = 600  # an error message, however long the name or path it quotes
 
 
 class RequestError(ValueError):
@@ -52,6 +62,8 @@ def error_body(status: HTTPStatus, message: str) -> dict[str, Any]:
         HTTPStatus.NOT_FOUND: "NotFoundError",
         HTTPStatus.UNAUTHORIZED: "AuthenticationError",
     }.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    if len(message) > MAX_MESSAGE_CHARS:  # names and paths from requests are echoed
+        message = message[: MAX_MESSAGE_CHARS - 3] + "..."
     return {"error": {"message": message, "type": kind, "code": int(status)}}
 
 
@@ -172,3 +184,39 @@ def authorized(handler: BaseHTTPRequestHandler, api_key: str | None) -> bool:
         return True
     given = handler.headers.get("Authorization", "")
     return hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode())
+
+
+def host_allowlist(
+    bind_host: str, extra: list[str] | tuple[str, ...] = ()
+) -> frozenset[str] | None:
+    """The Host names a server bound to ``bind_host`` accepts: loopback names, the bound
+    address (unless a wildcard) and ``extra`` (``--allowed-host``); None when ``extra`` holds
+    ``*`` (no check)."""
+    names = {name.strip().lower().strip("[]") for name in extra if name.strip()}
+    if ANY_HOST in names:
+        return None
+    names.update(LOOPBACK_HOSTS)
+    if bind_host not in ("", "0.0.0.0", "::"):
+        names.add(bind_host.lower().strip("[]"))
+    return frozenset(names)
+
+
+def host_allowed(handler: BaseHTTPRequestHandler, allowed: frozenset[str] | None) -> bool:
+    """Whether the request has exactly one ``Host`` header naming an allowed host (any port)."""
+    if allowed is None:
+        return True
+    values = handler.headers.get_all("Host") or []
+    if len(values) != 1:
+        return False
+    host = values[0].strip().lower()
+    if host.startswith("["):  # [::1]:8000
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host in allowed
+
+
+def is_json(handler: BaseHTTPRequestHandler) -> bool:
+    """Whether the request says ``Content-Type: application/json`` (parameters allowed)."""
+    kind = handler.headers.get("Content-Type", "")
+    return kind.partition(";")[0].strip().lower() == "application/json"

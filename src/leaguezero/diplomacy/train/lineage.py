@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.lineage import read_lineage_record
 from leaguezero.diplomacy.agents import catalogue
@@ -159,15 +160,36 @@ def _locate(text: str, hero: HeroKind) -> Path:
 
 def read_checkpoint_extra(path: Path) -> dict[str, Any]:
     """The lineage metadata a checkpoint carries (``{"step", "lineage"}``; empty if none)."""
-    try:
-        if path.is_dir():
-            file = path / LINEAGE_FILE
+    if path.is_dir():
+        file = path / LINEAGE_FILE
+        try:
             data = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
-        else:
-            data = torch.load(path, map_location="cpu", weights_only=True).get("extra") or {}
-    except Exception as err:  # a damaged file: the loader of the weights names it better
-        raise LineageError(f"--init-from {path}: unreadable lineage ({err})") from None
-    return data if isinstance(data, dict) else {}
+        except (OSError, ValueError, RecursionError) as err:
+            reason = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+            raise LineageError(
+                f"--init-from {path}: {LINEAGE_FILE} cannot be read ({reason}); use another "
+                "adapter folder"
+            ) from None
+    else:
+        try:
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises many kinds for a damaged file
+            raise LineageError(
+                f"--init-from {path} cannot be read ({torch_load_reason(err)}); use another "
+                "checkpoint"
+            ) from None
+        data = (blob.get("extra") if isinstance(blob, dict) else None) or {}
+    if not isinstance(data, dict):
+        return {}
+    chain = data.get("lineage")
+    if chain is not None and not (
+        isinstance(chain, list) and all(isinstance(entry, dict) for entry in chain)
+    ):
+        raise LineageError(
+            f"--init-from {path}: its lineage is damaged (not a list of runs); use another "
+            "checkpoint"
+        )
+    return data
 
 
 def resolve_init_from(text: str, hero: HeroKind) -> InitSource:

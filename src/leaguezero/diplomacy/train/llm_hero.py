@@ -35,6 +35,7 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
+from leaguezero.diplomacy.llm.adapter_files import adapter_file_mode
 from leaguezero.diplomacy.llm.adapters import (
     AdapterSlots,
     SlotsExceededError,
@@ -370,7 +371,7 @@ class LanguageModelHero:
         ``lineage.json``."""
         folder = self.policy.save(path)
         if extra:
-            atomic_write_json(folder / LINEAGE_FILE, extra)
+            atomic_write_json(folder / LINEAGE_FILE, extra, mode=adapter_file_mode())
         return folder
 
     def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
