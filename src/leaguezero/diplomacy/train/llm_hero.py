@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.memory import release_freed_memory
 from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
 from leaguezero.diplomacy.llm.adapter_files import adapter_file_mode
@@ -54,12 +53,12 @@ from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import ChatFormat, build_prompt
+from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
-from leaguezero.diplomacy.train.llm_memory import PassPlan, auto_records_per_pass
+from leaguezero.diplomacy.train.llm_memory import hero_pass_plan
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 
@@ -138,7 +137,7 @@ class LanguageModelHero:
             raise TrainError(str(err)) from None
         if cfg.train.gradient_checkpointing:
             self.backend.enable_gradient_checkpointing()
-        plan = self._pass_plan(cfg)
+        plan = hero_pass_plan(self.backend, cfg, sampled_here=not self.remote)
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
         if self.client is not None:
@@ -183,28 +182,6 @@ class LanguageModelHero:
                 parsed = parse_versioned_name(name)
                 if parsed is not None and parsed[0] == prefix:
                     self.client.unload_adapter(name)
-
-    def _pass_plan(self, cfg: DiplomacyConfig) -> PassPlan:
-        """``train.records_per_pass: 0`` sized to the model and ``train.max_memory_gb``
-        (:mod:`.llm_memory`), from the longest opening prompt as this model tokenises it."""
-        env = DiplomacyEnv(max_years=1)
-        render = chat_format(cfg.llm).renderer(self.backend.tokenizer)
-        prompt_tokens = max(
-            len(self.backend.encode(render(build_prompt(env, p, env.legal_orders(p)))))
-            for p in POWERS
-        )
-        # In-process sampling batches a group's seats (the batcher's cap); a server samples
-        # in its own process.
-        rows = 0 if self.remote else min(64, 7 * cfg.train.group_size)
-        return auto_records_per_pass(
-            self.backend.model.config,
-            budget_gb=cfg.train.max_memory_gb,
-            resident_bytes=psutil.Process().memory_info().rss,
-            prompt_tokens=prompt_tokens,
-            answer_tokens=min(cfg.llm.max_new_tokens, 64),
-            sampling_rows=rows,
-            checkpointing=cfg.train.gradient_checkpointing,
-        )
 
     def _load_init(self) -> None:
         try:

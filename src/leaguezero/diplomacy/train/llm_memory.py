@@ -109,3 +109,30 @@ def auto_records_per_pass(
         prompt_tokens=prompt_tokens,
         checkpointing=checkpointing,
     )
+
+
+def hero_pass_plan(backend, cfg, *, sampled_here: bool) -> PassPlan:
+    """The LLM hero's plan: ``train.records_per_pass: 0`` sized to ``backend``'s model and
+    ``train.max_memory_gb``, from the longest opening prompt as this model tokenises it (in the
+    run's chat format); ``sampled_here``: the games are sampled in this process (a group's
+    seats share its batches), not by a server."""
+    import psutil
+
+    from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.llm.backends import chat_format
+    from leaguezero.diplomacy.llm.prompt import build_prompt
+
+    env = DiplomacyEnv(max_years=1)
+    render = chat_format(cfg.llm).renderer(backend.tokenizer)
+    prompt_tokens = max(
+        len(backend.encode(render(build_prompt(env, p, env.legal_orders(p))))) for p in POWERS
+    )
+    return auto_records_per_pass(
+        backend.model.config,
+        budget_gb=cfg.train.max_memory_gb,
+        resident_bytes=psutil.Process().memory_info().rss,
+        prompt_tokens=prompt_tokens,
+        answer_tokens=min(cfg.llm.max_new_tokens, 64),
+        sampling_rows=min(64, 7 * cfg.train.group_size) if sampled_here else 0,
+        checkpointing=cfg.train.gradient_checkpointing,
+    )
