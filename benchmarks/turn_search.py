@@ -11,11 +11,13 @@ forward dtype on both sides (``auto``: bfloat16 on CPUs with native bf16 units),
 (b) through the inference server (``yz infer-server``, a subprocess on a Unix socket, one
     torch thread) with the same checkpoint: the ratio of decisions/s to in process, over
     ``--pairs`` interleaved (socket, in-process) pairs so that both sides of a ratio share the
-    machine's load (target >= 0.8x; ``--chunk-rows`` A/B-tests the client's chunk size in the
-    same pairs); and, since a wall-clock ratio of two processes that hand
-    work to each other also measures how long each waits for a core on a loaded machine, the
-    same ratio in CPU time: in-process CPU seconds per decision over the socket path's (this
-    process plus the server's, read from ``/proc/<pid>/stat``; Linux only, else left out).
+    machine's load (target >= 0.8x; ``--request`` A/B-tests the request kind — ``positions``, 9
+    int32 a successor that the server encodes (protocol kind 4), or ``features``, 169 float32 —
+    and ``--chunk-rows`` the client's chunk size, in the same pairs); and, since a wall-clock
+    ratio of two processes that hand work to each other also measures how long each waits for
+    a core on a loaded machine, the same ratio in CPU time: in-process CPU seconds per decision
+    over the socket path's (this process plus the server's, read from ``/proc/<pid>/stat``;
+    Linux only, else left out).
 
 One torch and one numba thread each.
 """
@@ -36,6 +38,7 @@ import numpy as np
 import torch
 
 from leaguezero.az.checkpoint import save_checkpoint
+from leaguezero.az.evaluator import PositionValueEvaluator
 from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
@@ -46,7 +49,8 @@ from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 
 
 class Chunked:
-    """A client whose ``evaluate_values`` sends chunks of ``rows`` rows (an A/B of chunk sizes)."""
+    """A client whose ``evaluate_values`` sends chunks of ``rows`` rows (an A/B of chunk sizes),
+    as features (the turn search sees no position path here)."""
 
     def __init__(self, client, rows: int) -> None:
         self.client, self.rows = client, rows
@@ -59,6 +63,15 @@ class Chunked:
 
     def evaluate_values(self, features: np.ndarray):
         return self.client.evaluate_values(features, chunk_rows=self.rows)
+
+
+class ChunkedPositions(Chunked):
+    """As :class:`Chunked`, and the turn search sends positions (protocol kind 4)."""
+
+    def evaluate_position_values(self, positions: np.ndarray, position_schema_id: int):
+        return self.client.evaluate_position_values(
+            positions, position_schema_id, chunk_rows=self.rows
+        )
 
 
 class TimedEvaluator:
@@ -85,6 +98,16 @@ class TimedEvaluator:
         return out
 
 
+class TimedPositionEvaluator(TimedEvaluator):
+    """:class:`TimedEvaluator` of an evaluator that takes positions (the socket client)."""
+
+    def evaluate_position_values(self, positions: np.ndarray, position_schema_id: int):
+        t0 = time.perf_counter()
+        out = self.inner.evaluate_position_values(positions, position_schema_id)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` so far (None where /proc is absent)."""
     try:
@@ -98,7 +121,8 @@ def process_cpu_seconds(pid: int) -> float | None:
 def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | None = None) -> dict:
     """``rounds`` lockstep decision rounds over ``games`` games (finished games restart);
     ``cpu_per_decision`` counts this process's CPU time plus ``server_pid``'s when given."""
-    timed = TimedEvaluator(evaluator)
+    by_position = isinstance(evaluator, PositionValueEvaluator)
+    timed = (TimedPositionEvaluator if by_position else TimedEvaluator)(evaluator)
     search = TurnSearch(timed)
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64) + seed * games, DICE_RNG)
@@ -144,6 +168,10 @@ def main() -> None:
         "--chunk-rows", type=int, nargs="+", default=[8192],
         help="the socket client's values-only chunk size; several: one socket run each per pair",
     )  # fmt: skip
+    parser.add_argument(
+        "--request", nargs="+", choices=["positions", "features"], default=["positions"],
+        help="what the socket client sends; several: one socket run each per pair",
+    )  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -172,8 +200,10 @@ def main() -> None:
          "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    ratios = {rows: [] for rows in args.chunk_rows}
-    cpu_ratios = {rows: [] for rows in args.chunk_rows}
+    variants = [(kind, rows) for kind in args.request for rows in args.chunk_rows]
+    wrappers = {"positions": ChunkedPositions, "features": Chunked}
+    ratios = {v: [] for v in variants}
+    cpu_ratios = {v: [] for v in variants}
     last = {}
     try:
         client = InferenceClient(
@@ -183,24 +213,29 @@ def main() -> None:
         # Interleaved pairs, so that both sides of each ratio see the same load.
         for _ in range(args.pairs):
             remotes = {
-                rows: play(Chunked(client, rows), args.games, args.rounds, server_pid=server.pid)
-                for rows in args.chunk_rows
+                (kind, rows): play(
+                    wrappers[kind](client, rows), args.games, args.rounds, server_pid=server.pid
+                )
+                for kind, rows in variants
             }
             local = play(local_eval, args.games, args.rounds)
-            for rows, remote in remotes.items():
-                ratios[rows].append(remote["decisions_per_s"] / local["decisions_per_s"])
+            for v, remote in remotes.items():
+                ratios[v].append(remote["decisions_per_s"] / local["decisions_per_s"])
                 if remote["cpu_per_decision"] is not None:
-                    cpu_ratios[rows].append(local["cpu_per_decision"] / remote["cpu_per_decision"])
-                last[rows] = (remote, local)
+                    cpu_ratios[v].append(local["cpu_per_decision"] / remote["cpu_per_decision"])
+                last[v] = (remote, local)
         client.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
-    for rows in args.chunk_rows:
-        remote, local = last[rows]
-        wall, cpu = sorted(ratios[rows]), sorted(cpu_ratios[rows])
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for v in variants:
+        kind, rows = v
+        remote, local = last[v]
+        wall, cpu = sorted(ratios[v]), sorted(cpu_ratios[v])
         print(
-            f"(b) through yz infer-server (Unix socket, chunks of {rows} rows) vs in process, "
+            f"(b) through yz infer-server (Unix socket, {kind}, chunks of {rows} rows) vs in "
+            "process, "
             f"{args.pairs} interleaved pairs: {' / '.join(f'{r:.2f}' for r in wall)}x, median "
             f"{wall[len(wall) // 2]:.2f}x (target >= 0.8x; last pair "
             f"{remote['decisions_per_s']:,.0f} vs {local['decisions_per_s']:,.0f} decisions/s)"
