@@ -20,6 +20,14 @@ forward dtype on both sides (``auto``: bfloat16 on CPUs with native bf16 units),
     Linux only, else left out).
 
 One torch and one numba thread each.
+
+``--quick`` is the CI ratio guard of the socket path (``.ci/run``; about half a minute, exit
+status 1 on a failure): 64 games for 30 rounds through the server (positions) and in process,
+interleaved five times, each side keeping its least CPU time per decision (client + server
+for the socket path; time spent preempted is not counted, so it holds on a busy machine). It
+fails below ``MIN_SOCKET_CPU_RATIO`` (in-process CPU / socket CPU), set far below what the code
+measures so that noise never trips it; it catches the socket path falling back to features or
+losing the server's board deduplication, not a few percent.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -158,12 +167,62 @@ def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | No
     }
 
 
+MIN_SOCKET_CPU_RATIO = 0.6  # measured 0.8-1.1 (positions) and 0.6-0.8 (features), load 4-5
+
+
+def start_server(ckpt: str, sock: str) -> subprocess.Popen:
+    """``yz infer-server`` on ``unix://sock`` (one torch thread, self-play's dtype), once ready."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", ckpt,
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
+         "--dtype", "auto"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    for line in server.stdout:
+        if line.startswith("listening on"):
+            threading.Thread(target=server.stdout.read, daemon=True).start()  # keep it drained
+            return server
+    server.wait(timeout=30)
+    raise RuntimeError("the inference server did not start")
+
+
+def quick_guard(local_eval, ckpt: str, folder: str, repeats: int = 5) -> bool:
+    """The CI guard (module docstring): True when the socket path's CPU ratio holds."""
+    from leaguezero.az.inference.client import InferenceClient
+
+    server = start_server(ckpt, os.path.join(folder, "quick.sock"))
+    best_remote = best_local = float("inf")
+    try:
+        with InferenceClient(
+            f"unix://{folder}/quick.sock", feature_schema_id=TURN_FEATURE_SCHEMA_ID, num_actions=47
+        ) as client:
+            client.margin_weight = 1.0
+            remote_eval = ChunkedPositions(client, 8192)
+            for _ in range(repeats):
+                remote = play(remote_eval, 64, 30, server_pid=server.pid)
+                local = play(local_eval, 64, 30)
+                best_remote = min(best_remote, remote["cpu_per_decision"])
+                best_local = min(best_local, local["cpu_per_decision"])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ratio = best_local / best_remote
+    ok = ratio >= MIN_SOCKET_CPU_RATIO
+    print(
+        f"turn search quick: socket (positions) {1e6 * best_remote:,.0f} CPU us/decision "
+        f"(client + server), in process {1e6 * best_local:,.0f}: {ratio:.2f}x "
+        f"(fails below {MIN_SOCKET_CPU_RATIO}x) {'ok' if ok else 'FAILED'}"
+    )
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=90, help="decision rounds (90 = a game)")
     parser.add_argument("--pairs", type=int, default=3, help="interleaved socket/local pairs")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="the CI ratio guard only")
     parser.add_argument(
         "--chunk-rows", type=int, nargs="+", default=[8192],
         help="the socket client's values-only chunk size; several: one socket run each per pair",
@@ -182,6 +241,8 @@ def main() -> None:
 
     dtype = resolve_dtype("auto")  # self-play's forward dtype, on both sides
     local_eval = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0, dtype=dtype)
+    if args.quick:
+        sys.exit(0 if quick_guard(local_eval, ckpt, folder) else 1)
     local = play(local_eval, args.games, args.rounds)
     print(
         f"(a) in process, {args.games} games: {local['decisions_per_s']:,.0f} decisions/s, "
@@ -194,12 +255,7 @@ def main() -> None:
     from leaguezero.az.inference.client import InferenceClient
 
     sock = os.path.join(folder, "infer.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", ckpt,
-         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
-         "--dtype", "auto"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    server = start_server(ckpt, sock)
     variants = [(kind, rows) for kind in args.request for rows in args.chunk_rows]
     wrappers = {"positions": ChunkedPositions, "features": Chunked}
     ratios = {v: [] for v in variants}
