@@ -15,6 +15,13 @@ Both go through ``run_selfplay_workers``, the code ``yz run`` uses, so both pay 
 start-up. Printed per pair: games per wall-minute of each and the ratio B / A (the issue's
 target with 2 workers on 2 cores: >= 1.6x), and the CPU seconds per game of each (workers, plus
 the server's for B: what the socket path costs in CPU). The load average is printed with them.
+
+Why 2 workers + one server cannot reach 2x of one worker in process on 2 cores: the forward
+pass is ~85% of a decision's CPU in process (``benchmarks/turn_search.py`` (a)), and the server
+runs forward passes one at a time (``--server-threads`` torch threads each); with one thread the
+server alone bounds the rate at ~1 / 0.85 = 1.2x, whatever the number of workers. And each
+worker is a spawned process that imports torch and numba (~4 CPU s) every self-play phase, as
+large as a third of the default phase's play (1,024 games).
 """
 
 from __future__ import annotations
@@ -64,10 +71,10 @@ def play(cfg: YatzyConfig, best: Path, games: int, seed: int, server_pid: int | 
     return {"games_per_min": 60 * stats.games / wall, "cpu_per_game": cpu / stats.games}
 
 
-def start_server(ckpt: Path, sock: Path) -> subprocess.Popen:
+def start_server(ckpt: Path, sock: Path, threads: int = 1) -> subprocess.Popen:
     server = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", str(ckpt),
-         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1"],
+         "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", str(threads)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     for line in server.stdout:
@@ -82,6 +89,7 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=1024, help="games per phase, all workers")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--server-threads", type=int, default=1, help="the server's torch threads")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="lz-sp-bench-"))
@@ -94,7 +102,7 @@ def main() -> None:
     local_cfg.selfplay.workers, local_cfg.selfplay.infer = 1, "local"
     server_cfg = base.model_copy(deep=True)
     server_cfg.selfplay.workers, server_cfg.selfplay.infer = args.workers, f"unix://{sock}"
-    server = start_server(best, sock)
+    server = start_server(best, sock, args.server_threads)
     rows = []
     try:
         play(local_cfg, best, 64, 0, None)  # warm-up: numba caches, the server's first forward

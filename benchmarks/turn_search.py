@@ -26,8 +26,10 @@ status 1 on a failure): 64 games for 30 rounds through the server (positions) an
 interleaved five times, each side keeping its least CPU time per decision (client + server
 for the socket path; time spent preempted is not counted, so it holds on a busy machine). It
 fails below ``MIN_SOCKET_CPU_RATIO`` (in-process CPU / socket CPU), set far below what the code
-measures so that noise never trips it; it catches the socket path falling back to features or
-losing the server's board deduplication, not a few percent.
+measures (0.98x in quick mode, 0.83-1.12x in full pairs, load 3-5) so that noise never trips
+it: it catches gross regressions of the socket path (per-row Python in the protocol, a lost
+encoder or value path on the server), not a few percent — the features request it replaced
+measured 0.64-0.83x.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | No
     }
 
 
-MIN_SOCKET_CPU_RATIO = 0.6  # measured 0.8-1.1 (positions) and 0.6-0.8 (features), load 4-5
+MIN_SOCKET_CPU_RATIO = 0.6  # measured 0.83-1.12 (positions), 0.64-0.83 (features), load 3-5
 
 
 def start_server(ckpt: str, sock: str) -> subprocess.Popen:

@@ -98,10 +98,11 @@ def test_check_positions_finds_the_first_row_out_of_range() -> None:
         assert check_positions(bad) == 5, (column, value)
 
 
-@pytest.fixture(params=["float32", "auto"])
+@pytest.fixture(params=["float32", "bfloat16"])
 def turn_server(tmp_path, request):
     """An in-process server of a default-width turn net with the position codec, in float32
-    and in self-play's dtype (``auto``); yields (net, dtype, address, server)."""
+    and in bfloat16 (self-play's dtype on CPUs with bf16 units); yields (net, dtype, address,
+    server)."""
     torch.set_num_threads(1)
     net = build_net(hidden=256, seed=3, num_features=NUM_TURN_FEATURES, arch="board_towers")
     dtype = resolve_dtype(request.param)
