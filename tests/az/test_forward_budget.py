@@ -1,7 +1,10 @@
 """The inference server's memory budget covers the forward pass a request causes (issue 41
 item 5): a request whose rows would take more than ``infer.max_forward_mb`` is refused in one
 line before anything runs, batches are cut to fit the budget, and the estimate per row is
-above what a forward pass really takes."""
+above what a forward pass really takes.
+
+The first test uses raw sockets, the CLI server and its defaults only, so it reads the same
+against the code before the budget (which served the request: seconds and ~0.5 GB)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ import sys
 import numpy as np
 from torch import nn
 
-from leaguezero.az.inference.local import forward_bytes_per_row
 from leaguezero.az.inference.protocol import (
     LENGTH,
     decode_reply,
@@ -65,6 +67,8 @@ class _Recording(nn.Module):
 
 
 def test_batches_are_cut_to_the_budget(tmp_path) -> None:
+    from leaguezero.az.inference.local import forward_bytes_per_row
+
     net = _Recording(build_net(hidden=32, blocks=1, margin_head=True, seed=1))
     per_row = forward_bytes_per_row(net, NUM_FEATURES, 47)
     budget_rows = 100

@@ -619,7 +619,7 @@ def _load_with(call, endpoint: Endpoint, model_id: int, path: str, token: str | 
 
 
 def _retry_with_token(status: Status, endpoint: Endpoint, token: str | None) -> bool:
-    """Whether a refused load over a Unix socket is sent again, now with the token."""
+    """Whether a refused load over a Unix socket is sent again, now signed with the token."""
     return status == Status.UNAUTHORIZED and endpoint.scheme == "unix" and token is not None
 
 

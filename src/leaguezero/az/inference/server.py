@@ -149,7 +149,8 @@ class ServerSettings:
     public: bool = False  # allow TCP binds that other machines can reach
     # Longest request frame (the turn search's 8,192-row values-only frames are ~5.5 MB).
     max_frame_bytes: int = 64 * 1024 * 1024
-    # LOAD_MODEL needs this token over TCP (None: refused over TCP); optional on a Unix socket...
+    # LOAD_MODEL needs a signature under this token over TCP (None: refused over TCP);
+    # optional on a Unix socket...
     admin_token: str | None = None
     unix_needs_token: bool = False  # ...unless this is set (yz infer-server --admin-token-file)
     max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...

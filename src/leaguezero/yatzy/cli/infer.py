@@ -199,8 +199,8 @@ def infer_load(
         Path | None,
         typer.Option(
             help="The server's admin token file (default: $LEAGUEZERO_ADMIN_TOKEN_FILE or "
-            "~/.leaguezero/infer_admin_token); sent over TCP, and over a Unix socket only when "
-            "the server asks for it."
+            "~/.leaguezero/infer_admin_token); it signs the server's challenge over TCP, and over "
+            "a Unix socket only when the server asks for it (the token itself is never sent)."
         ),
     ] = None,
 ) -> None:
