@@ -56,11 +56,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from leaguezero.az.inference.admin import admin_refusal, new_nonce, split_signature
+from leaguezero.az.inference.admission import refuse_budget, refuse_features, refuse_positions
 from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
 from leaguezero.az.inference.lanes import FairQueue, Pending, RateLimitedLog
@@ -78,7 +78,6 @@ from leaguezero.az.inference.protocol import (
     PROTOCOL_VERSION,
     ControlOp,
     ControlRequest,
-    EvalRequest,
     PositionRequest,
     ProtocolError,
     Status,
@@ -388,10 +387,10 @@ class InferenceServer:
             self._error(conn, rid, Status.SCHEMA_MISMATCH, msg)
             return
         refusal = (
-            self._refuse_positions(served, request)
+            refuse_positions(request, served.positions)
             if isinstance(request, PositionRequest)
-            else self._refuse_features(served, request)
-        ) or self._refuse_budget(served, request.rows)
+            else refuse_features(request, served.num_features, served.num_actions)
+        ) or refuse_budget(request.rows, served.bytes_per_row, self.settings.max_forward_bytes)
         if refusal is not None:
             self._error(conn, rid, *refusal)
             return
@@ -401,58 +400,6 @@ class InferenceServer:
         queue.push(Pending(request, conn, arrival, len(body)))
         self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
         queue.wake.set()
-
-    def _refuse_features(
-        self, served: ServedModel, request: EvalRequest
-    ) -> tuple[Status, str] | None:
-        """Why a feature request cannot be served (shape, non-finite values), or None."""
-        n_feat, n_act = request.features.shape[1], request.legal.shape[1]
-        values_only = n_act == 0  # A = 0: values only (the turn search needs no priors)
-        if n_feat != served.num_features or (n_act != served.num_actions and not values_only):
-            msg = (
-                f"request has F={n_feat}, A={n_act}; model {request.model_id} needs "
-                f"F={served.num_features}, A={served.num_actions}"
-            )
-            return Status.SHAPE_MISMATCH, msg
-        if not np.isfinite(request.features).all():
-            bad = int(np.flatnonzero(~np.isfinite(request.features).all(axis=1))[0])
-            msg = f"features hold NaN or infinite values (first in row {bad}); nothing evaluated"
-            return Status.NON_FINITE, msg
-        return None
-
-    def _refuse_positions(
-        self, served: ServedModel, request: PositionRequest
-    ) -> tuple[Status, str] | None:
-        """Why a position request cannot be served (layout, values out of range), or None."""
-        codec = served.positions
-        if codec is None or request.position_schema_id != codec.position_schema_id:
-            served_id = "none" if codec is None else codec.position_schema_id
-            msg = (
-                f"position_schema_id {request.position_schema_id} does not match model "
-                f"{request.model_id} (position schema {served_id})"
-            )
-            return Status.SCHEMA_MISMATCH, msg
-        if request.positions.shape[1] != codec.width:
-            width = request.positions.shape[1]
-            msg = f"position rows have W={width}; model {request.model_id} needs W={codec.width}"
-            return Status.SHAPE_MISMATCH, msg
-        bad = codec.check(request.positions)
-        if bad >= 0:
-            return Status.MALFORMED, f"position row {bad} holds values outside the game's ranges"
-        return None
-
-    def _refuse_budget(self, served: ServedModel, rows: int) -> tuple[Status, str] | None:
-        """OVER_BUDGET when ``rows`` rows' forward pass would exceed ``max_forward_bytes``."""
-        limit = self.settings.max_forward_bytes
-        if rows * served.bytes_per_row <= limit:
-            return None
-        most = max(limit // served.bytes_per_row, 0)
-        msg = (
-            f"a request of {rows} rows would take {rows * served.bytes_per_row / 2**20:.0f} MiB "
-            f"in the forward pass; this server allows {limit / 2**20:.0f} MiB "
-            f"(infer.max_forward_mb): send at most {most} rows per request"
-        )
-        return Status.OVER_BUDGET, msg
 
     # ---------------------------------------------------------------- batching
     def _ensure_queue(self, model_id: int) -> None:
