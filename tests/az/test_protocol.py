@@ -50,7 +50,7 @@ def test_request_byte_layout_is_as_documented() -> None:
     legal[0, [0, 9]] = True
     frame = encode_eval_request(0x0102, 3, 1, feats, legal)
     expected_body = (
-        b"LZ\x01\x01"
+        b"LZ\x02\x01"
         + struct.pack("<QIIIII", 0x0102, 3, 1, 1, 2, 10)
         + struct.pack("<ff", 1.5, -2.0)
         + bytes([0b00000001, 0b00000010])  # action a -> bit a % 8 of byte a // 8
@@ -98,7 +98,7 @@ def _valid_body() -> bytes:
     "mutate,status,request_id",
     [
         (lambda b: b"XX" + b[2:], Status.MALFORMED, 0),
-        (lambda b: b[:2] + b"\x02" + b[3:], Status.UNSUPPORTED_VERSION, 11),
+        (lambda b: b[:2] + b"\x01" + b[3:], Status.UNSUPPORTED_VERSION, 11),  # v1
         (lambda b: b[:3] + b"\x09" + b[4:], Status.MALFORMED, 11),
         (lambda b: b[:-1], Status.MALFORMED, 11),
         (lambda b: b + b"\x00", Status.MALFORMED, 11),

@@ -1,10 +1,12 @@
 """Hostile clients of the inference server (issue 16): admin operations need the admin token
-over TCP and leak nothing about the file system, non-finite features get an error status, and a
-client that never reads its replies cannot make the server buffer without bound."""
+(a signed challenge) over TCP and leak nothing about the file system, non-finite features get
+an error status, and a client that never reads its replies cannot make the server buffer
+without bound."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import stat
@@ -13,7 +15,12 @@ import time
 
 import numpy as np
 
-from leaguezero.az.inference.admin import default_token_path, read_token, with_token
+from leaguezero.az.inference.admin import (
+    admin_signature,
+    default_token_path,
+    read_token,
+    with_signature,
+)
 from leaguezero.az.inference.endpoint import parse_endpoint
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -48,6 +55,15 @@ def _raw_request(sock: socket.socket, frame: bytes):
     return decode_reply(sock.recv(length, socket.MSG_WAITALL))
 
 
+def _signed_load(sock: socket.socket, rid: int, path: str, token: str, model_id: int = 0) -> bytes:
+    """A LOAD_MODEL frame signed under ``token`` for a challenge asked on ``sock`` first."""
+    challenge = _raw_request(sock, encode_control_request(rid, ControlOp.CHALLENGE, 0))
+    assert challenge.ok, challenge.message
+    nonce = bytes.fromhex(json.loads(challenge.message)["nonce"])
+    argument = with_signature(path, admin_signature(token, nonce, model_id, path))
+    return encode_control_request(rid, ControlOp.LOAD_MODEL, model_id, argument)
+
+
 def _tcp(address: str) -> socket.socket:
     endpoint = parse_endpoint(address)
     return socket.create_connection((endpoint.host, endpoint.port), timeout=60)
@@ -71,7 +87,7 @@ def test_tcp_model_load_needs_the_admin_token_and_reveals_no_paths(tmp_path) -> 
             for rid, argument in enumerate(
                 [
                     str(second),  # no token
-                    with_token(str(second), "0" * 64),  # wrong token
+                    with_signature(str(second), "0" * 64),  # a signature without a challenge
                     str(secret_dir / "exists.pt"),
                     str(secret_dir / "missing.pt"),
                 ],
@@ -85,9 +101,7 @@ def test_tcp_model_load_needs_the_admin_token_and_reveals_no_paths(tmp_path) -> 
             # With the token: an existing bad file and a missing one get the same answer.
             failed = set()
             for rid, path in [(10, secret_dir / "exists.pt"), (11, secret_dir / "missing.pt")]:
-                frame = encode_control_request(
-                    rid, ControlOp.LOAD_MODEL, 0, with_token(str(path), token)
-                )
+                frame = _signed_load(raw, rid, str(path), token)
                 reply = _raw_request(raw, frame)
                 assert reply.status == Status.LOAD_FAILED
                 failed.add(reply.message)
@@ -95,9 +109,7 @@ def test_tcp_model_load_needs_the_admin_token_and_reveals_no_paths(tmp_path) -> 
             # Nothing above changed the model; the owner's token does.
             ok = _raw_request(raw, encode_eval_request(20, 0, FEATURE_SCHEMA_ID, features, legal))
             np.testing.assert_allclose(ok.values, expected(1, features, legal).values, atol=1e-5)
-            frame = encode_control_request(
-                21, ControlOp.LOAD_MODEL, 0, with_token(str(second), token)
-            )
+            frame = _signed_load(raw, 21, str(second), token)
             assert _raw_request(raw, frame).ok
             ok = _raw_request(raw, encode_eval_request(22, 0, FEATURE_SCHEMA_ID, features, legal))
             np.testing.assert_allclose(ok.values, expected(2, features, legal).values, atol=1e-5)
@@ -128,10 +140,15 @@ def test_non_finite_features_get_an_error_status_not_nan_values(tmp_path) -> Non
 class _InProcessServer:
     """An InferenceServer on its own event-loop thread, so a test can look at its buffers."""
 
-    def __init__(self, settings: ServerSettings, path: str) -> None:
-        """``path``: a Unix socket path, or a ``tcp://`` address."""
-        net = build_net(hidden=32, blocks=1, margin_head=True, seed=1)
-        self.server = InferenceServer({0: ServedModel(net, FEATURE_SCHEMA_ID, "seed 1")}, settings)
+    def __init__(
+        self, settings: ServerSettings, path: str, models: dict[int, ServedModel] | None = None
+    ) -> None:
+        """``path``: a Unix socket path, or a ``tcp://`` address; ``models``: default a small
+        schema-1 net as model 0."""
+        if models is None:
+            net = build_net(hidden=32, blocks=1, margin_head=True, seed=1)
+            models = {0: ServedModel(net, FEATURE_SCHEMA_ID, "seed 1")}
+        self.server = InferenceServer(models, settings)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()

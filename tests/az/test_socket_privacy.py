@@ -1,10 +1,12 @@
 """Unix sockets and the admin token (issue 28 items 1, 10 and 12's log half): default sockets
-live in a private directory, a client sends nothing to a socket another user serves and the
-token only where the server asks for it, ``--admin-token-file`` makes a Unix socket need the
-token, and refused admin attempts cannot flood the log."""
+live in a private directory, a client sends nothing to a socket another user serves and signs a
+challenge with the token (never sending it) only where the server asks for it,
+``--admin-token-file`` makes a Unix socket need the token, and refused admin attempts cannot
+flood the log."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -19,7 +21,12 @@ from pathlib import Path
 import pytest
 
 from leaguezero.az.inference import endpoint as endpoint_mod
-from leaguezero.az.inference.admin import load_or_create_token, split_token, with_token
+from leaguezero.az.inference.admin import (
+    admin_signature,
+    load_or_create_token,
+    split_signature,
+    with_signature,
+)
 from leaguezero.az.inference.client import InferenceClient
 from leaguezero.az.inference.endpoint import (
     BindError,
@@ -43,7 +50,13 @@ from leaguezero.az.inference.server import ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from tests.az.test_server import make_checkpoint, start_server
-from tests.az.test_server_hostile import _InProcessServer, _raw_request, _tcp, _wait_for
+from tests.az.test_server_hostile import (
+    _InProcessServer,
+    _raw_request,
+    _signed_load,
+    _tcp,
+    _wait_for,
+)
 
 TOKEN = "ab" * 32
 
@@ -79,13 +92,15 @@ def test_bare_unix_name_lives_in_a_private_runtime_directory(tmp_path, monkeypat
 # ---------------------------------------------------------------------------- foreign sockets
 class _Recorder:
     """A raw Unix or TCP server in a thread that records every request it reads and answers
-    control requests: LOAD_MODEL without a token is refused when ``needs_token``."""
+    control requests: a fresh nonce for each CHALLENGE, LOAD_MODEL without a signature refused
+    when ``needs_token``."""
 
     def __init__(self, listener: socket.socket, needs_token: bool = False) -> None:
         self.listener = listener
         self.needs_token = needs_token
         self.received: list[bytes] = []  # raw bytes per connection
         self.arguments: list[str] = []  # LOAD_MODEL arguments, in order
+        self.nonces: list[bytes] = []  # the challenges it gave, in order
         self.conns: list[socket.socket] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -113,10 +128,15 @@ class _Recorder:
                 self.received[index] += body
                 request = decode_request(body)
                 assert isinstance(request, ControlRequest)
+                if request.op == ControlOp.CHALLENGE:
+                    self.nonces.append(os.urandom(32))
+                    nonce = json.dumps({"nonce": self.nonces[-1].hex()})
+                    conn.sendall(text_reply(request.request_id, nonce))
+                    continue
                 if request.op == ControlOp.LOAD_MODEL:
                     self.arguments.append(request.argument)
-                    token, _ = split_token(request.argument)
-                    if self.needs_token and token is None:
+                    signature, _ = split_signature(request.argument)
+                    if self.needs_token and signature is None:
                         conn.sendall(encode_error(request.request_id, Status.UNAUTHORIZED, "token"))
                         continue
                 conn.sendall(text_reply(request.request_id, '{"0": {}}'))
@@ -216,18 +236,26 @@ def test_token_goes_only_where_the_server_asks_for_it(tmp_path, transport) -> No
         try:
             with _client(address) as client:
                 client.load_model(0, "/x.pt", admin_token=TOKEN)
-                if transport == "tcp":  # TCP: always with the token, once
-                    expected = [with_token("/x.pt", TOKEN)]
-                elif needs_token:  # Unix: without it, then with it after UNAUTHORIZED
-                    expected = ["/x.pt", with_token("/x.pt", TOKEN)]
-                else:  # Unix, a server that does not need it: never sent
-                    expected = ["/x.pt"]
-                assert recorder.arguments == expected
-                # A reconnect replays the load the same way.
+
+                def signed(i: int, r: _Recorder = recorder) -> str:
+                    return with_signature("/x.pt", admin_signature(TOKEN, r.nonces[i], 0, "/x.pt"))
+
+                def expected(i: int, needs: bool = needs_token) -> list[str]:
+                    if transport == "tcp":  # TCP: always signed, once
+                        return [signed(i)]
+                    if needs:  # Unix: unsigned, then signed after UNAUTHORIZED
+                        return ["/x.pt", signed(i)]
+                    return ["/x.pt"]  # Unix, a server that does not need it: never signed
+
+                assert recorder.arguments == expected(0)
+                # A reconnect replays the load the same way, signing a fresh challenge.
                 recorder.drop_connections()
-                replayed = 2 * len(expected)
+                replayed = 2 * len(expected(0))
                 _wait_for(lambda r=recorder, n=replayed: len(r.arguments) == n, what="replay")
-                assert recorder.arguments == expected * 2
+                assert recorder.arguments == expected(0) + expected(1)
+                # The token itself never went out, in any form the recorder could read.
+                sent = b"".join(recorder.received)
+                assert TOKEN.encode() not in sent and bytes.fromhex(TOKEN) not in sent
         finally:
             recorder.close()
 
@@ -248,8 +276,7 @@ def test_unix_server_with_admin_token_file_needs_the_token(tmp_path) -> None:
                 raw, encode_control_request(1, ControlOp.LOAD_MODEL, 0, str(ckpt))
             )
             assert refused.status == Status.UNAUTHORIZED
-            argument = with_token(str(ckpt), token)
-            ok = _raw_request(raw, encode_control_request(2, ControlOp.LOAD_MODEL, 0, argument))
+            ok = _raw_request(raw, _signed_load(raw, 2, str(ckpt), token))
             assert ok.ok
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         cmd = [sys.executable, "-m", "leaguezero", "yatzy", "infer-load", "--bind"]
@@ -304,7 +331,7 @@ def test_refused_admin_attempts_do_not_flood_the_log(tmp_path, caplog) -> None:
             with _tcp(address) as raw:
                 for rid in range(1, 201):
                     frame = encode_control_request(
-                        rid, ControlOp.LOAD_MODEL, 0, with_token("/x.pt", "0" * 64)
+                        rid, ControlOp.LOAD_MODEL, 0, with_signature("/x.pt", "0" * 64)
                     )
                     assert _raw_request(raw, frame).status == Status.UNAUTHORIZED
             elapsed = time.monotonic() - started

@@ -26,10 +26,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from leaguezero.az.inference.protocol import PROTOCOL_VERSION
 from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
 
 CHECKPOINT_FORMAT_VERSION = 1
+# The inference contract a checkpoint's model answers (features of its schema in; logits,
+# values and margins out). The wire protocol's version 2 changed framing and admin only
+# (docs/protocol.md), so checkpoints, theirs and older ones, stay at 1.
+MODEL_PROTOCOL_VERSION = 1
 _META_KEYS = ("feature_schema_id", "action_space_id", "ruleset_id", "protocol_version")
 
 
@@ -44,7 +47,7 @@ class SchemaIds:
     feature_schema_id: int
     action_space_id: str
     ruleset_id: str
-    protocol_version: int = PROTOCOL_VERSION
+    protocol_version: int = MODEL_PROTOCOL_VERSION
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ class Evaluator(Protocol):
 
     Optional members, each declared by a runtime-checkable protocol below that a caller tests
     with ``isinstance`` (never ``hasattr``/``getattr``): ``evaluate_values``
-    (:class:`ValueEvaluator`), ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
+    (:class:`ValueEvaluator`), ``evaluate_position_values`` (:class:`PositionValueEvaluator`),
+    ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
     (:class:`MarginEvaluator`, read through :func:`margin_weight`) and ``close``
     (:class:`ClosableEvaluator`).
     """
@@ -44,6 +45,18 @@ class ValueEvaluator(Protocol):
     (Yatzy's turn search) asks for this when the evaluator offers it."""
 
     def evaluate_values(self, features: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PositionValueEvaluator(Protocol):
+    """An evaluator that takes a game's compact position rows instead of features (the inference
+    server's client: protocol kind 4): ``evaluate_position_values(positions, position_schema_id)``
+    returns the search utility float32 [N] of ``positions`` int [N, W]; the server encodes them
+    and deduplicates their boards. Over a socket this sends a few ints a row, not F floats."""
+
+    def evaluate_position_values(
+        self, positions: np.ndarray, position_schema_id: int
+    ) -> np.ndarray: ...
 
 
 class PendingEvaluation(Protocol):

@@ -295,6 +295,12 @@ class InferSection(Section):
         description="Server: most MiB of queued requests and unread replies over all "
         "connections; past it the connection holding the most is closed (its client reconnects).",
     )
+    max_forward_mb: int = Field(
+        256,
+        ge=1,
+        description="Server: most MiB one forward pass may take (rows x the model's estimated "
+        "bytes per row); a request whose forward pass would take more is refused OVER_BUDGET.",
+    )
 
 
 class LeagueSection(SharedLeagueSection):

@@ -6,14 +6,21 @@ there it needs the server's **admin token**: a random secret in a file only its 
 (default ``~/.leaguezero/infer_admin_token``, or ``$LEAGUEZERO_ADMIN_TOKEN_FILE``), created by
 the first server that needs it. A Unix socket is owner-only (0o600), so there the token is
 needed only when the server was started with one for its Unix socket
-(``yz infer-server --admin-token-file``, :attr:`ServerSettings.unix_needs_token`). The token
-travels in the control argument, ahead of the path::
+(``yz infer-server --admin-token-file``, :attr:`ServerSettings.unix_needs_token`).
 
-    lz-admin-token <64 hex digits>\\n/path/to/checkpoint.pt
+The token never crosses the wire (protocol v2). A client that needs it first asks the server for
+a **challenge** (control op ``CHALLENGE``): a fresh random nonce, kept by the server for that
+connection and good for one admin request. It then sends the ``LOAD_MODEL`` argument as::
 
-The client sends it over TCP, and over a Unix socket only after the server refused the load
-without it (and only to a socket this user serves, :func:`~.endpoint.check_unix_peer`), so a
-token never reaches a process that did not ask for it.
+    lz-admin-hmac <64 hex digits>\\n/path/to/checkpoint.pt
+
+where the digits are ``HMAC-SHA256(token, "lz-admin-v2" | nonce | model_id | path)``
+(:func:`admin_signature`), compared by the server in constant time. Whoever holds the port
+instead of the real server (a squatter started first) sees a signature over its own nonce: it
+cannot be replayed to the real server, whose nonces are fresh, and it signs only the load the
+client asked for (the model id and path are inside it). The client signs over TCP, and over a
+Unix socket only after the server refused the load without it (and only on a socket this user
+serves, :func:`~.endpoint.check_unix_peer`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import secrets
 import stat
 from pathlib import Path
 
-TOKEN_PREFIX = "lz-admin-token "
+TOKEN_PREFIX = "lz-admin-token "  # protocol v1's plain token line: refused, never sent now
+SIGNATURE_PREFIX = "lz-admin-hmac "
+NONCE_BYTES = 32
 TOKEN_ENV = "LEAGUEZERO_ADMIN_TOKEN_FILE"
 
 
@@ -86,32 +95,52 @@ def load_or_create_token(path: str | os.PathLike | None = None) -> tuple[str, Pa
     return read_token(path) or token, path
 
 
-def with_token(argument: str, token: str | None) -> str:
-    """``argument`` with ``token`` in front (unchanged when token is None)."""
-    return argument if token is None else f"{TOKEN_PREFIX}{token}\n{argument}"
+def new_nonce() -> bytes:
+    """A fresh challenge nonce (32 random bytes)."""
+    return secrets.token_bytes(NONCE_BYTES)
 
 
-def split_token(argument: str) -> tuple[str | None, str]:
-    """(token or None, the rest) of a control argument."""
-    if argument.startswith(TOKEN_PREFIX):
-        first, _, rest = argument.partition("\n")
-        return first[len(TOKEN_PREFIX) :].strip(), rest
+def admin_signature(token: str, nonce: bytes, model_id: int, path: str) -> str:
+    """HMAC-SHA256 (hex) of one admin load under ``token``: binds the server's ``nonce``, the
+    ``model_id`` and the ``path``, so it proves the token without showing it and authorises only
+    this load on the connection that got this nonce."""
+    message = b"".join(
+        (b"lz-admin-v2\0", nonce, model_id.to_bytes(4, "little"), path.encode("utf-8"))
+    )
+    return hmac.new(token.encode("utf-8"), message, "sha256").hexdigest()
+
+
+def with_signature(path: str, signature: str | None) -> str:
+    """The LOAD_MODEL argument: ``path`` with a signature line in front (unchanged when None)."""
+    return path if signature is None else f"{SIGNATURE_PREFIX}{signature}\n{path}"
+
+
+def split_signature(argument: str) -> tuple[str | None, str]:
+    """(signature or None, the path) of a LOAD_MODEL argument. A protocol-v1 token line is
+    returned as the signature "" (it can never match)."""
+    for prefix in (SIGNATURE_PREFIX, TOKEN_PREFIX):
+        if argument.startswith(prefix):
+            first, _, rest = argument.partition("\n")
+            return (first[len(prefix) :].strip() if prefix == SIGNATURE_PREFIX else ""), rest
     return None, argument
 
 
-def token_matches(given: str | None, expected: str) -> bool:
-    """Constant-time comparison (a timing side channel would leak the token byte by byte)."""
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
-
-
 def admin_refusal(
-    expected: str | None, token: str | None, owner_only_socket: bool, unix_needs_token: bool = False
+    expected: str | None,
+    signature: str | None,
+    nonce: bytes | None,
+    model_id: int,
+    path: str,
+    owner_only_socket: bool,
+    unix_needs_token: bool = False,
 ) -> str:
-    """Why an admin operation sent with ``token`` is refused, or "" when it may run.
+    """Why an admin load of ``path`` as ``model_id`` signed with ``signature`` is refused, or ""
+    when it may run.
 
     Args:
         expected: the server's admin token (None: the server has none).
-        token: the token the request carried (None: none).
+        signature: the signature the request carried (None: none).
+        nonce: the challenge this connection was given for it (None: none asked or used up).
         owner_only_socket: the request came over the owner-only Unix socket.
         unix_needs_token: the Unix socket, too, needs the token (ignored without one).
 
@@ -121,9 +150,12 @@ def admin_refusal(
         if owner_only_socket:
             return ""
         return "this server accepts no admin operations over TCP (it has no admin token)"
-    if token_matches(token, expected):
-        return ""
-    if owner_only_socket and token is None and not unix_needs_token:
+    if signature and nonce is not None:
+        wanted = admin_signature(expected, nonce, model_id, path)
+        # Constant time: a timing side channel would leak the expected signature byte by byte.
+        if hmac.compare_digest(signature.encode("ascii", "replace"), wanted.encode("ascii")):
+            return ""
+    if owner_only_socket and signature is None and not unix_needs_token:
         return ""
     return (
         "admin operations need this server's admin token: run the command as the user who "

@@ -1,6 +1,7 @@
 """The inference-server client: an Evaluator over one or more servers, plus a ticket API.
 
-``submit(features, legal)`` encodes one frame for the whole batch, registers a ticket under a
+``submit(features, legal)`` (or ``submit_positions(positions, ...)``, the compact kind a
+game's server encodes itself) encodes one frame for the whole batch, registers a ticket under a
 fresh ``request_id`` and sends it; a reader thread per server decodes replies and completes the
 ticket's ``Future``, so replies may arrive in any order. ``evaluate`` is ``submit`` + wait +
 masked softmax: the blocking call a lockstep search makes once per leaf batch.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from leaguezero.az.evaluator import mix_utility
-from leaguezero.az.inference.admin import with_token
+from leaguezero.az.inference.admin import admin_signature, with_signature
 from leaguezero.az.inference.endpoint import (
     Endpoint,
     UntrustedSocketError,
@@ -48,6 +49,7 @@ from leaguezero.az.inference.protocol import (
     decode_reply,
     encode_control_request,
     encode_eval_request,
+    encode_position_request,
 )
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,7 @@ class InferenceClient:
         self._pending: dict[int, Ticket] = {}
         self._pending_rows = 0
         self._ids = itertools.count(1)
+        self._admin_lock = threading.Lock()  # one challenge-response at a time per connection
         self._generations = itertools.count(1)
         # Loaded through this client, with their admin tokens; replayed on reconnect.
         self._models: dict[int, tuple[str, str | None]] = {}
@@ -189,6 +192,40 @@ class InferenceClient:
         frame = encode_eval_request(rid, mid, self.feature_schema_id, features, legal)
         return self._submit_frame(rid, Ticket(Future(), frame, features.shape[0]))
 
+    def submit_positions(
+        self, positions: np.ndarray, position_schema_id: int, model_id: int | None = None
+    ) -> Future:
+        """Send ``positions`` int [N, W] (the game's compact rows, protocol kind 4) for values
+        only; returns a Future of a Reply with ``values`` [N] and ``margins`` [N] or None."""
+        mid = self.model_id if model_id is None else model_id
+        rid = next(self._ids)
+        frame = encode_position_request(
+            rid, mid, self.feature_schema_id, position_schema_id, positions
+        )
+        return self._submit_frame(rid, Ticket(Future(), frame, positions.shape[0]))
+
+    def evaluate_position_values(
+        self, positions: np.ndarray, position_schema_id: int, chunk_rows: int = 8192
+    ) -> np.ndarray:
+        """PositionValueEvaluator: the search utility float32 [N] of ``positions`` int [N, W],
+        which the server encodes (and deduplicates boards of) itself; sent in chunks of
+        ``chunk_rows`` rows as backpressure allows, all in flight at once."""
+        pending = [
+            self.submit_positions(positions[i : i + chunk_rows], position_schema_id)
+            for i in range(0, len(positions), chunk_rows)
+        ]
+        return self._gather_values(pending)
+
+    def _gather_values(self, pending: list[Future]) -> np.ndarray:
+        replies = [p.result() for p in pending]
+        if len(replies) == 1:
+            values, margins = replies[0].values, replies[0].margins
+        else:
+            values = np.concatenate([r.values for r in replies])
+            with_margins = all(r.margins is not None for r in replies)
+            margins = np.concatenate([r.margins for r in replies]) if with_margins else None
+        return mix_utility(values, margins, self.margin_weight)
+
     def evaluate(self, features: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Evaluator protocol: priors float32 [N, A] (masked softmax) and values float32 [N]."""
         return self.evaluate_model(self.model_id, features, legal)
@@ -205,11 +242,7 @@ class InferenceClient:
             self.submit(chunk, np.zeros((len(chunk), 0), np.bool_))
             for chunk in (features[i : i + chunk_rows] for i in range(0, len(features), chunk_rows))
         ]
-        replies = [p.result() for p in pending]
-        values = np.concatenate([r.values for r in replies])
-        with_margins = all(r.margins is not None for r in replies)
-        margins = np.concatenate([r.margins for r in replies]) if with_margins else None
-        return mix_utility(values, margins, self.margin_weight)
+        return self._gather_values(pending)
 
     def evaluate_model(
         self, model_id: int, features: np.ndarray, legal: np.ndarray
@@ -237,34 +270,28 @@ class InferenceClient:
     ) -> dict:
         """Make every server load checkpoint ``path`` (a server-side path) as ``model_id``.
 
-        ``admin_token`` (the server's, see :mod:`~.admin`) goes with the load over TCP; over a
-        Unix socket (served by this user: the connection checked) only when the server refuses
-        the load without it. A server that is down now, or restarts later, loads it when it
+        ``admin_token`` (the server's, see :mod:`~.admin`) never crosses the wire: the client
+        asks the server for a challenge and signs it with the token, over TCP, and over a Unix
+        socket (served by this user: the connection checked) only when the server refuses the
+        load without it. A server that is down now, or restarts later, loads it when it
         (re)connects. Returns the first server's answer; raises :class:`InferenceError` if any
-        live server refuses.
+        live server refuses (``UNSUPPORTED_VERSION`` from a server of another protocol).
         """
         with self._lock:
             # Recorded first, so that a server reconnecting meanwhile replays it as well.
             previous = self._models.get(model_id)
             self._models[model_id] = (path, admin_token)
             live = [link for link in self.links if link.up]
-        first = {link.index: _load_argument(link.endpoint, path, admin_token) for link in live}
-        futures = [
-            (link, self._control(link, ControlOp.LOAD_MODEL, model_id, first[link.index]))
-            for link in live
-        ]
         answers = []
         try:
-            for link, fut in futures:
+            for link in live:
+
+                def call(op: ControlOp, mid: int, argument: str, link: Link = link) -> Reply:
+                    return self._control(link, op, mid, argument).result(timeout_s)
+
                 try:
-                    try:
-                        reply = fut.result(timeout_s)
-                    except InferenceError as err:
-                        if not _retry_with_token(err.status, link.endpoint, admin_token):
-                            raise
-                        argument = with_token(path, admin_token)
-                        retry = self._control(link, ControlOp.LOAD_MODEL, model_id, argument)
-                        reply = retry.result(timeout_s)
+                    with self._admin_lock:
+                        reply = _load_with(call, link.endpoint, model_id, path, admin_token)
                     answers.append(json.loads(reply.message))
                 except ConnectionError:
                     continue  # died meanwhile: it reloads on reconnect
@@ -424,22 +451,25 @@ class InferenceClient:
         with self._lock:
             models = sorted(self._models.items())
         sock.settimeout(120.0)
+
+        def call(op: ControlOp, model_id: int, argument: str) -> Reply:
+            reply = self._call_on(sock, op, model_id, argument)
+            if not reply.ok:
+                raise InferenceError(reply.status, reply.message)
+            return reply
+
         try:
             for model_id, (path, token) in models:
-                reply = self._load_on(sock, model_id, _load_argument(endpoint, path, token))
-                if not reply.ok and _retry_with_token(reply.status, endpoint, token):
-                    reply = self._load_on(sock, model_id, with_token(path, token))
-                if not reply.ok:
-                    raise InferenceError(reply.status, reply.message)
+                _load_with(call, endpoint, model_id, path, token)
         except BaseException:
             shutdown_socket(sock)
             raise
         sock.settimeout(None)
 
-    def _load_on(self, sock: socket.socket, model_id: int, argument: str) -> Reply:
-        """Send one LOAD_MODEL on a connection not yet in service; its reply."""
+    def _call_on(self, sock: socket.socket, op: ControlOp, model_id: int, argument: str) -> Reply:
+        """Send one control request on a connection not yet in service; its reply."""
         rid = next(self._ids)
-        sock.sendall(encode_control_request(rid, ControlOp.LOAD_MODEL, model_id, argument))
+        sock.sendall(encode_control_request(rid, op, model_id, argument))
         while True:
             reply = decode_reply(recv_frame(sock))
             if reply.request_id == rid:
@@ -562,13 +592,34 @@ class InferenceClient:
                 ticket.future.set_exception(ConnectionError(str(err)))
 
 
-def _load_argument(endpoint: Endpoint, path: str, token: str | None) -> str:
-    """The first LOAD_MODEL argument: with the token over TCP, without it over a Unix socket."""
-    return with_token(path, token) if endpoint.scheme == "tcp" else path
+def _load_with(call, endpoint: Endpoint, model_id: int, path: str, token: str | None) -> Reply:
+    """Load ``path`` as ``model_id`` through ``call(op, model_id, argument) -> Reply`` (which
+    raises :class:`InferenceError` on an error status): signed at once over TCP; over a Unix
+    socket unsigned first, signed only when the server refuses that and a token is at hand."""
+
+    def signed() -> Reply:
+        challenge = call(ControlOp.CHALLENGE, 0, "")
+        try:
+            nonce = bytes.fromhex(json.loads(challenge.message)["nonce"])
+        except (ValueError, KeyError, TypeError):
+            raise InferenceError(
+                Status.MALFORMED, "the server's admin challenge is not valid; nothing was signed"
+            ) from None
+        signature = admin_signature(token, nonce, model_id, path)
+        return call(ControlOp.LOAD_MODEL, model_id, with_signature(path, signature))
+
+    if endpoint.scheme == "tcp" and token is not None:
+        return signed()
+    try:
+        return call(ControlOp.LOAD_MODEL, model_id, path)
+    except InferenceError as err:
+        if not _retry_with_token(err.status, endpoint, token):
+            raise
+        return signed()
 
 
 def _retry_with_token(status: Status, endpoint: Endpoint, token: str | None) -> bool:
-    """Whether a refused load over a Unix socket is sent again, now with the token."""
+    """Whether a refused load over a Unix socket is sent again, now signed with the token."""
     return status == Status.UNAUTHORIZED and endpoint.scheme == "unix" and token is not None
 
 

@@ -25,6 +25,7 @@ class Connection:
         self.queued_bytes = 0  # frame bytes of the requests waiting in a batch queue
         self.reading_bytes = 0  # length of the frame being read now (0 between frames)
         self.room = asyncio.Event()  # set when an answer frees room for one more request
+        self.nonce: bytes | None = None  # the admin challenge given out, until a load uses it
 
     def send(self, frame: bytes) -> None:
         if not self.closed:

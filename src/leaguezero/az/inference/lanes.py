@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leaguezero.az.inference.connection import Connection
-from leaguezero.az.inference.protocol import EvalRequest
+from leaguezero.az.inference.protocol import EvalRequest, PositionRequest
 
 log = logging.getLogger("leaguezero.az.inference.server")  # the server's log, as before
 
@@ -48,7 +48,7 @@ class RateLimitedLog:
 
 @dataclass
 class Pending:
-    request: EvalRequest
+    request: EvalRequest | PositionRequest
     conn: Connection
     arrival: float  # time.perf_counter() when the frame was read
     nbytes: int  # frame length (what the request holds of the server's memory)

@@ -47,6 +47,20 @@ def model_dims(model: nn.Module) -> tuple[int, int]:
         ) from None
 
 
+def forward_bytes_per_row(model: nn.Module, num_features: int, num_actions: int) -> int:
+    """Bytes of memory one row costs in the forward pass of ``model``, an upper estimate.
+
+    Counted as float32: the features three times (the request's concatenated copy, a server's
+    encoding of positions or the dtype cast, and one more), the logits three times (masking,
+    conversion, the reply), and each linear layer's output once. Measured (peak RSS, 100,000
+    random rows, float32; tests/az/test_forward_budget.py): the default turn-search net 5.3 KB
+    a row (value path or plain forward, features copy included) vs 6.4 KB estimated; a 256x2
+    YatzyNet 4.5 KB vs 7.0 KB; a 32x1 YatzyNet 1.2 KB vs 2.3 KB.
+    """
+    linear_outputs = sum(m.out_features for m in model.modules() if isinstance(m, nn.Linear))
+    return 4 * (3 * num_features + 3 * num_actions + linear_outputs + 8)
+
+
 def forward_numpy(
     model: nn.Module,
     features: np.ndarray,

@@ -1,4 +1,4 @@
-"""Inference protocol v1: binary, length-prefixed frames (byte layout in docs/protocol.md).
+"""Inference protocol v2: binary, length-prefixed frames (byte layout in docs/protocol.md).
 
 Every frame is ``u32 body_length`` followed by ``body_length`` bytes of body; all integers and
 floats are little-endian. A body starts with ``b"LZ"``, the protocol version (u8) and a kind (u8):
@@ -7,7 +7,15 @@ floats are little-endian. A body starts with ``b"LZ"``, the protocol version (u8
   for one ``model_id``; a lockstep search sends its whole leaf batch as one frame;
 * ``REPLY`` (2): status, then (when OK) logits [N, A], values [N], optional margins [N], and a
   UTF-8 text tail (the error message, or JSON for control replies);
-* ``CONTROL_REQUEST`` (3): ``op`` + ``model_id`` + UTF-8 argument (load a checkpoint, info).
+* ``CONTROL_REQUEST`` (3): ``op`` + ``model_id`` + UTF-8 argument (load a checkpoint, info, an
+  admin challenge);
+* ``POSITION_REQUEST`` (4): N >= 1 positions as the game's compact int32 rows [N, W] (Yatzy: the
+  first 9 fields of its state row) that the server encodes itself, values only: a client sends
+  ~36 bytes a row instead of 4 * F bytes of features, and the server's value path sees the
+  boards it deduplicates.
+
+Version 2 (this one) added kind 4 and the admin challenge; a peer of another version gets one
+error reply, written in *its* version's header so that it can read it.
 
 All array work is numpy on whole buffers: no per-row Python.
 """
@@ -20,7 +28,7 @@ from enum import IntEnum
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAGIC = b"LZ"
 LENGTH = struct.Struct("<I")  # frame prefix: body length in bytes
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # larger prefixes are treated as garbage
@@ -28,6 +36,7 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024  # larger prefixes are treated as garbage
 KIND_EVAL_REQUEST = 1
 KIND_REPLY = 2
 KIND_CONTROL_REQUEST = 3
+KIND_POSITION_REQUEST = 4
 
 # magic, version, kind, request_id, model_id, feature_schema_id, rows N, features F, actions A
 EVAL_HEADER = struct.Struct("<2sBBQIIIII")  # 32 bytes
@@ -35,6 +44,9 @@ EVAL_HEADER = struct.Struct("<2sBBQIIIII")  # 32 bytes
 REPLY_HEADER = struct.Struct("<2sBBQHHII")  # 24 bytes
 # magic, version, kind, request_id, op, model_id
 CONTROL_HEADER = struct.Struct("<2sBBQII")  # 20 bytes
+# magic, version, kind, request_id, model_id, feature_schema_id, position_schema_id, rows N,
+# ints per row W, actions A (0: values only, the one kind served today)
+POSITION_HEADER = struct.Struct("<2sBBQIIIIII")  # 36 bytes
 
 FLAG_MARGINS = 1  # reply carries margins [N] after values
 
@@ -55,11 +67,13 @@ class Status(IntEnum):
     UNAUTHORIZED = 10  # an admin op (LOAD_MODEL) without the server's admin token
     NON_FINITE = 11  # the request's features (or the model's outputs) hold NaN or infinity
     BUSY = 12  # the server holds its most connections; the connection is closed after this reply
+    OVER_BUDGET = 13  # the forward pass of this request would take more memory than allowed
 
 
 class ControlOp(IntEnum):
     LOAD_MODEL = 1  # argument: [admin token line +] checkpoint path (server-side); admin op
     INFO = 2  # reply text: JSON {model_id: {...}} of the served models
+    CHALLENGE = 3  # reply text: JSON {"nonce": HEX}, to be signed by the next LOAD_MODEL
 
 
 class ProtocolError(Exception):
@@ -86,6 +100,22 @@ class EvalRequest:
 
 
 @dataclass
+class PositionRequest:
+    """Values-only request of N positions in the game's compact int32 layout [N, W]; the server
+    encodes them into ``features`` (schema ``feature_schema_id``) before the forward pass."""
+
+    request_id: int
+    model_id: int
+    feature_schema_id: int
+    position_schema_id: int
+    positions: np.ndarray  # [N, W] int32
+
+    @property
+    def rows(self) -> int:
+        return self.positions.shape[0]
+
+
+@dataclass
 class ControlRequest:
     request_id: int
     op: int
@@ -105,6 +135,9 @@ class Reply:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+
+_EMPTY = (np.zeros((0, 0), np.float32), np.zeros(0, np.float32), None)
 
 
 def legal_bytes_per_row(num_actions: int) -> int:
@@ -147,6 +180,24 @@ def encode_eval_request(
     return _frame(header, features.tobytes(), pack_legal(legal).tobytes())
 
 
+def encode_position_request(
+    request_id: int,
+    model_id: int,
+    feature_schema_id: int,
+    position_schema_id: int,
+    positions: np.ndarray,
+) -> bytes:
+    """A framed POSITION_REQUEST (values only) for ``positions`` int [N, W] (sent as int32)."""
+    if positions.ndim != 2:
+        raise ValueError(f"positions must be [N, W]; got {positions.shape}")
+    n, w = positions.shape
+    header = POSITION_HEADER.pack(
+        MAGIC, PROTOCOL_VERSION, KIND_POSITION_REQUEST, request_id, model_id,
+        feature_schema_id, position_schema_id, n, w, 0,
+    )  # fmt: skip
+    return _frame(header, np.ascontiguousarray(positions, dtype="<i4").tobytes())
+
+
 def encode_control_request(request_id: int, op: int, model_id: int, argument: str = "") -> bytes:
     header = CONTROL_HEADER.pack(
         MAGIC, PROTOCOL_VERSION, KIND_CONTROL_REQUEST, request_id, op, model_id
@@ -173,11 +224,12 @@ def encode_reply(
     return _frame(*parts)
 
 
-def encode_error(request_id: int, status: Status, message: str) -> bytes:
-    """A framed error reply (no arrays, the message as UTF-8)."""
-    header = REPLY_HEADER.pack(
-        MAGIC, PROTOCOL_VERSION, KIND_REPLY, request_id, int(status), 0, 0, 0
-    )
+def encode_error(
+    request_id: int, status: Status, message: str, version: int = PROTOCOL_VERSION
+) -> bytes:
+    """A framed error reply (no arrays, the message as UTF-8). ``version``: the header's version
+    byte (a peer of another version is answered in its own, so it can read why)."""
+    header = REPLY_HEADER.pack(MAGIC, version, KIND_REPLY, request_id, int(status), 0, 0, 0)
     return _frame(header, message.encode("utf-8"))
 
 
@@ -192,7 +244,8 @@ def _check_prefix(body: bytes | memoryview, header: struct.Struct, what: str) ->
     if body[2] != PROTOCOL_VERSION:
         raise ProtocolError(
             Status.UNSUPPORTED_VERSION,
-            f"protocol version {body[2]} is not supported; this server speaks {PROTOCOL_VERSION}",
+            f"protocol version {body[2]} is not supported; this server speaks {PROTOCOL_VERSION}: "
+            "run client and server from the same leaguezero release",
             peek_request_id(body),
         )
     if len(body) < header.size:
@@ -204,7 +257,7 @@ def _check_prefix(body: bytes | memoryview, header: struct.Struct, what: str) ->
     return header.unpack_from(body, 0)
 
 
-def decode_request(body: bytes | memoryview) -> EvalRequest | ControlRequest:
+def decode_request(body: bytes | memoryview) -> EvalRequest | ControlRequest | PositionRequest:
     """Parse a request body (without its length prefix).
 
     Raises:
@@ -220,6 +273,8 @@ def decode_request(body: bytes | memoryview) -> EvalRequest | ControlRequest:
                 Status.MALFORMED, "control argument is not UTF-8", request_id
             ) from None
         return ControlRequest(request_id, op, model_id, argument)
+    if kind == KIND_POSITION_REQUEST:
+        return _decode_positions(body)
     if kind != KIND_EVAL_REQUEST:
         _check_prefix(body, EVAL_HEADER, "request")  # magic/version errors take precedence
         raise ProtocolError(Status.MALFORMED, f"unknown request kind {kind}", peek_request_id(body))
@@ -242,12 +297,49 @@ def decode_request(body: bytes | memoryview) -> EvalRequest | ControlRequest:
     return EvalRequest(request_id, model_id, schema_id, features.reshape(n, f), legal)
 
 
+def _decode_positions(body: bytes | memoryview) -> PositionRequest:
+    header = _check_prefix(body, POSITION_HEADER, "position request")
+    _, _, _, request_id, model_id, schema_id, position_schema_id, n, w, a = header
+    if n == 0 or w == 0:
+        raise ProtocolError(Status.MALFORMED, f"empty position request (N={n}, W={w})", request_id)
+    if a != 0:
+        raise ProtocolError(
+            Status.MALFORMED, f"position requests are values only (A = 0), got A={a}", request_id
+        )
+    expected = POSITION_HEADER.size + 4 * n * w
+    if len(body) != expected:
+        raise ProtocolError(
+            Status.MALFORMED,
+            f"position request body is {len(body)} bytes; N={n}, W={w} need {expected}",
+            request_id,
+        )
+    positions = np.frombuffer(body, "<i4", count=n * w, offset=POSITION_HEADER.size)
+    return PositionRequest(
+        request_id, model_id, schema_id, position_schema_id, positions.reshape(n, w)
+    )
+
+
 def decode_reply(body: bytes | memoryview) -> Reply:
     """Parse a reply body (without its length prefix); arrays are read-only views of ``body``.
+
+    An error reply of another protocol version (an older or newer server refusing this
+    client's version) is read too: its header layout is the same in every version.
 
     Raises:
         ProtocolError: MALFORMED or UNSUPPORTED_VERSION when the body is not a valid reply.
     """
+    if len(body) >= REPLY_HEADER.size and bytes(body[:2]) == MAGIC and body[2] != PROTOCOL_VERSION:
+        _, version, kind, request_id, status, _, _, _ = REPLY_HEADER.unpack_from(body, 0)
+        if kind == KIND_REPLY and status != Status.OK:
+            text = bytes(body[REPLY_HEADER.size :]).decode("utf-8", "replace")
+            try:
+                status = Status(status)
+            except ValueError:
+                status = Status.UNSUPPORTED_VERSION
+            message = (
+                f"the server speaks protocol version {version}, this client {PROTOCOL_VERSION}"
+            )
+            return Reply(request_id, status, *_EMPTY, f"{message}: {text}")
     _, _, kind, request_id, status, flags, n, a = _check_prefix(body, REPLY_HEADER, "reply")
     if kind != KIND_REPLY:
         raise ProtocolError(Status.MALFORMED, f"expected a reply, got kind {kind}", request_id)

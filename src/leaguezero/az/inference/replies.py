@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from leaguezero.az.inference.local import ValueFunction, forward_numpy
-from leaguezero.az.inference.protocol import EvalRequest, encode_reply
+from leaguezero.az.inference.positions import PositionCodec
+from leaguezero.az.inference.protocol import EvalRequest, PositionRequest, encode_reply
 
 
 def text_reply(request_id: int, text: str) -> bytes:
@@ -18,27 +19,29 @@ def text_reply(request_id: int, text: str) -> bytes:
 
 def forward_and_encode(
     model: nn.Module,
-    requests: list[EvalRequest],
+    requests: list[EvalRequest | PositionRequest],
     device: torch.device,
     value_function: ValueFunction | None = None,
+    codec: PositionCodec | None = None,
 ) -> list[bytes | None]:
     """One forward pass over all ``requests`` (rows concatenated); one reply frame per request
     (None for a request whose outputs are not finite).
 
-    Values-only requests (A = 0) get values and margins and no logits: through
-    ``value_function`` when the model has one (the board-tower net: each board's tower once, no
-    policy head), else the plain forward without its logits. A batch may mix both kinds.
+    Values-only requests (A = 0, and every position request: ``codec`` encodes its rows first)
+    get values and margins and no logits: through ``value_function`` when the model has one (the
+    board-tower net: each board's tower once, no policy head), else the plain forward without
+    its logits. A batch may mix the kinds.
     """
     frames: list[bytes | None] = [None] * len(requests)
-    full = [i for i, r in enumerate(requests) if r.legal.shape[1] > 0]
-    values_only = [i for i, r in enumerate(requests) if r.legal.shape[1] == 0]
+    full = [i for i, r in enumerate(requests) if isinstance(r, EvalRequest) and r.legal.shape[1]]
+    values_only = [i for i in range(len(requests)) if i not in set(full)]
     if full:
         batch = [requests[i] for i in full]
         out = forward_numpy(model, _rows(batch, "features"), device, _rows(batch, "legal"))
         _encode(batch, full, out.logits, out.values, out.margins, frames)
     if values_only:
         batch = [requests[i] for i in values_only]
-        features = _rows(batch, "features")
+        features = _value_features(batch, codec)
         if value_function is not None:
             values, margins = value_function(features)
         else:
@@ -47,6 +50,24 @@ def forward_and_encode(
         empty = np.zeros((len(features), 0), np.float32)
         _encode(batch, values_only, empty, values, margins, frames)
     return frames
+
+
+def _value_features(
+    requests: list[EvalRequest | PositionRequest], codec: PositionCodec | None
+) -> np.ndarray:
+    """The float32 features [N, F] of values-only requests in order: position rows concatenated
+    and encoded at once (a view of the codec's buffer) when all are positions, else per
+    request."""
+    if all(isinstance(r, PositionRequest) for r in requests):
+        assert codec is not None  # the server refuses position requests without a codec
+        if len(requests) == 1:
+            return codec.encode(requests[0].positions)
+        return codec.encode(np.concatenate([r.positions for r in requests]))
+    parts = [
+        codec.encode(r.positions).copy() if isinstance(r, PositionRequest) else r.features
+        for r in requests
+    ]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
 
 def _rows(requests: list[EvalRequest], field: str) -> np.ndarray:

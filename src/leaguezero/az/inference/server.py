@@ -1,4 +1,4 @@
-"""The batched, multi-model inference server (asyncio; protocol v1 in docs/protocol.md).
+"""The batched, multi-model inference server (asyncio; protocol v2 in docs/protocol.md).
 
 One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
 a batcher task that flushes when the queued rows reach ``max_batch`` or the oldest frame has
@@ -12,9 +12,19 @@ serialises forward passes of several models on one device.
 
 Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
 SIGHUP, see :func:`serve_forever`): the load runs on the executor thread between batches, and the
-next batch uses the new weights. ``LOAD_MODEL`` is an admin operation: over TCP it needs the
-server's admin token (:mod:`leaguezero.az.inference.admin`); a failed load is answered with one
-fixed message, so a client learns nothing about the server's file system (the log has details).
+next batch uses the new weights. ``LOAD_MODEL`` is an admin operation: over TCP it needs a
+signature under the server's admin token of a nonce the connection asked for just before
+(challenge-response, :mod:`leaguezero.az.inference.admin`; the token never crosses the wire); a
+failed load is answered with one fixed message, so a client learns nothing about the server's
+file system (the log has details).
+
+Position requests (kind 4) carry a game's compact position rows; the served model's
+:class:`~leaguezero.az.inference.positions.PositionCodec` checks their ranges on the loop and
+encodes them on the executor thread, just before the value path, which then sees the boards it
+deduplicates. Every eval request is refused (``OVER_BUDGET``) when its forward pass would take
+more than ``max_forward_bytes`` (rows times the model's estimated bytes per row), and a batch
+never holds more rows than that budget allows, so one request cannot make the forward pass
+exceed it.
 
 Errors (malformed frame, unknown model, schema or shape mismatch, non-finite features) get an
 error reply and the connection stays open; only an over-long length prefix, after which the
@@ -29,7 +39,8 @@ at most ``max_held_bytes``: past it the server closes the connection that holds 
 Redis closes a client over its output-buffer limit); the client library reconnects and sends
 its unanswered requests again, so only a client that does not read its replies loses anything.
 The server's request and reply memory is therefore at most ``max_held_bytes`` plus one frame
-(``max_frame_bytes``) plus the replies of one batch.
+(``max_frame_bytes``) plus the replies of one batch, and its forward-pass memory at most
+``max_forward_bytes``.
 """
 
 from __future__ import annotations
@@ -45,21 +56,29 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.inference.admin import admin_refusal, split_token
+from leaguezero.az.inference.admin import admin_refusal, new_nonce, split_signature
+from leaguezero.az.inference.admission import refuse_budget, refuse_features, refuse_positions
 from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
 from leaguezero.az.inference.lanes import FairQueue, Pending, RateLimitedLog
-from leaguezero.az.inference.local import ValueForwardModel, ValueFunction, model_dims
+from leaguezero.az.inference.local import (
+    ValueForwardModel,
+    ValueFunction,
+    forward_bytes_per_row,
+    model_dims,
+)
 from leaguezero.az.inference.metrics import ServerMetrics
+from leaguezero.az.inference.positions import PositionCodec
 from leaguezero.az.inference.protocol import (
     LENGTH,
     MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
     ControlOp,
     ControlRequest,
+    PositionRequest,
     ProtocolError,
     Status,
     decode_request,
@@ -88,9 +107,16 @@ class ServedModel:
     dtype: torch.dtype = torch.float32
     # Values-only requests: the model's own value path when it has one (on CPU), else None.
     value_function: ValueFunction | None = None
+    # Position requests (kind 4): how this model reads the game's compact rows; None: refused.
+    positions: PositionCodec | None = None
+    bytes_per_row: int = 0  # forward-pass memory of one row (estimated when 0)
 
     def __post_init__(self) -> None:
         self.num_features, self.num_actions = model_dims(self.model)
+        if self.bytes_per_row <= 0:
+            self.bytes_per_row = forward_bytes_per_row(
+                self.model, self.num_features, self.num_actions
+            )
         self.model = self.model.to(dtype=self.dtype).eval()
         # Built from the CPU weights the loader gives; the server uses it on a CPU device only.
         if isinstance(self.model, ValueForwardModel) and self.value_function is None:
@@ -103,6 +129,10 @@ class ServedModel:
             "num_features": self.num_features,
             "num_actions": self.num_actions,
             "dtype": str(self.dtype).removeprefix("torch."),
+            "position_schema_id": None
+            if self.positions is None
+            else self.positions.position_schema_id,
+            "forward_bytes_per_row": self.bytes_per_row,
         }
 
 
@@ -118,7 +148,8 @@ class ServerSettings:
     public: bool = False  # allow TCP binds that other machines can reach
     # Longest request frame (the turn search's 8,192-row values-only frames are ~5.5 MB).
     max_frame_bytes: int = 64 * 1024 * 1024
-    # LOAD_MODEL needs this token over TCP (None: refused over TCP); optional on a Unix socket...
+    # LOAD_MODEL needs a signature under this token over TCP (None: refused over TCP);
+    # optional on a Unix socket...
     admin_token: str | None = None
     unix_needs_token: bool = False  # ...unless this is set (yz infer-server --admin-token-file)
     max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...
@@ -127,6 +158,9 @@ class ServerSettings:
     # Frames being read + queued requests + unread replies over all connections; past it the
     # connection holding the most is closed.
     max_held_bytes: int = 256 * 1024 * 1024
+    # Memory one forward pass may take (rows x the model's bytes per row): a request over it is
+    # refused OVER_BUDGET, and batches are cut to fit it.
+    max_forward_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         self.max_frame_bytes = min(self.max_frame_bytes, MAX_FRAME_BYTES)
@@ -313,16 +347,25 @@ class InferenceServer:
                 self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
         conn.queued_bytes = 0
 
-    def _error(self, conn: Connection, request_id: int, status: Status, message: str) -> None:
+    def _error(
+        self,
+        conn: Connection,
+        request_id: int,
+        status: Status,
+        message: str,
+        version: int = PROTOCOL_VERSION,
+    ) -> None:
         self.metrics.errors.labels(status.name).inc()
-        conn.send(encode_error(request_id, status, message))
+        conn.send(encode_error(request_id, status, message, version))
 
     def _dispatch(self, conn: Connection, body: bytes) -> None:
         arrival = time.perf_counter()
         try:
             request = decode_request(body)
         except ProtocolError as err:
-            self._error(conn, err.request_id, err.status, err.message)
+            # A peer of another version gets the answer in its own header, so it can say why.
+            version = body[2] if err.status == Status.UNSUPPORTED_VERSION else PROTOCOL_VERSION
+            self._error(conn, err.request_id, err.status, err.message, version)
             return
         if isinstance(request, ControlRequest):
             task = asyncio.create_task(self._control(conn, request))
@@ -343,19 +386,13 @@ class InferenceServer:
             )
             self._error(conn, rid, Status.SCHEMA_MISMATCH, msg)
             return
-        n_feat, n_act = request.features.shape[1], request.legal.shape[1]
-        values_only = n_act == 0  # A = 0: values only (the turn search needs no priors)
-        if n_feat != served.num_features or (n_act != served.num_actions and not values_only):
-            msg = (
-                f"request has F={n_feat}, A={n_act}; model {request.model_id} needs "
-                f"F={served.num_features}, A={served.num_actions}"
-            )
-            self._error(conn, rid, Status.SHAPE_MISMATCH, msg)
-            return
-        if not np.isfinite(request.features).all():
-            bad = int(np.flatnonzero(~np.isfinite(request.features).all(axis=1))[0])
-            msg = f"features hold NaN or infinite values (first in row {bad}); nothing evaluated"
-            self._error(conn, rid, Status.NON_FINITE, msg)
+        refusal = (
+            refuse_positions(request, served.positions)
+            if isinstance(request, PositionRequest)
+            else refuse_features(request, served.num_features, served.num_actions)
+        ) or refuse_budget(request.rows, served.bytes_per_row, self.settings.max_forward_bytes)
+        if refusal is not None:
+            self._error(conn, rid, *refusal)
             return
         queue = self._queues[request.model_id]
         conn.pending += 1
@@ -378,6 +415,12 @@ class InferenceServer:
                 queue.wake.clear()
                 await queue.wake.wait()
                 continue
+            # Rows of one forward pass: at most max_batch and what the memory budget allows for
+            # this model (read each time: a model may be swapped for a bigger one).
+            per_row = self.models[model_id].bytes_per_row
+            max_batch = max(
+                1, min(self.settings.max_batch, self.settings.max_forward_bytes // per_row)
+            )
             if queue.rows < max_batch:
                 delay = queue.oldest_arrival() + max_wait - time.perf_counter()
                 if delay > 0:
@@ -406,6 +449,7 @@ class InferenceServer:
                 requests,
                 self.device,
                 served.value_function if self.device.type == "cpu" else None,
+                served.positions,
             )
         except Exception as err:  # a model failure answers this batch and keeps serving
             log.exception("forward pass of model %s failed", model_id)
@@ -434,11 +478,16 @@ class InferenceServer:
         if request.op == ControlOp.INFO:
             info = {str(i): m.describe() for i, m in sorted(self.models.items())}
             conn.send(text_reply(rid, json.dumps({"models": info, "address": self.address})))
+        elif request.op == ControlOp.CHALLENGE:
+            conn.nonce = new_nonce()  # replaces an unused one: each nonce signs one load
+            conn.send(text_reply(rid, json.dumps({"nonce": conn.nonce.hex()})))
         elif request.op == ControlOp.LOAD_MODEL:
-            token, path = split_token(request.argument)
+            signature, path = split_signature(request.argument)
+            nonce, conn.nonce = conn.nonce, None  # used up whatever the outcome
             refusal = admin_refusal(
-                self.settings.admin_token, token, conn.is_unix, self.settings.unix_needs_token
-            )
+                self.settings.admin_token, signature, nonce, request.model_id, path,
+                conn.is_unix, self.settings.unix_needs_token,
+            )  # fmt: skip
             if refusal:
                 msg = "refused LOAD_MODEL of model %s: %s"
                 self._refusals.warning(msg, request.model_id, refusal)

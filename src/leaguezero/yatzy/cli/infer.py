@@ -1,4 +1,4 @@
-"""``yz infer-server`` (serve YatzyNet checkpoints over protocol v1) and ``yz infer-load``/
+"""``yz infer-server`` (serve YatzyNet checkpoints over protocol v2) and ``yz infer-load``/
 ``yz infer-info`` (hot-swap and inspect a running server). Mounted flat by the ``yz`` app."""
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
     from leaguezero.az.inference.server import ServedModel
     from leaguezero.yatzy.agents.model import load_yatzy_model
     from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.game.positions import turn_position_codec
+    from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
     from leaguezero.yatzy.train.net import build_net
 
     def load(source: str) -> ServedModel:
@@ -60,9 +62,10 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
             net = build_net(hidden=hidden, blocks=blocks, margin_head=margin_head, seed=seed)
             return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy", dtype=dtype or torch.float32)
         model, meta = load_yatzy_model(source)
-        return ServedModel(
-            model, meta.schema.feature_schema_id, source, dtype=dtype or torch.float32
-        )
+        schema = meta.schema.feature_schema_id
+        # A turn-search net also takes compact positions (protocol kind 4) and encodes them.
+        codec = turn_position_codec() if schema == TURN_FEATURE_SCHEMA_ID else None
+        return ServedModel(model, schema, source, dtype=dtype or torch.float32, positions=codec)
 
     return load
 
@@ -156,6 +159,7 @@ def infer_server(
         unix_needs_token=endpoint.scheme == "unix" and admin_token is not None,
         max_connections=cfg.infer.max_connections,
         max_held_bytes=cfg.infer.max_held_mb * 1024 * 1024,
+        max_forward_bytes=cfg.infer.max_forward_mb * 1024 * 1024,
     )
     server = InferenceServer(models, settings, loader=loader)
     metrics_bind = None
@@ -195,8 +199,8 @@ def infer_load(
         Path | None,
         typer.Option(
             help="The server's admin token file (default: $LEAGUEZERO_ADMIN_TOKEN_FILE or "
-            "~/.leaguezero/infer_admin_token); sent over TCP, and over a Unix socket only when "
-            "the server asks for it."
+            "~/.leaguezero/infer_admin_token); it signs the server's challenge over TCP, and over "
+            "a Unix socket only when the server asks for it (the token itself is never sent)."
         ),
     ] = None,
 ) -> None:

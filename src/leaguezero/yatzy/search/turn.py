@@ -22,7 +22,14 @@ import time
 import numpy as np
 from numba import njit
 
-from leaguezero.az.evaluator import AsyncEvaluator, Evaluator, ValueEvaluator, margin_weight
+from leaguezero.az.evaluator import (
+    AsyncEvaluator,
+    Evaluator,
+    PositionValueEvaluator,
+    ValueEvaluator,
+    margin_weight,
+)
+from leaguezero.yatzy.game.positions import POSITION_SCHEMA_ID, POSITION_WIDTH
 from leaguezero.yatzy.game.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_KEPT
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
@@ -31,6 +38,7 @@ from leaguezero.yatzy.search.turn_dp import (
     TABLE_ROWS,
     fill_successor_values,
     successor_batch,
+    successor_positions,
     successor_states,
     turn_decisions,
 )
@@ -119,6 +127,10 @@ class TurnSearch:
         self._succ = np.zeros((0, NUM_SLOTS))
         self._feats = np.zeros((0, NUM_TURN_FEATURES), np.float32)
         self._legal = np.ones((0, NUM_ACTIONS), np.bool_)
+        # An evaluator that encodes positions itself (the inference server) gets 9 int32 a
+        # successor instead of 169 float32 features.
+        self._by_position = isinstance(evaluator, PositionValueEvaluator)
+        self._positions = np.zeros((0, POSITION_WIDTH), np.int32)
         self._tables = np.zeros((TABLE_ROWS, NUM_KEPT + 1))
         self.evaluations = 0  # successor positions evaluated
         self.calls = 0  # evaluator calls
@@ -129,6 +141,10 @@ class TurnSearch:
             self._keys = np.full((games, len(_KEY_FIELDS)), -1, np.int64)
             self._succ = np.zeros((games, NUM_SLOTS))
         need = min(rows, MAX_GAMES_PER_CALL) * NUM_SLOTS
+        if self._by_position:
+            if self._positions.shape[0] < need:
+                self._positions = np.zeros((need, POSITION_WIDTH), np.int32)
+            return
         if self._feats.shape[0] < need:
             self._feats = np.zeros((need, NUM_TURN_FEATURES), np.float32)
             self._legal = np.ones((need, NUM_ACTIONS), np.bool_)
@@ -147,10 +163,13 @@ class TurnSearch:
             fresh_rows = rows[stale[lo : min(m, lo + MAX_GAMES_PER_CALL)]]
             row_of = np.zeros((len(fresh_rows), NUM_SLOTS), np.int64)
             succ = np.zeros((len(fresh_rows), NUM_SLOTS))
-            k = successor_batch(
-                states, fresh_rows, self._feats, row_of, succ, self.margin_weight,
-                self.margin_scale,
-            )  # fmt: skip
+            # Same rows, same order, same row_of: positions for a server that encodes them.
+            enumerate_successors, buffer = successor_batch, self._feats
+            if self._by_position:
+                enumerate_successors, buffer = successor_positions, self._positions
+            k = enumerate_successors(
+                states, fresh_rows, buffer, row_of, succ, self.margin_weight, self.margin_scale
+            )
             if k and self.inner is not None:
                 after = np.zeros((k, STATE_LEN), np.int64)  # the successors, opponent to roll
                 successor_states(states, fresh_rows, row_of, after)
@@ -178,6 +197,11 @@ class TurnSearch:
         the rows in chunks that are all in flight at once, so the server's forward of one
         chunk overlaps the transfer of the next.
         """
+        if self._by_position:  # the server encodes positions and dedups their boards itself
+            values = self.evaluator.evaluate_position_values(
+                self._positions[:k], POSITION_SCHEMA_ID
+            )
+            return np.asarray(values, np.float32)
         if isinstance(self.evaluator, ValueEvaluator):
             # No priors needed: the in-process net skips its policy head and repeated towers.
             return np.asarray(self.evaluator.evaluate_values(self._feats[:k]), np.float32)

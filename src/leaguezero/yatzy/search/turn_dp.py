@@ -141,6 +141,43 @@ def successor_batch(states, rows, feats, row_of, succ, margin_weight, margin_sca
 
 
 @njit(cache=True)
+def successor_positions(states, rows, positions, row_of, succ, margin_weight, margin_scale):
+    """As :func:`successor_batch`, but each successor is written as a compact position row
+    (int32 [>= n * NUM_SLOTS, 9]: the state fields ``S_AVAIL`` .. ``S_PLAYER``, opponent to
+    roll, dice 0, rerolls 2) for a server that encodes positions itself
+    (:mod:`leaguezero.yatzy.game.positions`); same rows, same order, same ``row_of``."""
+    k = 0
+    for j in range(rows.shape[0]):
+        state = states[rows[j]]
+        me = state[S_PLAYER]
+        opp = 1 - me
+        avail, upper, score = state[S_AVAIL + me], state[S_UPPER + me], state[S_SCORE + me]
+        o_avail, o_score = state[S_AVAIL + opp], state[S_SCORE + opp]
+        for s in range(NUM_SLOTS):
+            cat = SLOT_CAT[s]
+            if not (avail >> (14 - cat)) & 1:
+                row_of[j, s] = CLOSED
+                continue
+            n_avail, n_upper, n_score = _after_mark(avail, upper, score, cat, SLOT_POINTS[s])
+            if n_avail == 0 and o_avail == 0:
+                row_of[j, s] = TERMINAL
+                succ[j, s] = final_utility(n_score - o_score, margin_weight, margin_scale)
+                continue
+            out = positions[k]
+            for i in range(S_PLAYER + 1):
+                out[i] = state[i]
+            out[S_AVAIL + me] = n_avail
+            out[S_UPPER + me] = n_upper
+            out[S_SCORE + me] = n_score
+            out[S_DICE] = 0
+            out[S_REROLLS] = 2
+            out[S_PLAYER] = opp
+            row_of[j, s] = k
+            k += 1
+    return k
+
+
+@njit(cache=True)
 def successor_states(states, rows, row_of, out):
     """The successor positions themselves (for a deeper search): ``out[row_of[j, s]]`` (int64
     [>= k, 16]) = ``states[rows[j]]`` after marking slot ``s``, the opponent to roll (dice 0,
