@@ -117,3 +117,19 @@ def test_gradient_checkpointing_gives_the_same_numbers(tmp_path):
         assert torch.allclose(a, b, atol=1e-6)
     for a, b in zip(grads_plain, grads_checked, strict=True):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_log_prob_batches_are_bounded_in_rows_and_tokens():
+    """A real model's prefill of many long rows holds its transient activations at once, so a
+    batch is cut at max_batch_size rows and LOGPROB_BATCH_TOKENS padded tokens."""
+    from leaguezero.diplomacy.llm.hf_backend import LOGPROB_BATCH_TOKENS, _token_chunks
+
+    lengths = [100] * 10 + [900] * 20 + [LOGPROB_BATCH_TOKENS + 5]
+    order = list(range(len(lengths)))
+    chunks = _token_chunks(order, lengths, max_rows=16)
+    assert [i for chunk in chunks for i in chunk] == order
+    for chunk in chunks:
+        assert len(chunk) <= 16
+        widest = max(lengths[i] for i in chunk)
+        assert len(chunk) == 1 or widest * len(chunk) <= LOGPROB_BATCH_TOKENS
+    assert chunks[-1] == [30]  # a row longer than the budget still gets its own batch

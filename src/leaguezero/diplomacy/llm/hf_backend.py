@@ -51,6 +51,27 @@ from leaguezero.diplomacy.llm.gguf import base_model_folder
 from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
 from leaguezero.diplomacy.llm.sampler import cache_argument, sample_batch
 
+# Padded tokens in one log-prob forward pass (see HFBackend.logprobs).
+LOGPROB_BATCH_TOKENS = 8192
+
+
+def _token_chunks(order: list[int], lengths: list[int], max_rows: int) -> list[list[int]]:
+    """``order`` (rows sorted by length; ``lengths`` in that order) cut into batches of at most
+    ``max_rows`` rows and :data:`LOGPROB_BATCH_TOKENS` padded tokens (at least one row)."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for index, length in zip(order, lengths, strict=True):
+        if current and (
+            len(current) >= max_rows or length * (len(current) + 1) > LOGPROB_BATCH_TOKENS
+        ):
+            chunks.append(current)
+            current = []
+        current.append(index)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 ADAPTER_SCHEMA_VERSION = 1
 ADAPTER_META = "leaguezero_adapter.json"
 BASE = "__base__"  # peft's row name for "no adapter"
@@ -560,8 +581,10 @@ class HFBackend:
         the token set allowed at position ``t`` (:meth:`allowed_tokens`), and the log-prob is
         taken over that set only (0 where one token was allowed). Differentiable with respect
         to the adapter's parameters when they require gradients (:meth:`trainable_parameters`).
-        One right-padded forward pass per batch of rows; rows of similar length share a batch
-        (less padding: 1.5x faster on a step's records, whose prompts span 200-560 tokens).
+        One forward pass per batch of rows; rows of similar length share a batch (less
+        padding: 1.5x faster on a step's records, whose prompts span 200-560 tokens), at most
+        ``max_batch_size`` rows and :data:`LOGPROB_BATCH_TOKENS` padded tokens (a real model's
+        prefill of 16 long rows held ~1 GB of transient activations in the KL reference pass).
         """
         if len(prompts) != len(completions):
             raise ValueError("logprobs needs one completion per prompt")
@@ -570,10 +593,10 @@ class HFBackend:
         encoded = [self.encode(p) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]) + len(completions[i]))
         results: dict[int, torch.Tensor] = {}
+        lengths = [len(encoded[i]) + len(completions[i]) for i in order]
         with self._lock:
             name = self._row_name(adapter)
-            for start in range(0, len(order), self.max_batch_size):
-                chunk = order[start : start + self.max_batch_size]
+            for chunk in _token_chunks(order, lengths, self.max_batch_size):
                 done = self._logprobs_batch(
                     [encoded[i] for i in chunk],
                     [completions[i] for i in chunk],

@@ -21,6 +21,7 @@ BYTES_KEPT = 140.0
 # 50 from the slope of 1/4/8-record passes, 73 from a 2-record pass's total: the larger one
 # less a margin, since the first whole GRPO step at 50 peaked 0.9 GB over its budget.
 BYTES_KEPT_CHECKPOINTED = 65.0
+LATE_PROMPT_FACTOR = 1.4  # a late-game prompt's length over the opening's (2-3 year games)
 SAMPLING_SHARE = 0.35  # of the budget, at most, for one sampling batch (KV cache + prefill)
 # Logits, their float copy, log-softmax and gradients of one answer position, per vocab entry.
 BYTES_PER_ANSWER_LOGIT = 16.0
@@ -52,7 +53,7 @@ class PassPlan:
                 if self.sampling_rows
                 else "sampling in the server"
             )
-            + f", a record of ~{self.prompt_tokens} tokens "
+            + f", a record (opening prompt ~{self.prompt_tokens} tokens, later ones longer) "
             f"~{self.record_gb:.2f} GB"
             + (", gradient checkpointing" if self.checkpointing else "")
             + ")"
@@ -73,7 +74,8 @@ def auto_records_per_pass(
 
     ``model_config``: the base model's transformers config (layers, hidden size, vocabulary,
     key/value heads); ``resident_bytes``: the process's RSS now; ``prompt_tokens`` /
-    ``answer_tokens``: a record's typical lengths; ``sampling_rows``: rows one in-process
+    ``answer_tokens``: the opening prompt's and a typical answer's lengths (a late prompt is
+    :data:`LATE_PROMPT_FACTOR` times the opening's); ``sampling_rows``: rows one in-process
     sampling batch would hold (0: a server samples). A row's KV cache and its prefill's
     transient activations (one layer's attention scores and MLP at a time) are capped at
     :data:`SAMPLING_SHARE` of the budget (at least one game's seven seats); the rest, less
@@ -85,7 +87,9 @@ def auto_records_per_pass(
     heads = int(getattr(model_config, "num_attention_heads", 1) or 1)
     kv_heads = int(getattr(model_config, "num_key_value_heads", heads) or heads)
     head_dim = int(getattr(model_config, "head_dim", None) or hidden // heads)
-    tokens = prompt_tokens + answer_tokens
+    # Later phases' prompts are longer than the opening's (more units, builds): a pass sorted
+    # by length holds the longest records together.
+    tokens = int(LATE_PROMPT_FACTOR * prompt_tokens) + answer_tokens
     kept = BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT
     record = tokens * layers * hidden * kept + answer_tokens * vocab * BYTES_PER_ANSWER_LOGIT
     intermediate = int(getattr(model_config, "intermediate_size", 4 * hidden))
