@@ -108,8 +108,12 @@ def serve(
     ] = 20.0,
     regex_memory_mb: Annotated[
         int,
-        typer.Option(min=64, help="Memory (MiB) of the worker compiling one expression."),
-    ] = 1024,
+        typer.Option(
+            min=64,
+            help="Address space (MiB) of the worker compiling one expression (a real model's "
+            "49k-token vocabulary needed more than 1024 for one phase of a GRPO step).",
+        ),
+    ] = 4096,
     regex_workers: Annotated[
         int, typer.Option(min=1, help="Expressions compiled at once, each in its own process.")
     ] = 2,

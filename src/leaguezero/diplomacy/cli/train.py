@@ -70,6 +70,7 @@ def train_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from leaguezero.common.events import CorruptLogError
+    from leaguezero.diplomacy.llm.client import LLMError
     from leaguezero.distributed.runtime import RayUnavailableError
     from leaguezero.league.matchlog import MatchLogError
     from leaguezero.league.registry import RegistryError
@@ -116,7 +117,7 @@ def train_cmd(
 
         try:
             summary = trainer.run(on_step=on_step)
-        except damaged as err:
+        except (*damaged, LLMError) as err:  # a server that refused a request: one line
             raise fail(str(err)) from None
     typer.echo(json.dumps(summary))
 
