@@ -96,7 +96,7 @@ def train_cmd(
         task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
 
         def on_step(record: dict) -> None:
-            if record.get("warning"):
+            if record.get("warning") and not quiet:  # --quiet: the event log still has it
                 typer.echo(f"warning: {record['warning']}", err=True)
             if not terminal and not quiet:  # a log file or a pipe: one plain line a step
                 typer.echo(
