@@ -51,3 +51,15 @@ def test_the_cache_is_bounded_in_entries_and_bytes() -> None:
         assert box.cache_stats()["regex_cache_entries"] < 6
     finally:
         box.close()
+
+
+def test_one_worker_compiles_many_expressions_in_a_row() -> None:
+    """Each expression gets its own CPU-time bound on top of what the worker spent: a hard
+    limit set for the first could never be raised for the second (the first real GRPO step
+    through llm serve failed on its second request, "worker exit 1")."""
+    compiler = sandbox(workers=1)
+    try:
+        for n in range(1, 6):
+            compiler.index(f"(a|b){{{n}}}c")
+    finally:
+        compiler.close()

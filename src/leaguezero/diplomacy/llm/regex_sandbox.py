@@ -318,7 +318,9 @@ def _worker_main(memory_bytes: int, cpu_s: float) -> None:
         used = resource.getrusage(resource.RUSAGE_SELF)
         spent = used.ru_utime + used.ru_stime
         limit = int(spent + cpu_s) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+        # The soft limit only (SIGXCPU ends the worker): a hard limit can never be raised
+        # again, and the next expression's limit is higher (a worker compiles many).
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
         try:
             index = Index(data.decode("utf-8"), vocabulary)
         except (ValueError, RuntimeError, UnicodeDecodeError) as err:
