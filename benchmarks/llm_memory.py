@@ -33,14 +33,16 @@ from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
 from leaguezero.diplomacy.llm.prompt import build_prompt, render_prompt
 base, records, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-backend = HFBackend.from_pretrained(base, lora=LoraSettings(rank=8, alpha=16, target_modules="auto"))
+lora = LoraSettings(rank=8, alpha=16, target_modules="auto")
+backend = HFBackend.from_pretrained(base, lora=lora)
 backend.add_adapter("hero")
 params = backend.trainable_parameters("hero")
 if mode == "answers+ckpt":
     backend.enable_gradient_checkpointing()
 env = DiplomacyEnv(max_years=1)
 prompt = render_prompt(backend.tokenizer, build_prompt(env, "RUSSIA", env.legal_orders("RUSSIA")))
-answer = backend.tokenizer("1) A MOS - UKR\n2) F SEV - BLA\n3) F STP/SC - BOT\n4) A WAR - GAL\nEND\n")
+text = "1) A MOS - UKR\n2) F SEV - BLA\n3) F STP/SC - BOT\n4) A WAR - GAL\nEND\n"
+answer = backend.tokenizer(text)
 answer = list(answer["input_ids"]) + [backend.eos_id]
 if mode == "full":  # the reference: every position's logits, then the answer's
     def logprobs():
@@ -107,8 +109,10 @@ def main() -> None:
             )
     print(f"{args.records} records a pass, {time.time() - started:.0f} s")
     for mode in MODES[1:]:
-        mem = [b["pass_gb"] / a["pass_gb"] for a, b in zip(results["full"], results[mode])]
-        cpu = [b["cpu_s"] / a["cpu_s"] for a, b in zip(results["full"], results[mode])]
+        mem = [
+            b["pass_gb"] / a["pass_gb"] for a, b in zip(results["full"], results[mode], strict=True)
+        ]
+        cpu = [b["cpu_s"] / a["cpu_s"] for a, b in zip(results["full"], results[mode], strict=True)]
         per_record = statistics.median(r["pass_gb"] for r in results[mode]) / args.records
         print(
             f"{mode:<13} memory / full: min {min(mem):.2f} median {statistics.median(mem):.2f} "
