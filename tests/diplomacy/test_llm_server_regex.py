@@ -104,7 +104,8 @@ def test_hostile_expressions_are_refused_in_bounds_beside_good_requests(tiny_lm)
         stats = request(url, "GET", "/stats")[1]
         assert stats["regex_cache_entries"] == 4 and 0 < stats["regex_cache_bytes"] < 1 << 20
         status, body, elapsed = timed_complete(url, HOSTILE[0])  # a refusal is remembered
-        assert status == 400 and "longer than" in body["error"]["message"]
+        # (time or memory: which bound a hostile compile meets first depends on the machine)
+        assert status == 400 and body["error"]["message"] == answers[0][1]["error"]["message"]
         assert elapsed < TIME_BOUND_S
         assert complete(url, "tiny")[0] == 200
     finally:
