@@ -260,3 +260,29 @@ def test_constrained_sampling_gives_legal_orders_and_a_grpo_step_trains(family) 
     assert metrics["records"] > 0 and metrics["grad_norm"] > 0
     after = backend.adapter_parameters("hero_train")
     assert any(not torch.equal(before[n], after[n]) for n in before)
+
+
+def test_a_template_bos_is_not_doubled_when_the_tokenizer_adds_one(family) -> None:
+    # Llama 3's template writes <|begin_of_text|> and its tokenizer adds one too: both
+    # samplers tokenise completion prompts with special tokens added (vLLM's
+    # /v1/completions add_special_tokens defaults to true), so the rendered text leaves the
+    # template's out and the model sees one, as it was trained.
+    from tokenizers.processors import TemplateProcessing
+
+    name, folder = family
+    if name != "llama":
+        pytest.skip("only the Llama 3 template starts with BOS")
+    tok = HFBackend.from_pretrained(folder).tokenizer
+    env = DiplomacyEnv(max_years=1)
+    prompt = build_prompt(env, "FRANCE", env.legal_orders("FRANCE"))
+    bos, bos_id = tok.bos_token, tok.bos_token_id
+    kept = render_prompt(tok, prompt)  # this tokenizer adds nothing: the template's BOS stays
+    assert kept.startswith(bos) and tok(kept)["input_ids"].count(bos_id) == 1
+    tok._tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, bos_id)]
+    )
+    assert tok("FRANCE")["input_ids"][0] == bos_id  # now it adds one
+    rendered = render_prompt(tok, prompt)
+    assert rendered == kept[len(bos) :]
+    ids = tok(rendered, add_special_tokens=True)["input_ids"]
+    assert ids[0] == bos_id and ids.count(bos_id) == 1

@@ -29,6 +29,7 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.llm.adapters import run_prefix
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.train.loop import LeagueTrainer
 from leaguezero.league.registry import LeagueRegistry
@@ -93,11 +94,14 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     assert any(float(w.abs().max()) > 0 for n, w in after.items() if "lora_B" in n)
 
     # Published versions: one per set of weights that played; only the newest is loaded.
+    # Served names carry the run's own id (run_prefix), not only its folder's name.
+    prefix = run_prefix(run)
+    assert prefix.startswith("run-") and prefix != "run-hero"
     published = sorted(p.name for p in (run / "adapters").iterdir())
-    assert published == ["run-hero-v0001", "run-hero-v0002"]
+    assert published == [f"{prefix}-v0001", f"{prefix}-v0002"]
     with OpenAIClient(server) as client:
         loaded = client.list_adapters()
-        assert "run-hero-v0002" in loaded and "run-hero-v0001" not in loaded
+        assert f"{prefix}-v0002" in loaded and f"{prefix}-v0001" not in loaded
         # The evaluator played the checkpoint through the server under its own name.
         assert any(name.startswith("eval-ckpt_000001-") for name in loaded)
     rated = [e for e in events if e["event"] == "league.elo_updated"]

@@ -6,7 +6,10 @@
   weights (vLLM caches adapters by name, so reusing a name would serve stale weights).
 - :class:`AdapterSlots` keeps at most ``max_loras`` adapters loaded on a client (vLLM's
   ``--max-loras``): it loads what a game needs and unloads retired ones, least recently used
-  first, never a pinned one (the hero's current version).
+  first, never a pinned one (the hero's current version). A name the server lists is checked
+  against the folder it should serve (the ``root`` of its model card, where the server gives
+  one) and loaded again when it serves another; a name the server has forgotten (a restart)
+  is loaded again from the folder it was ensured with (:meth:`AdapterSlots.reload`).
 - :func:`fit_seating` seats a game so that its distinct adapters fit the slots: every
   opponent in its own seat when they fit, else the league's ``cluster_seating``
   (``[Hero, A, A, A, B, B, B]``) with as many distinct opponents as slots allow.
@@ -17,7 +20,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +50,33 @@ def parse_versioned_name(name: str) -> tuple[str, int] | None:
     """``hero-v0003`` -> ``("hero", 3)``; None for a name that is not versioned."""
     match = _VERSIONED.match(name)
     return (match["prefix"], int(match["version"])) if match else None
+
+
+RUN_ID_FILE = "adapter_run_id"  # in the run folder: the run's part of its served names
+
+
+def run_prefix(run_dir: str | os.PathLike, role: str = "hero") -> str:
+    """The served-name prefix of a run's adapters: ``{folder}-{id}-{role}``, where ``id`` is
+    drawn once, at random, and kept in ``RUN/adapter_run_id`` (a resumed run goes on with
+    its names). The folder's name alone is not unique: two runs under ``…/a/llm`` and
+    ``…/b/llm`` (compose's default ``--out``) sharing one server would load, unload and
+    sample each other's ``llm-hero-v0003``."""
+    folder = Path(run_dir)
+    path = folder / RUN_ID_FILE
+    try:
+        run_id = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        run_id = ""
+    except (OSError, UnicodeDecodeError) as err:
+        raise LLMError(f"cannot read {path}: {err}") from None
+    if not re.fullmatch(r"[0-9a-f]{8,32}", run_id):
+        from leaguezero.common.atomic import atomic_write_text
+
+        run_id = uuid.uuid4().hex[:10]
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, run_id + "\n")
+    base = re.sub(r"[^A-Za-z0-9_]+", "_", folder.resolve().name).strip("_")[:40] or "run"
+    return f"{base}-{run_id}-{role}"
 
 
 class SlotsExceededError(LLMError):
@@ -77,6 +110,24 @@ class AdapterSlots:
         self.owned: set[str] = set()
         self._clock = 0
         self._last_used: dict[str, int] = {}
+        # Every name ensured and the folder it serves: what reload() loads again after the
+        # server forgot it (names are immutable: a name is one folder for good).
+        self.folders: dict[str, str] = {}
+        self._lock = threading.Lock()  # ensure/reload from the games' threads
+
+    def _wrong_folder(self, needed: Mapping[str, str]) -> list[str]:
+        """Names in ``needed`` the server lists as loaded from another folder (a run that
+        shares the server used the name, or an earlier process loaded other weights)."""
+        roots = getattr(self.client, "adapter_roots", None)
+        if roots is None:
+            return []
+        wrong = []
+        for name, root in roots().items():
+            if name not in needed or not root or not os.path.isabs(root):
+                continue  # not asked for, or the server does not say where it came from
+            if os.path.abspath(root) != os.path.abspath(os.fspath(needed[name])):
+                wrong.append(name)
+        return wrong
 
     def ensure(self, needed: Mapping[str, str]) -> list[str]:
         """Make every ``{name: folder}`` of ``needed`` loaded; returns the names unloaded.
@@ -89,6 +140,13 @@ class AdapterSlots:
                 f"{len(needed)} distinct adapters needed but max_loras is {self.max_loras}; "
                 "seat the game with fit_seating (cluster sampling)"
             )
+        with self._lock:
+            return self._ensure(needed)
+
+    def _ensure(self, needed: Mapping[str, str]) -> list[str]:
+        self.folders.update({name: os.fspath(folder) for name, folder in needed.items()})
+        for name in self._wrong_folder(needed):
+            self.client.unload_adapter(name)  # loaded again below, from the expected folder
         loaded = set(self.client.list_adapters())
         if self.owned_only:
             self.owned &= loaded  # unloaded elsewhere meanwhile
@@ -139,11 +197,27 @@ class AdapterSlots:
             self._last_used[name] = self._clock
         return evicted
 
+    def reload(self, name: str) -> bool:
+        """Load ``name`` again from the folder it was last ensured with, if the server has
+        forgotten it (a restart); True when it is loaded now. A name never ensured here, or
+        retired, is not this object's to load (False). The hook of
+        :attr:`~.openai_client.OpenAIClient.reloader`."""
+        folder = self.folders.get(name)
+        if folder is None:
+            return False
+        try:
+            with self._lock:
+                self._ensure({name: folder})
+        except LLMError:
+            return False
+        return True
+
     def retire(self, name: str) -> bool:
         """Unload ``name`` if it is loaded (a superseded hero version); True if it was."""
         self.pinned.discard(name)
         self._last_used.pop(name, None)
         self.owned.discard(name)
+        self.folders.pop(name, None)
         if name in self.client.list_adapters():
             self.client.unload_adapter(name)
             return True

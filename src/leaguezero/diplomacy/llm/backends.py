@@ -64,8 +64,10 @@ def backend_from_config(llm: LLMSection) -> HFBackend:
 def server_client(llm: LLMSection) -> OpenAIClient:
     """An :class:`~.openai_client.OpenAIClient` for ``llm.endpoint`` (vLLM or ``llm serve``)."""
     client = OpenAIClient(llm.endpoint, base_model=llm.served_model_name)
+    patience, client.reconnect_s = client.reconnect_s, 0.0  # a server not up yet: say so now
     try:
         client.models()
+        client.reconnect_s = patience  # once running, a restart is waited for
     except LLMError as err:
         client.close()
         raise LLMError(

@@ -12,6 +12,9 @@ Conventions all backends keep (so the in-process backend, our server and vLLM ag
   quantity with one forward pass.
 - **Token ids** are the completion's tokens, end-of-sequence included when it was sampled
   (its probability is part of the completion's); the text leaves special tokens out.
+- **The distribution is the model's, untruncated and unpenalised**: every request pins the
+  sampling parameters a server would otherwise fill in (:data:`NEUTRAL_SAMPLING`), so the
+  policy that samples is the policy the trainer scores.
 - **Seeds**: row ``i`` samples with seed ``seed + i``, so a row's sample does not depend on
   what else shares its batch (identical prompts in one call still differ). ``temperature``
   0 is greedy.
@@ -22,6 +25,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+# What every completion request pins (`top_k` 0 = disabled, as vLLM >= 0.8 reads it). vLLM fills
+# any sampling parameter a request leaves out from the model's generation_config.json under its
+# default `--generation-config auto` (vLLM 0.11.0 config/model.py `get_diff_sampling_param`,
+# read by entrypoints/openai/protocol.py `CompletionRequest.to_sampling_params`): a Qwen or
+# Llama instruct base would then sample a top-p/top-k truncated, repetition-penalised
+# distribution that the trainer never scores, and greedy evaluations would move with the
+# penalties. TRL, verl and OpenRLHF neutralise the same fields.
+NEUTRAL_SAMPLING: dict[str, float | int] = {
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
 
 
 class LLMError(RuntimeError):

@@ -114,6 +114,11 @@ class LLMHero:
             return self.live_adapter
         current = self._weights_version()
         if current == self._published and self.live_adapter:
+            if self.slots is not None and self.adapters_dir is not None:
+                # Still loaded as the folder it names? (A restarted server forgot it; another
+                # run may have loaded other weights under it.) One model listing per game.
+                live = self.live_adapter
+                self.slots.ensure({live: str(self.adapters_dir / live)})
             return self.live_adapter
         assert self.adapters_dir is not None
         self.version += 1

@@ -3,8 +3,11 @@
 - ``generate`` sends one ``POST /v1/completions`` per prompt, concurrently, with ``model`` =
   the row's adapter name (the base model's name for None), ``seed`` = ``seed + i`` (vLLM
   applies one seed to every prompt of a request, so identical prompts would get identical
-  samples if batched in one request), ``logprobs: 1`` and ``return_token_ids: true``. The
-  server batches the concurrent requests (vLLM's scheduler; our server's batcher).
+  samples if batched in one request), ``logprobs: 1`` and ``return_token_ids: true``, and the
+  sampling distribution pinned (:data:`~.client.NEUTRAL_SAMPLING`: top_p 1, top_k 0, min_p 0,
+  neutral penalties; vLLM would otherwise take them from the model's
+  ``generation_config.json``). The server batches the concurrent requests (vLLM's scheduler;
+  our server's batcher).
 - ``load_adapter`` / ``unload_adapter`` call vLLM's runtime endpoints
   ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and
   ``POST /v1/unload_lora_adapter`` ``{"lora_name"}``; vLLM enables them only with
@@ -20,14 +23,17 @@ servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens s
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 
 from leaguezero.diplomacy.llm.client import (
+    NEUTRAL_SAMPLING,
     AdapterCapacityError,
     Completion,
     LLMError,
@@ -36,6 +42,8 @@ from leaguezero.diplomacy.llm.client import (
 )
 from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.server_http import API_KEY_ENV
+
+_WARN_LOCK = threading.Lock()
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -59,7 +67,13 @@ class OpenAIClient:
     ``/v1/models`` when None); ``api_key``: sent as ``Authorization: Bearer KEY`` (what
     ``llm serve --api-key`` and vLLM's ``--api-key`` require; None: the environment variable
     ``LEAGUEZERO_LLM_API_KEY``, if set); ``concurrency``: requests in flight at once;
-    ``retries``: how often a reset or refused connection is retried (growing pauses, 3 s in all).
+    ``retries``: how often a reset or refused connection is retried at least (growing pauses,
+    at most 2 s apart), and for ``reconnect_s`` seconds in all: a server restarting (vLLM
+    takes a minute to load a model) is waited for, with one line on stderr, rather than ending
+    a long run. ``reloader``: called with an adapter's name when the server answers a
+    completion with "no such model" (it restarted, or someone unloaded it); returning True
+    means the adapter was loaded again and the completion is sent once more
+    (:meth:`~.adapters.AdapterSlots.reload`).
     """
 
     def __init__(
@@ -71,8 +85,11 @@ class OpenAIClient:
         timeout: float = 300.0,
         concurrency: int = 32,
         retries: int = 4,
+        reconnect_s: float = 120.0,
     ) -> None:
         self.retries = retries
+        self.reconnect_s = reconnect_s
+        self.reloader: Callable[[str], bool] | None = None
         url = endpoint.rstrip("/")
         self.endpoint = url.removesuffix("/v1")
         # None: the key of `llm serve --api-key` from the environment, if set there.
@@ -98,18 +115,23 @@ class OpenAIClient:
 
     # ----------------------------------------------------------------- plumbing
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        for attempt in range(self.retries + 1):
+        deadline = time.monotonic() + self.reconnect_s
+        attempt = 0
+        while True:
             try:
                 response = self._http.request(method, path, json=body)
                 break
             except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as err:
                 # A reset or refused connection (a full backlog, a server restarting) is
                 # retried with a growing pause; a timeout is not (the request may be running).
-                if attempt == self.retries:
+                if attempt >= self.retries and time.monotonic() >= deadline:
                     raise LLMError(
                         f"cannot reach the LLM server at {self.endpoint} ({err})"
                     ) from None
+                if attempt == self.retries:
+                    self._say_waiting(err)
                 time.sleep(min(2.0, 0.1 * 2**attempt))
+                attempt += 1
             except httpx.HTTPError as err:
                 raise LLMError(f"cannot reach the LLM server at {self.endpoint} ({err})") from None
         if response.status_code == 404 and path == "/v1/completions":
@@ -126,6 +148,19 @@ class OpenAIClient:
             return response.json()
         except ValueError:
             return response.text  # vLLM answers the adapter endpoints in plain text
+
+    def _say_waiting(self, err: Exception) -> None:
+        with _WARN_LOCK:
+            if self._warned_at is None or time.monotonic() - self._warned_at > self.reconnect_s:
+                self._warned_at = time.monotonic()
+                print(
+                    f"LLM server at {self.endpoint} unreachable ({type(err).__name__}); "
+                    f"waiting up to {self.reconnect_s:.0f} s for it to come back",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    _warned_at: float | None = None
 
     def models(self) -> list[dict[str, Any]]:
         """The ``data`` list of ``GET /v1/models``."""
@@ -146,6 +181,16 @@ class OpenAIClient:
     def list_adapters(self) -> list[str]:
         """Adapters the server has loaded."""
         return [m["id"] for m in self.models() if m.get("parent")]
+
+    def adapter_roots(self) -> dict[str, str | None]:
+        """Each loaded adapter's ``root``: the folder it was loaded from, as vLLM lists it
+        (0.11.0 ``entrypoints/openai/serving_models.py``: ``root=lora.local_path``) and ``llm
+        serve`` too; None where the server does not say."""
+        return {
+            m["id"]: m.get("root") if isinstance(m.get("root"), str) else None
+            for m in self.models()
+            if m.get("parent")
+        }
 
     def load_adapter(self, name: str, path: str) -> None:
         """``POST /v1/load_lora_adapter``; ``path`` is on the server's filesystem, which must
@@ -203,6 +248,7 @@ class OpenAIClient:
             "prompt": prompt,
             "max_tokens": max_new_tokens,
             "temperature": temperature,
+            **NEUTRAL_SAMPLING,
             "seed": seed & 0x7FFF_FFFF_FFFF_FFFF,
             "logprobs": 1,
             "return_token_ids": True,
@@ -211,7 +257,13 @@ class OpenAIClient:
         regex = choices.regex() if choices is not None else None
         if regex is not None:
             body["structured_outputs"] = {"regex": regex}
-        reply = self._request("POST", "/v1/completions", body)
+        try:
+            reply = self._request("POST", "/v1/completions", body)
+        except UnknownAdapterError:
+            # The server forgot the adapter (a restart): load it again once, if we know it.
+            if adapter is None or self.reloader is None or not self.reloader(adapter):
+                raise
+            reply = self._request("POST", "/v1/completions", body)
         try:
             choice = reply["choices"][0]
             if choices is not None:

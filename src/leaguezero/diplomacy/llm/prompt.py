@@ -202,10 +202,27 @@ def render_prompt(
         messages = [{"role": "user", "content": prompt}]
         if system_prompt is not None:
             messages.insert(0, {"role": "system", "content": system_prompt})
-        return tokenizer.apply_chat_template(
+        text = tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True, **template_kwargs
         )
+        return _without_template_bos(tokenizer, text)
     return prompt
+
+
+def _without_template_bos(tokenizer, text: str) -> str:
+    """``text`` without the BOS its chat template wrote, when the tokenizer adds one itself.
+
+    Both samplers tokenise a completion prompt with special tokens added (vLLM's
+    ``/v1/completions`` ``add_special_tokens`` defaults to true; ``HFBackend.encode``), so a
+    template that starts with BOS (Llama 3's ``<|begin_of_text|>``) would give the model two —
+    the same two on both sides, but off the format the model was trained on.
+    """
+    bos = getattr(tokenizer, "bos_token", None)
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if not bos or bos_id is None or not text.startswith(bos):
+        return text
+    added = tokenizer("", add_special_tokens=True)["input_ids"]
+    return text[len(bos) :] if bos_id in added else text
 
 
 @dataclass

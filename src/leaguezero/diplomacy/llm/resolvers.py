@@ -102,6 +102,7 @@ def evaluation_resolver_factory(llm: LLMSection):
             base_model_folder(llm.base_model), local_files_only=True
         )
         slots = AdapterSlots(client, llm.max_loras, owned_only=True)
+        client.reloader = slots.reload  # a restarted server: load what a game names again
         prefix, close = "eval-", client.close
         target: GenerationClient = client
     else:

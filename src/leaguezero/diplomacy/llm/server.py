@@ -7,7 +7,12 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
 - ``POST /v1/completions`` — ``model`` (adapter name, or the base model's name), ``prompt``
   (a string or a list), ``max_tokens``, ``temperature``, ``seed``, ``logprobs`` (the sampled
   tokens' log-probs come back in ``choices[i].logprobs.token_logprobs``), ``return_token_ids``
-  (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed.
+  (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed. The
+  fields that shape vLLM's distribution (``top_p``, ``top_k``, ``min_p``, the repetition,
+  presence and frequency penalties) are taken at their neutral values only — what the client
+  pins (:data:`~.client.NEUTRAL_SAMPLING`) and all this server samples; any other value, and
+  the other sampling fields it does not implement (``stop``, ``logit_bias``, ``min_tokens``,
+  ...) with a non-default value, get 400 rather than a silently different distribution.
   ``structured_outputs`` as vLLM (>= 0.10.2) takes it: ``{"regex": ...}`` or ``{"choice":
   [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
   from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
@@ -52,7 +57,12 @@ from typing import Any
 
 from leaguezero.diplomacy.llm.adapter_files import check_adapter_name
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
-from leaguezero.diplomacy.llm.client import GenerationRequest, LLMError, UnknownAdapterError
+from leaguezero.diplomacy.llm.client import (
+    NEUTRAL_SAMPLING,
+    GenerationRequest,
+    LLMError,
+    UnknownAdapterError,
+)
 from leaguezero.diplomacy.llm.constrained import choice_regex
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.regex_sandbox import (
@@ -95,6 +105,42 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
     return value
 
 
+# vLLM's neutral value of each distribution field it may take besides NEUTRAL_SAMPLING's (the
+# values that leave sampling as this server does it); top_k -1 is vLLM's older spelling of 0.
+_ALSO_NEUTRAL = {"top_k": (-1,)}
+# Request fields that change what vLLM generates, which this server does not implement: given
+# with a value other than vLLM's default (absent, null, empty, false, 0; 1 for the two whose
+# default is 1), they are refused.
+_UNSUPPORTED = (
+    "stop", "stop_token_ids", "logit_bias", "bad_words", "min_tokens", "ignore_eos", "echo",
+    "suffix", "allowed_token_ids", "use_beam_search", "structural_tag", "guided_regex",
+    "guided_choice", "guided_json", "guided_grammar", "best_of", "length_penalty",
+)  # fmt: skip
+_DEFAULT_ONE = ("best_of", "length_penalty")
+
+
+def check_neutral_sampling(body: dict[str, Any]) -> None:
+    """Refuse a request whose sampling fields ask for a distribution this server does not
+    sample (see module doc): each of :data:`~.client.NEUTRAL_SAMPLING`'s fields absent or at
+    its neutral value, and no unsupported field with a non-default value."""
+    for name, neutral in NEUTRAL_SAMPLING.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RequestError(f"'{name}' must be a number")
+        if value != neutral and value not in _ALSO_NEUTRAL.get(name, ()):
+            raise RequestError(
+                f"'{name}' {value!r} is not supported by this server: it samples the model's "
+                f"full distribution ({name} {neutral})"
+            )
+    for name in _UNSUPPORTED:
+        value = body.get(name)
+        if value is None or (value == 1 if name in _DEFAULT_ONE else value in (0, "", [], {})):
+            continue
+        raise RequestError(f"'{name}' is not supported by this server")
+
+
 class LLMServer:
     """An HTTP server for one :class:`HFBackend`; :meth:`start` runs it in a thread."""
 
@@ -128,6 +174,9 @@ class LLMServer:
         # AdapterCapacityError, which the league answers with cluster seating).
         self.max_loras = max_loras
         self.max_cpu_loras = max_cpu_loras
+        # Each loaded adapter's lora_path, listed as its model card's `root` (as vLLM lists
+        # it: a client checks that a name it expects serves the folder it expects).
+        self._adapter_paths: dict[str, str] = {}
         self.batcher = BatchingGenerator(backend, max_adapters=max_loras)
         server = self
 
@@ -196,7 +245,7 @@ class LLMServer:
                     "object": "model",
                     "created": now,
                     "owned_by": "leaguezero",
-                    "root": name,
+                    "root": self._adapter_paths.get(name, name),
                     "parent": base,
                 }
             )
@@ -228,6 +277,7 @@ class LLMServer:
             raise RequestError("streaming is not supported by this server")
         if _field(body, "n", int, 1) != 1:
             raise RequestError("only n = 1 is supported")
+        check_neutral_sampling(body)
         max_tokens = _field(body, "max_tokens", int, 16)
         temperature = _field(body, "temperature", (int, float), 1.0)
         if not isinstance(temperature, float):
@@ -367,6 +417,7 @@ class LLMServer:
                 self.backend.load_adapter(name, path)
             except (LLMError, ValueError, OSError) as err:
                 raise RequestError(f"cannot load adapter {name!r}: {err}") from None
+            self._adapter_paths[name] = path
         return f"Success: LoRA adapter '{name}' added successfully."
 
     def unload_lora_adapter(self, body: dict[str, Any]) -> str:
@@ -375,6 +426,7 @@ class LLMServer:
             raise RequestError("'lora_name' is required")
         try:
             self.backend.unload_adapter(name)
+            self._adapter_paths.pop(name, None)
         except UnknownAdapterError:
             raise RequestError(
                 f"The lora adapter '{_shown(name)}' cannot be found.", status=HTTPStatus.NOT_FOUND

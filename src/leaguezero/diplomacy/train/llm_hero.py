@@ -6,22 +6,19 @@ games use: in process through a batcher, or an OpenAI-compatible server (``llm.b
 openai``: vLLM or ``leaguezero llm serve``; each update is published and hot-loaded as a new
 version). A group's games run at once, one thread each, so every LLM seat of every game meets in
 the sampler's batches; on Ray (a task map that is not in process) each game is a task of
-:func:`play_remote_game` sampling on the shared server. The opponents' adapters are loaded by
-their league names within ``llm.max_loras`` (fewer distinct ones, cluster-seated, when the
-sampler cannot hold them). Every game comes back as one
-:class:`~leaguezero.diplomacy.train.heroes.PlayedGame`. ``base_model`` is the base LM itself
+:func:`~.llm_games.play_remote_game` sampling on the shared server. The opponents' adapters are
+loaded by their league names within ``llm.max_loras`` (fewer distinct ones, cluster-seated, when
+the sampler cannot hold them). Every game comes back as one
+:class:`~leaguezero.diplomacy.train.grpo.PlayedGame` (:mod:`.llm_games`). ``base_model`` is the base LM itself
 (no file); checkpoints are adapter folders.
 """
 
 from __future__ import annotations
 
-import functools
 import random
-import re
 import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +38,7 @@ from leaguezero.diplomacy.llm.adapters import (
     check_adapter_fits,
     fit_seating,
     parse_versioned_name,
+    run_prefix,
 )
 from leaguezero.diplomacy.llm.backends import (
     InProcessSampler,
@@ -50,14 +48,17 @@ from leaguezero.diplomacy.llm.backends import (
 )
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
-from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats, decoding_named
+from leaguezero.diplomacy.llm.decoding import Decoding, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import ChatFormat
-from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
+from leaguezero.diplomacy.train.llm_games import (
+    RemoteLLMGames,
+    play_remote_game,
+    played_game,
+)
 from leaguezero.diplomacy.train.llm_memory import hero_pass_plan
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
@@ -65,42 +66,6 @@ from leaguezero.league.session import HERO
 
 def _holds_slot(name: str | None) -> bool:
     return seat_spec(name).holds_adapter_slot
-
-
-def seat_reward(
-    scores: Mapping[str, float], stats: Mapping[str, SeatStats], power: str, penalty: float
-) -> float:
-    """The GRPO reward of ``power``'s seat: its final score, less ``penalty``
-    (``llm.format_penalty``) times its invalid and missing orders per completion (0: off). Per
-    completion, not a share of the orders owed, so a model that writes only junk still learns
-    to write less."""
-    score = scores[power]
-    seat = stats.get(power)
-    if penalty <= 0 or seat is None:
-        return score
-    bad = seat.invalid + seat.missing
-    return score - penalty * bad / max(1, seat.completions)
-
-
-def played_game(
-    result: RolloutResult,
-    table: LLMTable,
-    seating: Mapping[str, str],
-    hero_power: str,
-    format_penalty: float,
-) -> PlayedGame:
-    """One finished game as the loop's record: scores, the live hero's records (all its
-    seats), shaped rewards, the hero power's order hygiene and the seating played."""
-    stats = dict(table.stats)
-    return PlayedGame(
-        dict(result.scores),
-        result.seed,
-        list(table.records),
-        result.phase_start,
-        seating=dict(seating),
-        rewards={p: seat_reward(result.scores, stats, p, format_penalty) for p in POWERS},
-        stats=stats.get(hero_power, SeatStats()),
-    )
 
 
 class LanguageModelHero:
@@ -143,6 +108,9 @@ class LanguageModelHero:
         if self.client is not None:
             sampler: GenerationClient = self.client
             self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
+            # A restarted server has forgotten every adapter: a completion that names one
+            # loads it again (from the folder it was ensured with) and goes on.
+            self.client.reloader = self.slots.reload
         else:
             # Games of a group run in threads; their rows meet in one batch per forward pass
             # (as many as the memory plan leaves room for).
@@ -157,8 +125,10 @@ class LanguageModelHero:
         adapters_dir = Path(run_dir) / llm.adapters_dir
         # Served names are unique per run (several runs may share one server; vLLM caches an
         # adapter by its name forever) and go on counting after a resume.
-        prefix = re.sub(r"[^A-Za-z0-9_]+", "_", Path(run_dir).resolve().name).strip("_")
-        prefix = f"{prefix or 'run'}-hero"
+        try:
+            prefix = run_prefix(run_dir)
+        except LLMError as err:
+            raise TrainError(str(err)) from None
         self.policy = LLMHero(
             self.backend,
             sampler=sampler,
@@ -326,6 +296,7 @@ class LanguageModelHero:
             decoding=self.decoding,
             format_penalty=llm.format_penalty,
             chat=chat_format(llm),
+            adapter_folders=dict(self.slots.folders),
         )
 
     # ----- weights and files ----------------------------------------------------------------
@@ -371,58 +342,3 @@ class LanguageModelHero:
             self.client.close()
         else:
             self.batcher.close()
-
-
-@dataclass(frozen=True)
-class RemoteLLMGames:
-    """The shared part of a group's games played by remote workers (Ray) on one server."""
-
-    endpoint: str
-    served_model_name: str | None
-    tokenizer_path: str
-    hero_name: str
-    hero_adapter: str
-    max_new_tokens: int
-    temperature: float
-    decoding: Decoding
-    format_penalty: float = 0.0
-    chat: ChatFormat = field(default_factory=ChatFormat)
-
-
-@functools.cache
-def _tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    from leaguezero.diplomacy.llm.gguf import base_model_folder
-
-    return AutoTokenizer.from_pretrained(base_model_folder(path), local_files_only=True)
-
-
-def play_remote_game(
-    shared: RemoteLLMGames,
-    cfg_json: str,
-    group_idx: int,
-    game_idx: int,
-    seating: dict[str, str],
-    hero_power: str,
-    seed: int,
-) -> PlayedGame:
-    """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
-    on the server, the live hero as ``shared.hero_adapter``."""
-    cfg = DiplomacyConfig.model_validate_json(cfg_json)
-    tokenizer = _tokenizer(shared.tokenizer_path)
-    with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
-        table = LLMTable(
-            client,
-            {p: (shared.hero_adapter if a == shared.hero_name else a) for p, a in seating.items()},
-            record_adapter=shared.hero_adapter,
-            max_new_tokens=shared.max_new_tokens,
-            temperature=shared.temperature,
-            seed=seed,
-            render=shared.chat.renderer(tokenizer),
-            decoding=shared.decoding,
-        )
-        result = run_rollout(
-            cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
-        )
-    return played_game(result, table, seating, hero_power, shared.format_penalty)
