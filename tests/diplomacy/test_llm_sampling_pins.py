@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -36,7 +37,7 @@ torch.set_num_threads(1)
 class _Recorder(BaseHTTPRequestHandler):
     """Answers like vLLM and keeps every JSON body it was sent."""
 
-    bodies: list[dict] = []
+    bodies: ClassVar[list[dict]] = []
 
     def log_message(self, format, *args):
         pass
