@@ -6,6 +6,7 @@ deployment needs: one volume at the same path in both services, a GPU for each."
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -83,11 +84,26 @@ def test_vllm_image_is_pinned_and_allows_runtime_lora_updates():
     text = (DOCKER / "Dockerfile.vllm").read_text()
     pinned = re.search(r"^ARG VLLM_IMAGE=vllm/vllm-openai:v(\d+)\.(\d+)\.(\d+)$", text, re.M)
     assert pinned is not None, "the official image, pinned to a release"
-    # 0.10.2: the oldest with `structured_outputs` and `return_token_ids` (docs/llm.md)
-    assert tuple(int(x) for x in pinned.groups()) >= (0, 10, 2)
+    # 0.11.0: the oldest with the `structured_outputs` field (0.10.2 has only `guided_regex`)
+    assert tuple(int(x) for x in pinned.groups()) >= (0, 11, 0)
     assert "FROM ${VLLM_IMAGE}" in text
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in text
     assert "\nUSER 1000\n" in text and 'ENTRYPOINT ["vllm", "serve"]' in text
+    # The sampled distribution is the model's, not its generation_config.json's, and the
+    # grammar engine's masks are the trainer's (docs/llm.md, the version table).
+    cmd = json.loads(re.search(r"^CMD (\[.*?\])$", text, re.M | re.S).group(1).replace("\\\n", ""))
+    _check_vllm_options(cmd)
+
+
+def _check_vllm_options(args: list[str]) -> None:
+    flat = [part for arg in args for part in arg.split("=", 1)]
+    assert flat[flat.index("--generation-config") + 1] == "vllm"
+    config = json.loads(flat[flat.index("--structured-outputs-config") + 1])
+    assert config == {"backend": "outlines"}
+
+
+def test_compose_vllm_command_pins_sampling_defaults_and_the_grammar_backend():
+    _check_vllm_options(_compose()["services"]["vllm"]["command"])
 
 
 def _compose() -> dict:

@@ -8,9 +8,11 @@ VLLM_CONFIG_HEADER = """Diplomacy league training of an LLM hero sampled by vLLM
 learned here (docs/diplomacy_training.md): constrained decoding (each seat's legal orders
 sent as vLLM's structured_outputs regex), a cosine learning rate from 2e-3, KL 0.1 to the
 base, LoRA rank 8 on all seven projections, 3-year games. Start the server first (its own
-environment, vLLM >= 0.10.2; docs/llm.md "Deployment"), then the trainer beside it:
+environment, vLLM >= 0.11.0; docs/llm.md "Deployment", the version table), then the trainer
+beside it:
   VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve /models/BASE --enable-lora --max-loras 8 \\
-      --max-lora-rank 16 --gpu-memory-utilization 0.6 --port 8000
+      --max-lora-rank 16 --gpu-memory-utilization 0.3 --generation-config vllm \\
+      --structured-outputs-config '{"backend": "outlines"}' --port 8000
   leaguezero diplomacy train --config configs/diplomacy_vllm.yaml --out /runs/llm \\
       --set llm.base_model=/models/BASE
 The same on a CPU, against leaguezero llm serve (a base built by leaguezero llm pretrain):

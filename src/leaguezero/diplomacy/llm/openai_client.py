@@ -214,7 +214,7 @@ class OpenAIClient:
         choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt (see :mod:`.client` for the conventions); ``choices[i]``
-        constrains row ``i``: sent as ``structured_outputs: {"regex": ...}`` (vLLM >= 0.10.2,
+        constrains row ``i``: sent as ``structured_outputs: {"regex": ...}`` (vLLM >= 0.11.0,
         or ``leaguezero llm serve``), and the answer checked against it."""
         rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         base = self.base_model

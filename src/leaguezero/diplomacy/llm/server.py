@@ -13,7 +13,7 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   pins (:data:`~.client.NEUTRAL_SAMPLING`) and all this server samples; any other value, and
   the other sampling fields it does not implement (``stop``, ``logit_bias``, ``min_tokens``,
   ...) with a non-default value, get 400 rather than a silently different distribution.
-  ``structured_outputs`` as vLLM (>= 0.10.2) takes it: ``{"regex": ...}`` or ``{"choice":
+  ``structured_outputs`` as vLLM (>= 0.11.0) takes it: ``{"regex": ...}`` or ``{"choice":
   [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
   from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
   other kinds are refused with 400. A request's expression is compiled in a bounded worker
