@@ -3,20 +3,21 @@ token trie, equal to an ``outlines_core.Index``'s without building one over the 
 
 The trainer needs the allowed set at each position of each constrained completion
 (:func:`.constrained.replay_allowed`). An ``outlines_core.Index`` answers that by walking
-*every* token of the vocabulary from *every* state of the expression's automaton: at Qwen's
-151k byte-level tokens that is 0.6-1.0 CPU-s per record, serially after each rollout. Only the
-states the completion passes through matter, and at each of them only the tokens whose bytes
-stay alive — a handful of branches, because the expressions are alternations of literal orders.
+*every* token of the vocabulary from *every* state of the expression's automaton: at Qwen's 151k
+byte-level tokens that is 0.05-1.8 CPU-s per record (0.77 on average in
+``benchmarks/mask_replay.py``; this way 0.003), serially after each rollout. Only the states the
+completion passes through matter, and at each of them only the tokens whose bytes stay alive — a
+handful of branches, because the expressions are alternations of literal orders.
 
 So: the expression's **byte automaton** (an ``outlines_core.Index`` over the 256 single bytes:
-the same regex compiler, a few milliseconds) as a dense ``[states, 256]`` table, and the
-vocabulary's **prefix trie** of token bytes (built once per tokenizer, ~1 s at 151k). At each
-position a depth-first walk down the trie follows only the bytes the automaton accepts from the
-current state; every token ending on a node it reaches is allowed. End-of-sequence is allowed
-exactly in the final states. That is outlines-core's rule (a token is allowed when its bytes keep
-the text a prefix of a match), checked byte by byte where outlines-core checks the token's last
-state; the two agree for expressions in which no match continues into a longer one (every
-expression :class:`.constrained.OrderChoices` writes ends in ``END``), which
+the same regex compiler, a few milliseconds) as a dense table (states by the bytes it uses), and
+the vocabulary's **prefix trie** of token bytes (built once per tokenizer, ~1 s at 151k). At
+each position a depth-first walk down the trie follows only the bytes the automaton accepts from
+the current state; every token ending on a node it reaches is allowed. End-of-sequence is
+allowed exactly in the final states. That is outlines-core's rule (a token is allowed when its
+bytes keep the text a prefix of a match), checked byte by byte where outlines-core checks the
+token's last state; the two agree for expressions in which no match continues into a longer one
+(every expression :class:`.constrained.OrderChoices` writes ends in ``END``), which
 ``tests/diplomacy/test_mask_replay.py`` checks against outlines-core on records of real games.
 
 The walks run in numba (compiled once, cached on disk).
@@ -39,29 +40,35 @@ def byte_index(regex: str):
     return Index(regex, Vocabulary(256, {bytes([b]): [b] for b in range(256)}))
 
 
-@functools.lru_cache(maxsize=256)
-def byte_automaton(regex: str) -> tuple[np.ndarray, int, np.ndarray]:
-    """``(table, initial, final)``: ``table[s, b]`` the state after byte ``b`` from state
-    ``s`` (-1: dead), the initial state, and which states may end the text (dense ids)."""
+@functools.lru_cache(maxsize=64)
+def byte_automaton(regex: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(table, classes, final)`` of ``regex``'s byte automaton, dense ids from 0 (the initial
+    state): ``table[s, classes[b]]`` is the state after byte ``b`` from state ``s`` (-1: dead);
+    ``classes`` numbers the bytes the expression uses from 1 (0: any other byte, dead from
+    everywhere), so a table of ~1,100 states (a 4 kB expression) holds ~40 columns, not 256;
+    ``final[s]``: whether the text may end in state ``s``."""
     index = byte_index(regex)
     transitions = index.get_transitions()
-    initial = index.get_initial_state()
-    ids: dict[int, int] = {initial: 0}
+    ids: dict[int, int] = {index.get_initial_state(): 0}
+    used: set[int] = set()
     for state, moves in transitions.items():
         ids.setdefault(state, len(ids))
-        for target in moves.values():
-            ids.setdefault(target, len(ids))
-    table = np.full((len(ids), 256), -1, dtype=np.int32)
-    for state, moves in transitions.items():
-        row = ids[state]
         for byte, target in moves.items():
             if byte < 256:  # 256 is this vocabulary's end-of-sequence
-                table[row, byte] = ids[target]
+                ids.setdefault(target, len(ids))
+                used.add(byte)
+    classes = np.zeros(256, dtype=np.int32)
+    classes[sorted(used)] = np.arange(1, len(used) + 1, dtype=np.int32)
+    table = np.full((len(ids), len(used) + 1), -1, dtype=np.int32)
+    for state, moves in transitions.items():
+        for byte, target in moves.items():
+            if byte < 256:
+                table[ids[state], classes[byte]] = ids[target]
     final = np.zeros(len(ids), dtype=np.bool_)
     for state in index.get_final_states():
         if state in ids:
             final[ids[state]] = True
-    return table, 0, final
+    return table, classes, final
 
 
 @njit(cache=True)
@@ -102,8 +109,8 @@ def _build_trie(data, offsets, order, max_len):  # pragma: no cover - numba
 @njit(cache=True)
 def _replay(
     table,
+    classes,
     final,
-    state,
     child_ptr,
     child_byte,
     child_node,
@@ -117,6 +124,7 @@ def _replay(
 ):  # pragma: no cover - numba
     """Allowed ids of every position, flat, with their offsets; and the first position whose
     token was not allowed (-1: none)."""
+    state = 0
     out = np.empty(4096, np.int32)
     ptr = np.zeros(len(tokens) + 1, np.int64)
     count = 0
@@ -141,7 +149,7 @@ def _replay(
                 node = stack_node[top]
                 q = stack_state[top]
                 for e in range(child_ptr[node], child_ptr[node + 1]):
-                    nxt = table[q, child_byte[e]]
+                    nxt = table[q, classes[child_byte[e]]]
                     if nxt < 0:
                         continue
                     child = child_node[e]
@@ -165,7 +173,7 @@ def _replay(
             done = True
         else:
             for i in range(id_start[token], id_start[token] + id_len[token]):
-                state = table[state, data[i]]
+                state = table[state, classes[data[i]]]
     return out[:count], ptr, -1
 
 
@@ -207,12 +215,12 @@ class TokenTrie:
     def replay(self, regex: str, token_ids: Sequence[int]) -> tuple[list[list[int]], int]:
         """The allowed ids at each position of ``token_ids`` under ``regex``, up to and
         including the first token that was not allowed, and that position (-1: none)."""
-        table, initial, final = byte_automaton(regex)
+        table, classes, final = byte_automaton(regex)
         tokens = np.asarray(token_ids, dtype=np.int64)
         if len(tokens) and (tokens.min() < 0 or tokens.max() >= len(self.id_start)):
             tokens = np.where((tokens < 0) | (tokens >= len(self.id_start)), -2, tokens)
         flat, ptr, bad = _replay(
-            table, final, initial, self.child_ptr, self.child_byte, self.child_node,
+            table, classes, final, self.child_ptr, self.child_byte, self.child_node,
             self.tok_ptr, self.tok_ids, self.id_start, self.id_len, self.data, tokens,
             self.eos_id,
         )  # fmt: skip
