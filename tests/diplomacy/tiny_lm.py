@@ -32,6 +32,32 @@ def diplomacy_corpus() -> list[str]:
     return texts
 
 
+def game_choices(games: int, years: int, seed: int) -> list:
+    """Every seat-phase's constraint (:class:`OrderChoices`) in ``games`` games of bots
+    (random, chaos and greedy seats: attacks, so retreats too; fleets, so convoys)."""
+    import random
+
+    from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+    from leaguezero.diplomacy.game.seats import resolve_agent
+    from leaguezero.diplomacy.llm.constrained import OrderChoices
+
+    bots_named = ("random_bot", "chaos_bot", "greedy_bot")
+    rng = random.Random(seed)
+    out = []
+    for _ in range(games):
+        env = DiplomacyEnv(max_years=years)
+        bots = {p: resolve_agent(rng.choice(bots_named), rng.getrandbits(32)) for p in POWERS}
+        while not env.done:
+            for power in POWERS:
+                legal = env.legal_orders(power)
+                if legal:
+                    owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
+                    out.append(OrderChoices(legal, env.phase_type, owed))
+                    env.set_orders(power, bots[power].get_orders(env, power))
+            env.process()
+    return out
+
+
 def build_tokenizer(vocab_size: int = 512, corpus: list[str] | None = None):
     """A byte-level BPE tokenizer (any text encodes, no unknown tokens) with one EOS/pad."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

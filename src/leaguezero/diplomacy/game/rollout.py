@@ -89,8 +89,8 @@ class RolloutResult:
     # Each power's running score (scoring.running_scores) when each phase began (per-phase credit)
     phase_start: dict[str, dict[str, float]] = field(default_factory=dict)
     # The LLM seats' own answer counts (seats.ReportsAnswers), before validation: {power:
-    # {answers, invalid, missing, truncated}}; the engine-side counts above see only what the
-    # parser let through.
+    # {answers, invalid, missing, truncated, grammar_violations}}; the engine-side counts above
+    # see only what the parser let through.
     llm_answers: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

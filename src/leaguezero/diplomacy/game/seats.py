@@ -48,7 +48,8 @@ class ReportsAnswers(Protocol):
     def answer_stats(self, env: DiplomacyEnv, power: str) -> dict[str, int] | None:
         """``power``'s answers in ``env``'s game so far: ``answers`` (completions),
         ``invalid`` (order lines that were not legal), ``missing`` (owed orders not given),
-        ``truncated`` (answers cut at the token budget); None if it played none."""
+        ``truncated`` (answers cut at the token budget), ``grammar_violations`` (constrained
+        answers outside their expression: the seat held); None if it played none."""
 
 
 # (agent name or None for the base model) -> a policy for one seat of one game. Called once per

@@ -135,7 +135,7 @@ def game_summary(game: RolloutResult) -> dict[str, Any]:
 
 def llm_answer_totals(games: Sequence[RolloutResult], hero_only: bool = False) -> dict[str, int]:
     """The LLM seats' own counts summed over ``games`` (``hero_only``: the hero's seat)."""
-    totals = {"answers": 0, "invalid": 0, "missing": 0, "truncated": 0}
+    totals = {"answers": 0, "invalid": 0, "missing": 0, "truncated": 0, "grammar_violations": 0}
     for game in games:
         for power, counts in game.llm_answers.items():
             if hero_only and power != game.hero_power:
@@ -185,11 +185,14 @@ class TournamentResult:
             "invalid_orders": invalid,
             "missing_orders": missing,
             # The LLM seats' own counts, before the parser or a constraint hid anything: order
-            # lines that were not legal, owed orders not written, answers cut at the budget.
+            # lines that were not legal, owed orders not written, answers cut at the budget,
+            # constrained answers outside their expression (failed seats: a server whose
+            # grammar engine masks otherwise than the trainer; alarmed on stderr by the client).
             "llm_answers": llm_all["answers"],
             "llm_invalid_orders": llm_all["invalid"],
             "llm_missing_orders": llm_all["missing"],
             "llm_truncated_answers": llm_all["truncated"],
+            "llm_grammar_violations": llm_all["grammar_violations"],
             "hero_llm": llm_answer_totals(self.games, hero_only=True),
             "per_game": [game_summary(g) for g in self.games],
         }

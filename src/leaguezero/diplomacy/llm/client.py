@@ -58,12 +58,37 @@ class UnknownAdapterError(LLMError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+# More constrained answers outside their expression than this share is alarmed (step events,
+# the eval report, stderr): one now and then is a failed seat, many are a misconfigured server.
+GRAMMAR_ALARM_SHARE = 0.01
+
+
+def grammar_alarm(violations: int, answers: int) -> str | None:
+    """The warning for ``violations`` answers outside their expression among ``answers``, when
+    above :data:`GRAMMAR_ALARM_SHARE`; None otherwise. Names the cause: the server's
+    structured-outputs engine samples under a mask other than the trainer's replay (xgrammar
+    before 0.2.1 admits lines that mix two options, ``tests/diplomacy/test_grammar_agreement.py``)
+    or ignores the field."""
+    if violations <= GRAMMAR_ALARM_SHARE * max(answers, 1):
+        return None
+    return (
+        f"{violations} of {answers} constrained answers broke their order expression (their "
+        "seats held, their records were dropped): the server's structured-outputs engine masks "
+        "otherwise than the trainer's replay -- xgrammar before 0.2.1 (vLLM 0.11 to at least "
+        "0.14 bundle 0.1.x) admits lines mixing two options, and vLLM < 0.11 ignores "
+        "structured_outputs altogether; serve with --structured-outputs-config "
+        '\'{"backend": "outlines"}\' or a vLLM whose xgrammar is >= 0.2.1 (docs/llm.md)'
+    )
+
+
 @dataclass
 class Completion:
     """One sampled completion.
 
     ``token_ids``: ``[T]`` the sampled tokens; ``logprobs``: ``[T]`` raw log-probability of
-    each (see module doc); ``finish_reason``: ``"stop"`` (end of sequence) or ``"length"``.
+    each (see module doc); ``finish_reason``: ``"stop"`` (end of sequence) or ``"length"``;
+    ``grammar_violation``: a constrained answer that breaks its constraint (a server whose
+    grammar engine's mask differs from the trainer's): a failed seat, never a training record.
     """
 
     text: str
@@ -72,6 +97,7 @@ class Completion:
     finish_reason: str = "length"
     prompt_tokens: int = 0
     adapter: str | None = None
+    grammar_violation: bool = False
 
     @property
     def logprob_sum(self) -> float:

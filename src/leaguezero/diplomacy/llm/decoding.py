@@ -52,6 +52,7 @@ class SeatStats:
     parsed: int = 0
     finished: int = 0  # completions that ended with end-of-sequence (not cut at the budget)
     truncated: int = 0  # completions cut at max_new_tokens
+    grammar_violations: int = 0  # constrained answers outside their expression (failed seats)
 
     def answer_counts(self) -> dict[str, int]:
         """The counts a game reports for this seat (:class:`~leaguezero.diplomacy.game.seats.
@@ -61,6 +62,7 @@ class SeatStats:
             "invalid": self.invalid,
             "missing": self.missing,
             "truncated": self.truncated,
+            "grammar_violations": self.grammar_violations,
         }
 
 
@@ -106,9 +108,14 @@ class TextDecoding:
         for power, prompt, adapter, completion, choice in zip(
             seats, prompts, adapters, completions, choices, strict=True
         ):
-            parsed = extract_orders(completion.text, choice.legal, env.phase_type, choice.owed)
+            # An answer outside its expression is a failed seat: no orders (its units hold),
+            # counted, and no record (the trainer's mask replay would refuse it).
+            failed = completion.grammar_violation
+            text = "" if failed else completion.text
+            parsed = extract_orders(text, choice.legal, env.phase_type, choice.owed)
             orders[power] = parsed.orders
             stats = table.stats.setdefault(power, SeatStats())
+            stats.grammar_violations += failed
             stats.completions += 1
             stats.tokens += len(completion.token_ids)
             stats.invalid += parsed.invalid
@@ -116,7 +123,7 @@ class TextDecoding:
             stats.parsed += len(parsed.parsed)
             stats.finished += completion.finish_reason == "stop"
             stats.truncated += completion.finish_reason != "stop"
-            if table.records_seat(adapter):
+            if table.records_seat(adapter) and not failed:
                 constraint = choice if self.constrained else None
                 payload = LLMPayload(prompt, list(completion.token_ids), adapter, constraint)
                 table.records.append(

@@ -38,6 +38,7 @@ from leaguezero.diplomacy.llm.client import (
     Completion,
     LLMError,
     UnknownAdapterError,
+    grammar_alarm,
     make_requests,
 )
 from leaguezero.diplomacy.llm.constrained import OrderChoices
@@ -101,6 +102,11 @@ class OpenAIClient:
         )
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-http")
         self._base_model = base_model
+        # Constrained answers seen and those outside their expression (see _check_constrained).
+        self._constrained_answers = 0
+        self._grammar_violations = 0
+        self._alarmed = False
+        self._count_lock = threading.Lock()  # generate may run in several threads at once
 
     def close(self) -> None:
         """Close connections and worker threads."""
@@ -231,7 +237,23 @@ class OpenAIClient:
             )
             for r in rows
         ]
-        return [f.result() for f in futures]
+        completions = [f.result() for f in futures]
+        checked = [
+            (completion, self._check_constrained(constraint, completion))
+            for row, completion in zip(rows, completions, strict=True)
+            if (constraint := row.extra.get("choices")) is not None
+        ]
+        for completion, kept in checked:
+            completion.grammar_violation = not kept
+        with self._count_lock:
+            self._constrained_answers += len(checked)
+            self._grammar_violations += sum(not kept for _, kept in checked)
+            alarm = grammar_alarm(self._grammar_violations, self._constrained_answers)
+            say = alarm is not None and not self._alarmed
+            self._alarmed = self._alarmed or say
+        if say:  # once per client: the step events and reports keep counting
+            print(f"warning: {self.endpoint}: {alarm}", file=sys.stderr, flush=True)
+        return completions
 
     def _complete(
         self,
@@ -266,8 +288,6 @@ class OpenAIClient:
             reply = self._request("POST", "/v1/completions", body)
         try:
             choice = reply["choices"][0]
-            if choices is not None:
-                self._check_constrained(choices, choice)
             logprobs_block = choice.get("logprobs") or {}
             logprobs = [float(x) for x in logprobs_block.get("token_logprobs") or []]
             token_ids = choice.get("token_ids")
@@ -285,12 +305,10 @@ class OpenAIClient:
         except (KeyError, IndexError, TypeError, ValueError) as err:
             raise LLMError(f"unexpected completion reply from {self.endpoint}: {err!r}") from None
 
-    def _check_constrained(self, choices: OrderChoices, choice: dict[str, Any]) -> None:
-        """Refuse an answer that breaks its constraint: a server that ignored
-        ``structured_outputs`` (vLLM before 0.10.2 drops the unknown field)."""
-        if not choices.admits(choice.get("text", ""), choice.get("finish_reason") == "stop"):
-            raise LLMError(
-                f"the server at {self.endpoint} ignored structured_outputs (its answer breaks "
-                "the constraint): llm.mode constrained needs vLLM >= 0.10.2 or leaguezero llm "
-                "serve"
-            )
+    def _check_constrained(self, choices: OrderChoices, completion: Completion) -> bool:
+        """Whether an answer keeps its constraint, checked byte-wise. One that does not is a
+        failed seat, not a crash (:attr:`.client.Completion.grammar_violation`): a server whose
+        structured-outputs engine masks otherwise than the trainer (xgrammar < 0.2.1, bundled
+        with vLLM 0.11-0.14, admits lines mixing two options) or ignores the field (vLLM <
+        0.11); alarmed above :data:`.client.GRAMMAR_ALARM_SHARE` of the answers."""
+        return choices.admits(completion.text, completion.finish_reason == "stop")

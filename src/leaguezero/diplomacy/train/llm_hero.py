@@ -16,6 +16,7 @@ base LM itself (no file); checkpoints are adapter folders.
 from __future__ import annotations
 
 import random
+import sys
 import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,7 @@ from leaguezero.diplomacy.llm.backends import (
     server_client,
 )
 from leaguezero.diplomacy.llm.batching import BatchingGenerator
-from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, grammar_alarm
 from leaguezero.diplomacy.llm.decoding import Decoding, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
@@ -323,18 +324,27 @@ class LanguageModelHero:
         return folder
 
     def step_stats(self, games: Sequence[PlayedGame]) -> dict[str, Any]:
-        """The hero's order hygiene over the step's games: completions, invalid, missing and
-        truncated (cut at ``llm.max_new_tokens``) counts, mean completion length in tokens."""
+        """The hero's order hygiene over the step's games: completions, invalid, missing,
+        truncated (cut at ``llm.max_new_tokens``) and grammar-violation (constrained answers
+        outside their expression: failed seats, no records) counts, mean completion length in
+        tokens; ``llm_grammar_warning`` (also on stderr) when violations pass
+        :data:`~leaguezero.diplomacy.llm.client.GRAMMAR_ALARM_SHARE` of the answers."""
         stats = [g.stats for g in games if g.stats is not None]
         completions = sum(s.completions for s in stats)
-        return {
+        violations = sum(s.grammar_violations for s in stats)
+        out: dict[str, Any] = {
             "llm_completions": completions,
             "llm_parsed": sum(s.parsed for s in stats),
             "llm_invalid": sum(s.invalid for s in stats),
             "llm_missing": sum(s.missing for s in stats),
             "llm_truncated": sum(s.truncated for s in stats),
+            "llm_grammar_violations": violations,
             "llm_mean_tokens": round(sum(s.tokens for s in stats) / max(1, completions), 2),
         }
+        if (alarm := grammar_alarm(violations, completions)) is not None:
+            out["llm_grammar_warning"] = alarm
+            print(f"warning: {alarm}", file=sys.stderr, flush=True)
+        return out
 
     def close(self) -> None:
         """Stop the batcher or close the server connection."""
