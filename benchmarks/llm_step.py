@@ -99,12 +99,15 @@ class _RowPolicy:
     def __init__(self, backend: HFBackend, adapter: str | None) -> None:
         self.backend, self.adapter = backend, adapter
 
-    def log_prob(self, records):
+    def token_log_probs(self, records):
         prompts, completions, allowed = zip(*(r.payload for r in records), strict=True)
         per_token = self.backend.logprobs(
             list(prompts), list(completions), self.adapter, list(allowed)
         )
-        return torch.stack([t.sum() for t in per_token]).float()
+        return [t.float() for t in per_token]
+
+    def log_prob(self, records):
+        return torch.stack([t.sum() for t in self.token_log_probs(records)])
 
     def trainable_parameters(self):
         return self.backend.trainable_parameters(self.adapter)
@@ -138,7 +141,7 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
         for g in range(games // 2):
             k = group * games // 2 + g
             recs = [
-                ActionRecord("FRANCE", f"S{i}", -1.0, row)
+                ActionRecord("FRANCE", f"S{i}", -1.0, row, tokens=len(row[1]))
                 for i, row in enumerate(rows[k * per_game : (k + 1) * per_game])
             ]
             samples.append(seat_game(rng.uniform(0, 10), recs))

@@ -249,6 +249,7 @@ PROTOCOL_MEMBERS = (
     "evaluate_async",
     "margin_weight",
     "log_prob",
+    "token_log_probs",
     "actor",
     "state_dict",
 )
@@ -257,7 +258,7 @@ HOUSE = ("diplomacy", "league", "distributed")
 
 def _sub_package(module: str) -> str:
     rest = module[len(DIPLOMACY) + 1 :].split(".")
-    if rest[0] == "train" and len(rest) > 1 and rest[1] == "grpo":
+    if rest[0] == "train" and len(rest) > 1 and rest[1] in ("grpo", "grpo_loss"):
         return "train.grpo"
     if rest[0] == "agents" and len(rest) > 1 and rest[1] == "catalogue":
         return "agents.catalogue"

@@ -66,6 +66,9 @@ class _Arms:
     def trainable_parameters(self):
         return [self.logits]
 
+    def token_log_probs(self, records):
+        return list(self.log_prob(records)[:, None].unbind(0))
+
     @staticmethod
     def record_size(record) -> int:
         return 1

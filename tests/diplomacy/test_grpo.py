@@ -84,6 +84,9 @@ class _Bandit:
     def trainable_parameters(self):
         return [self.logits]
 
+    def token_log_probs(self, records):
+        return list(self.log_prob(records)[:, None].unbind(0))
+
 
 def test_trainer_moves_probability_towards_the_better_game() -> None:
     bandit = _Bandit()

@@ -172,6 +172,58 @@ class TrainSection(Section):
         "llm.temperature.",
     )
 
+    ratio: Literal["token", "sequence_mean", "sequence_sum"] = Field(
+        "token",
+        description="GRPO ratio: token (one per token, each clipped: TRL's and verl's PPO for "
+        "LLMs), sequence_mean (one per answer, exp of the mean token log-ratio: GSPO) or "
+        "sequence_sum (one per answer, exp of the summed log-ratio: the trainer before issue "
+        "39, which clips a long answer whole). The policy network's records are one token "
+        "each: the three agree there.",
+    )
+    epsilon_high: float | None = Field(
+        None,
+        gt=0,
+        description="Upper clip bound: ratios kept in [1 - clip_eps, 1 + epsilon_high] (DAPO's "
+        "clip-higher, e.g. 0.28); null: clip_eps (symmetric).",
+    )
+    loss_aggregation: Literal["grpo", "dr_grpo", "dapo"] = Field(
+        "grpo",
+        description="How token terms add up: grpo (each answer's token mean, a per-game mean, "
+        "then a mean over games: a long game does not outweigh a short one), dapo (a mean "
+        "over the step's tokens) or dr_grpo (a sum over tokens / (records x "
+        "llm.max_new_tokens), advantages not divided by the group's std).",
+    )
+    mask_truncated: bool = Field(
+        False,
+        description="Leave answers cut at llm.max_new_tokens out of the loss (DAPO); off: they "
+        "train like any other, so a rambling answer's low reward teaches brevity. Their "
+        "share is logged as truncated_share either way.",
+    )
+    is_correction: Literal["truncate", "mask", "none"] = Field(
+        "truncate",
+        description="Sampler/trainer mismatch correction of an LLM hero: each answer's loss "
+        "term times min(rho, is_cap) (truncate) or dropped when rho > is_cap (mask), rho = "
+        "exp(mean per-token trainer - sampler log-prob of the sampled answer); none: logged "
+        "only. The network samples with the trainer's own numbers (rho = 1).",
+    )
+    is_cap: float = Field(
+        2.0, gt=1, description="Cap of the sampler weight rho (TRL's vllm_importance_sampling_cap)."
+    )
+    is_warn_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Warn (stderr and a diplomacy.sampler_mismatch event) when more than this "
+        "share of a step's answers have rho outside [1/is_cap, is_cap].",
+    )
+    score_temperature: Literal["sampling", "one"] = Field(
+        "sampling",
+        description="Temperature the LLM trainer scores answers at: sampling (train.temperature "
+        "or the seat's, as the answer was drawn: on-policy) or one (temperature 1 whatever "
+        "the sampling temperature: the trainer before issue 39, off-policy unless "
+        "train.temperature is 1).",
+    )
+
     @property
     def mirrors_learn(self) -> bool:
         """``learn_from`` read once: whether mirror seats train too (``live_seats``)."""
@@ -371,3 +423,28 @@ class DiplomacyConfig(Section):
     @classmethod
     def _renamed_keys(cls, data: Any) -> Any:
         return move_renamed_keys(data, RENAMED_KEYS, RETIRED_KEYS)
+
+    @model_validator(mode="after")
+    def _sampler_weight_comparable(self) -> DiplomacyConfig:
+        # The sampler weight compares two log-probs of one distribution. The in-process
+        # sampler and llm serve report them at the sampling temperature, vLLM (raw_logprobs,
+        # its default) at 1; a config cannot tell the servers apart: refused, not mis-weighted.
+        train = self.train
+        if not train.hero.llm or train.temperature == 1.0 or train.is_correction == "none":
+            return self
+        if self.llm.sampling.shared_server:
+            raise ValueError(
+                f"train.temperature {train.temperature} with llm.backend openai and "
+                f"train.is_correction {train.is_correction}: vLLM reports raw (temperature-1) "
+                "log-probs, so the sampler weight would compare different distributions; use "
+                "train.temperature 1, or train.is_correction none (the trainer still scores at "
+                "the sampling temperature; the mismatch statistics are then not meaningful)"
+            )
+        if train.score_temperature == "one":
+            raise ValueError(
+                f"train.temperature {train.temperature} with train.score_temperature one and "
+                f"train.is_correction {train.is_correction}: the sampler reports log-probs at "
+                "the sampling temperature, the trainer would score at 1; use "
+                "train.score_temperature sampling or train.is_correction none"
+            )
+        return self

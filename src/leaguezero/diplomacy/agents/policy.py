@@ -297,6 +297,10 @@ class DiplomacyPolicy:
         log_probs, chosen = self.candidate_log_probs(records)
         return log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
 
+    def token_log_probs(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
+        """Each record as a one-token row (a record is one unit's choice)."""
+        return list(self.log_prob(records)[:, None].unbind(0)) if records else []
+
     def candidate_log_probs(
         self, records: Sequence[ActionRecord]
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,9 +7,13 @@ log-probability (GRPO's old log-probs). ``adapters[i]`` names the LoRA adapter o
 
 Conventions all backends keep (so the in-process backend, our server and vLLM agree):
 
-- **Log-probs are raw**: ``log_softmax`` of the model's logits at temperature 1, whatever the
-  sampling temperature (vLLM's default ``raw_logprobs`` mode), so a trainer recomputes the same
-  quantity with one forward pass.
+- **Log-probs are of the sampling distribution**: ``log_softmax`` of the model's logits
+  divided by the row's temperature (raw logits for a greedy row), so a trainer scoring at the
+  sampling temperature recomputes the same quantity with one forward pass. At temperature 1,
+  the shipped configs' value, this is vLLM's default ``raw_logprobs`` mode too; at any other
+  temperature vLLM reports raw (temperature-1) log-probs unless started with ``--logprobs-mode
+  processed_logprobs``, which is why training through a server refuses a temperature other
+  than 1 while the sampler weight is on (``train.is_correction``, config.py).
 - **Token ids** are the completion's tokens, end-of-sequence included when it was sampled
   (its probability is part of the completion's); the text leaves special tokens out.
 - **The distribution is the model's, untruncated and unpenalised**: every request pins the

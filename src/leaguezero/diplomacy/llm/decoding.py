@@ -39,6 +39,8 @@ class LLMPayload:
     token_ids: list[int]
     adapter: str | None  # the adapter that sampled it (for the record; scoring uses the hero's)
     choices: OrderChoices | None = None  # the constraint it was decoded under (mode constrained)
+    # The sampling temperature: the trainer scores at it (train.score_temperature: sampling).
+    temperature: float = 1.0
 
 
 @dataclass
@@ -125,9 +127,17 @@ class TextDecoding:
             stats.truncated += completion.finish_reason != "stop"
             if table.records_seat(adapter) and not failed:
                 constraint = choice if self.constrained else None
-                payload = LLMPayload(prompt, list(completion.token_ids), adapter, constraint)
+                ids = list(completion.token_ids)
+                payload = LLMPayload(prompt, ids, adapter, constraint, table.temperature)
                 table.records.append(
-                    ActionRecord(power, env.phase, completion.logprob_sum, payload)
+                    ActionRecord(
+                        power,
+                        env.phase,
+                        completion.logprob_sum,
+                        payload,
+                        tokens=len(ids),
+                        truncated=completion.finish_reason != "stop",
+                    )
                 )
         return orders
 

@@ -26,16 +26,24 @@ from leaguezero.diplomacy.train.grpo import ActionRecord
 
 
 def payload_log_probs(
-    backend: HFBackend, payloads: Sequence[LLMPayload], adapter: str | None
+    backend: HFBackend,
+    payloads: Sequence[LLMPayload],
+    adapter: str | None,
+    at_temperature: bool = True,
 ) -> list[torch.Tensor]:
     """Per-token log-probs of recorded completions under ``adapter``, each under the
-    constraint it was sampled with (if any): the policy that played, recomputed."""
+    constraint it was sampled with (if any) and, with ``at_temperature``, at the temperature
+    it was sampled at (``train.score_temperature: sampling``): the policy that played,
+    recomputed. Without it, at temperature 1 whatever the sampling temperature (the trainer
+    before issue 39: off-policy when ``train.temperature`` is not 1)."""
     allowed = [backend.allowed_tokens(p.choices, p.token_ids) for p in payloads]
+    temps = [p.temperature if at_temperature and p.temperature > 0 else 1.0 for p in payloads]
     return backend.logprobs(
         [p.prompt for p in payloads],
         [p.token_ids for p in payloads],
         adapter,
         allowed if any(a is not None for a in allowed) else None,
+        temps,
     )
 
 
@@ -52,6 +60,8 @@ class LLMHero:
     :mod:`.decoding` (constrained: every order legal, log-probs over the allowed tokens).
     ``chat``: how prompts are wrapped in the chat template (system prompt, template arguments;
     default one user turn); the completions are scored again on the very text rendered.
+    ``score_at_temperature``: the trainer (and the KL reference) score each completion at the
+    temperature it was sampled at (``train.score_temperature``).
     """
 
     TRAIN_ADAPTER = "hero_train"
@@ -72,8 +82,10 @@ class LLMHero:
         in_process: bool = False,
         decoding: Decoding = GENERATE,
         chat: ChatFormat | None = None,
+        score_at_temperature: bool = True,
     ) -> None:
         self.backend = backend
+        self.score_at_temperature = score_at_temperature
         self.sampler = sampler if sampler is not None else backend
         # in_process: the sampler is a front of `backend` itself (a batcher): no publishing.
         self.remote = sampler is not None and sampler is not backend and not in_process
@@ -194,18 +206,23 @@ class LLMHero:
         payload = record.payload
         return len(payload.prompt) + len(payload.token_ids)
 
+    def token_log_probs(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
+        """Each record's per-token log-probs ``[T_i]`` under the current hero weights."""
+        per_token = payload_log_probs(
+            self.backend,
+            [r.payload for r in records],
+            self.TRAIN_ADAPTER,
+            self.score_at_temperature,
+        )
+        return [t.float() for t in per_token]
+
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
         """``[N]`` log-prob of each record's completion under the current hero weights."""
-        per_token = payload_log_probs(
-            self.backend, [r.payload for r in records], self.TRAIN_ADAPTER
-        )
-        if not per_token:
-            return torch.zeros((0,), dtype=torch.float32)
-        return torch.stack([t.sum() for t in per_token]).float()
+        return _sums(self.token_log_probs(records))
 
     def reference(self) -> BasePolicy:
         """The frozen base model (no adapter) as a policy: the anchor of ``train.kl_coef``."""
-        return BasePolicy(self.backend)
+        return BasePolicy(self.backend, at_temperature=self.score_at_temperature)
 
     def save(self, path: str | Path) -> Path:
         """Write the hero adapter as a peft folder (what vLLM and :meth:`load` read)."""
@@ -232,19 +249,31 @@ class LLMHero:
             self.backend.unload_adapter(scratch)
 
 
+def _sums(per_token: Sequence[torch.Tensor]) -> torch.Tensor:
+    if not per_token:
+        return torch.zeros((0,), dtype=torch.float32)
+    return torch.stack([t.sum() for t in per_token]).float()
+
+
 class BasePolicy:
     """The base model without any adapter, or with the frozen ``adapter``, scoring records (the
-    KL reference; no gradients)."""
+    KL reference; no gradients), at each record's sampling temperature with
+    ``at_temperature`` (as the hero scores them)."""
 
-    def __init__(self, backend: HFBackend, adapter: str | None = None) -> None:
+    def __init__(
+        self, backend: HFBackend, adapter: str | None = None, *, at_temperature: bool = True
+    ) -> None:
         self.backend = backend
         self.adapter = adapter
+        self.at_temperature = at_temperature
+
+    def token_log_probs(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
+        """Each record's per-token log-probs under the base model (or adapter)."""
+        with torch.no_grad():
+            payloads = [r.payload for r in records]
+            per_token = payload_log_probs(self.backend, payloads, self.adapter, self.at_temperature)
+        return [t.float() for t in per_token]
 
     def log_prob(self, records: Sequence[ActionRecord]) -> torch.Tensor:
         """``[N]`` log-prob of each record's completion under the base model (or adapter)."""
-        with torch.no_grad():
-            payloads = [r.payload for r in records]
-            per_token = payload_log_probs(self.backend, payloads, self.adapter)
-        if not per_token:
-            return torch.zeros((0,), dtype=torch.float32)
-        return torch.stack([t.sum() for t in per_token]).float()
+        return _sums(self.token_log_probs(records))

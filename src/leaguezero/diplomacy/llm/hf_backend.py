@@ -574,8 +574,12 @@ class HFBackend:
         completions: Sequence[Sequence[int]],
         adapter: str | None,
         allowed: Sequence[Sequence[Sequence[int]] | None] | None = None,
+        temperatures: float | Sequence[float] = 1.0,
     ) -> list[torch.Tensor]:
-        """Per-token raw log-probs ``[T_i]`` of each completion's tokens under ``adapter``.
+        """Per-token log-probs ``[T_i]`` of each completion's tokens under ``adapter``, of the
+        logits divided by ``temperatures`` (one for all rows, or one per row; 1: raw): the
+        distribution a row sampled at that temperature was drawn from, as the sampler reports
+        it (:mod:`.sampler`), so a trainer scoring at the sampling temperature is on-policy.
 
         ``allowed[i]`` (optional): row ``i`` was decoded under a constraint; entry ``t`` is
         the token set allowed at position ``t`` (:meth:`allowed_tokens`), and the log-prob is
@@ -590,6 +594,10 @@ class HFBackend:
             raise ValueError("logprobs needs one completion per prompt")
         if allowed is not None and len(allowed) != len(prompts):
             raise ValueError("logprobs needs one allowed-set entry per prompt (or none)")
+        if isinstance(temperatures, (int, float)):
+            temperatures = [float(temperatures)] * len(prompts)
+        if len(temperatures) != len(prompts) or not all(t > 0 for t in temperatures):
+            raise ValueError("logprobs needs one temperature > 0 per prompt (or one for all)")
         encoded = [self.encode(p) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]) + len(completions[i]))
         results: dict[int, torch.Tensor] = {}
@@ -602,6 +610,7 @@ class HFBackend:
                     [completions[i] for i in chunk],
                     [allowed[i] if allowed is not None else None for i in chunk],
                     name,
+                    [temperatures[i] for i in chunk],
                 )
                 results.update(zip(chunk, done, strict=True))
         return [results[i] for i in range(len(prompts))]
@@ -612,6 +621,7 @@ class HFBackend:
         completions: Sequence[Sequence[int]],
         allowed: Sequence[Sequence[Sequence[int]] | None],
         name: str,
+        temperatures: Sequence[float] | None = None,
     ) -> list[torch.Tensor]:
         """Log-probs of one batch from the answer positions only.
 
@@ -654,6 +664,8 @@ class HFBackend:
                 results.append(logits.new_zeros((0,)))
                 continue
             steps = logits[b, answer - len(c) :]  # [T, V]
+            if temperatures is not None and temperatures[b] != 1.0:
+                steps = steps / temperatures[b]
             row_allowed = allowed[b]
             if row_allowed is not None:
                 if len(row_allowed) != len(c):

@@ -48,7 +48,8 @@ def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Gene
 def constrained_token(
     machine: RegexMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
 ) -> tuple[int, float]:
-    """The next token among the machine's allowed ones and its masked log-prob."""
+    """The next token among the machine's allowed ones and its masked log-prob (at
+    ``temperature``, raw when greedy: see :func:`sample_batch`)."""
     allowed = machine.allowed()
     if len(allowed) == 1:  # forced: probability 1 under the constrained policy
         machine.step(allowed[0])
@@ -57,7 +58,8 @@ def constrained_token(
     pick = sample_index(sub, temperature, gen)
     token = allowed[pick]
     machine.step(token)
-    return token, float(torch.log_softmax(sub, dim=-1)[pick])
+    scaled = sub / temperature if temperature > 0 else sub
+    return token, float(torch.log_softmax(scaled, dim=-1)[pick])
 
 
 def sample_batch(
@@ -86,7 +88,10 @@ def sample_batch(
 
     Returns:
         ``(tokens, logprobs, finish)`` per row: the sampled token ids, each one's log-prob
-        under the sampling distribution, and ``"stop"`` or ``"length"``.
+        under the sampling distribution (the logits divided by the row's temperature, as
+        the trainer scores them with ``train.score_temperature: sampling``, so the sampler's
+        and the trainer's numbers agree; raw logits for a greedy row, which trains nothing),
+        and ``"stop"`` or ``"length"``.
     """
     batch = len(rows)
     width = max(len(ids) for ids in encoded)
@@ -115,9 +120,11 @@ def sample_batch(
     )
     logits_next = out.logits[:, -1, :]  # [B, V] each row's next-token logits
     next_pos = positions[:, -1] + 1  # [B]
+    temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in rows])
+    temps = temps.to(device)[:, None]
     while True:
         logits = logits_next.float()
-        log_p = torch.log_softmax(logits, dim=-1)
+        log_p = torch.log_softmax(logits / temps, dim=-1)
         chunks: list[list[int]] = [[] for _ in rows]
         for b, r in enumerate(rows):
             if not active[b]:

@@ -28,7 +28,11 @@ won before it was given. The loss is PPO's clipped surrogate on the per-record r
 plus ``kl_coef`` times the k3 estimator of KL(pi || pi_ref) to a frozen reference (the initial
 policy), ``exp(ref - new) - (ref - new) - 1`` per record (:func:`scheduled_kl_coef`: the
 coefficient may warm up from 0 over the first steps). Averaging per game first keeps a long
-game (many units) from outweighing a short one in its group.
+game (many units) from outweighing a short one in its group. That is the ``sequence_sum``
+ratio with ``grpo`` aggregation; the other ratio kinds (per token, length mean), the
+clip-higher bound, the ``dapo``/``dr_grpo`` aggregations and the sampler's importance weight
+live in :mod:`.grpo_loss`. ``dr_grpo`` also leaves the advantages unscaled (``A_g = s_g -
+mean(s)``, Dr. GRPO: dividing by the group's std up-weights groups whose games barely differ).
 """
 
 from __future__ import annotations
@@ -40,6 +44,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
+
+from leaguezero.diplomacy.train.grpo_loss import (
+    AGGREGATIONS,
+    IS_CORRECTIONS,
+    RATIO_KINDS,
+    LossParts,
+    grpo_loss,
+    importance_weights,
+    padded_rows,
+    record_weights,
+    stack_rows,
+    token_mask,
+    token_rows,
+    token_weights,
+)
+
+__all__ = [
+    "LossParts",
+    "grpo_loss",
+    "record_weights",
+    "token_rows",
+]  # re-exported: the loss's old home
 
 if TYPE_CHECKING:  # keeps this module importable without the engine
     from leaguezero.diplomacy.game.env import DiplomacyEnv
@@ -86,12 +112,17 @@ class ActionRecord:
     weights that sampled it (a float, no graph); ``payload``: policy-specific data for
     :meth:`GRPOPolicy.log_prob` (board features and chosen index for the network; prompt and
     completion token ids for the LLM). The trainer never looks inside ``payload``.
+    ``tokens``: how many tokens ``old_log_prob`` sums over (an LLM completion's length; one
+    for the network's choice), the length of the per-token rows and of the sampler weight's
+    mean; ``truncated``: the answer was cut at the token budget (``train.mask_truncated``).
     """
 
     power: str
     phase: str
     old_log_prob: float
     payload: Any
+    tokens: int = 1
+    truncated: bool = False
 
 
 @runtime_checkable
@@ -126,6 +157,12 @@ class GRPOPolicy(Protocol):
         with respect to :meth:`trainable_parameters` (the hero's parameters only)."""
         ...
 
+    def token_log_probs(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
+        """Each record's per-token log-probs, ``[record.tokens]`` float32 each (their sum is
+        :meth:`log_prob`'s), differentiable like it: what the token-level ratio needs (one-token
+        rows for a policy whose records are one choice each)."""
+        ...
+
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters GRPO updates (network weights; the hero's LoRA adapter)."""
         ...
@@ -139,25 +176,31 @@ class GRPOPolicy(Protocol):
         ...
 
 
-def group_advantages(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(scores: torch.Tensor, eps: float = 1e-6, scale: bool = True) -> torch.Tensor:
     """Group-relative advantages ``(s - mean) / (std + eps)`` along the last axis.
 
     ``scores``: ``[..., G]`` hero final scores of the G games of a group. Population std
-    (``unbiased=False``), so a group of identical scores gives zeros, not NaN.
+    (``unbiased=False``), so a group of identical scores gives zeros, not NaN. ``scale=False``:
+    ``s - mean`` (Dr. GRPO).
     """
     mean = scores.mean(dim=-1, keepdim=True)
+    if not scale:
+        return scores - mean
     std = scores.std(dim=-1, unbiased=False, keepdim=True)
     return (scores - mean) / (std + eps)
 
 
-def phase_advantages(group: Sequence[PlayedGame], eps: float = 1e-6) -> list[list[float]]:
+def phase_advantages(
+    group: Sequence[PlayedGame], eps: float = 1e-6, scale: bool = True
+) -> list[list[float]]:
     """Per-record advantages with per-phase credit (``credit="phase"``; see module doc).
 
     A record of phase t in game g is credited with the seat's score gained from t on,
     ``R_gt = final_g - start_gt``, less the mean of ``R_g't`` over the group's games that
     acted in phase t, divided by the root mean square of those residuals over the group (a
-    phase only one game reached gives no residual and is left out of the scale). Returns one
-    list per game, aligned with its :attr:`~PlayedGame.seat_records`.
+    phase only one game reached gives no residual and is left out of the scale;
+    ``scale=False``: not divided, Dr. GRPO). Returns one list per game, aligned with its
+    :attr:`~PlayedGame.seat_records`.
     """
     togo: list[dict[str, float]] = []
     for game in group:
@@ -173,89 +216,30 @@ def phase_advantages(group: Sequence[PlayedGame], eps: float = 1e-6) -> list[lis
     baseline = {phase: sum(v) / len(v) for phase, v in by_phase.items()}
     residuals = [{ph: v - baseline[ph] for ph, v in returns.items()} for returns in togo]
     shared = [r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1]
-    scale = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
+    scale_by = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
+    if not scale:
+        scale_by, eps = 1.0, 0.0
     return [
-        [res[r.phase] / (scale + eps) for r in game.seat_records]
+        [res[r.phase] / (scale_by + eps) for r in game.seat_records]
         for res, game in zip(residuals, group, strict=True)
     ]
 
 
-@dataclass
-class LossParts:
-    """The terms of one GRPO loss evaluation (tensors; ``loss`` carries the graph)."""
-
-    loss: torch.Tensor
-    policy_loss: torch.Tensor
-    kl: torch.Tensor
-    clip_fraction: torch.Tensor
-    ratio_mean: torch.Tensor
-
-
-def record_weights(game_index: torch.Tensor) -> torch.Tensor:
-    """``[N]`` weight of each record: 1 / (its game's records) / (games), so the loss is a
-    per-game mean, then a mean over games (``game_index``: ``[N]`` int64, 0..games-1)."""
-    n_games = int(game_index.max().item()) + 1 if game_index.numel() else 0
-    counts = torch.bincount(game_index, minlength=n_games).clamp(min=1).to(torch.float32)
-    return 1.0 / (counts[game_index] * max(n_games, 1))
-
-
-def grpo_loss(
-    new_log_prob: torch.Tensor,
-    old_log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    game_index: torch.Tensor,
-    *,
-    clip_eps: float = 0.2,
-    ref_log_prob: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    weight: torch.Tensor | None = None,
-) -> LossParts:
-    """The clipped GRPO objective over N records from some games (see module doc).
-
-    ``new_log_prob``: ``[N]`` with graph; ``old_log_prob``, ``ref_log_prob``: ``[N]`` constants;
-    ``advantages``: ``[N]`` the advantage of each record's game; ``game_index``: ``[N]`` int64
-    game of each record (0..num_games-1), used to average per game and then over games.
-    ``weight``: ``[N]`` the records' weights when these N are a slice of a larger set (from
-    :func:`record_weights` over the whole set; the parts of the slices then add up to the
-    whole set's); ``game_index`` is then unused.
-    """
-    if new_log_prob.shape != old_log_prob.shape or new_log_prob.shape != advantages.shape:
-        raise ValueError("new_log_prob, old_log_prob and advantages must all be [N]")
-    if weight is None:
-        weight = record_weights(game_index).to(new_log_prob.dtype)
-    elif weight.shape != new_log_prob.shape:
-        raise ValueError("weight must be [N] like new_log_prob")
-
-    ratio = torch.exp(new_log_prob - old_log_prob)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    policy_loss = -(torch.minimum(unclipped, clipped) * weight).sum()
-    if ref_log_prob is not None and kl_coef > 0:
-        log_ratio_ref = ref_log_prob - new_log_prob
-        kl = ((torch.exp(log_ratio_ref) - log_ratio_ref - 1.0) * weight).sum()
-    else:
-        kl = torch.zeros((), dtype=new_log_prob.dtype)
-    with torch.no_grad():
-        was_clipped = ((ratio - 1.0).abs() > clip_eps).to(new_log_prob.dtype)
-        clip_fraction = (was_clipped * weight).sum()
-        ratio_mean = (ratio * weight).sum()
-    return LossParts(policy_loss + kl_coef * kl, policy_loss, kl, clip_fraction, ratio_mean)
-
-
-def _game_credit(group, scores, seat_records, eps):
+def _game_credit(group, scores, seat_records, eps, scale=True):
     """``credit="game"``: every record of a game gets the game's group-normalised score."""
-    adv = group_advantages(scores, eps).tolist()
+    adv = group_advantages(scores, eps, scale).tolist()
     per_record = [[a] * len(r) for a, r in zip(adv, seat_records, strict=True)]
     return per_record, [abs(a) for a in adv]
 
 
-def _phase_credit(group, scores, seat_records, eps):
+def _phase_credit(group, scores, seat_records, eps, scale=True):
     """``credit="phase"``: :func:`phase_advantages`."""
-    per_record = phase_advantages(group, eps)
+    per_record = phase_advantages(group, eps, scale)
     return per_record, [sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record]
 
 
-# credit -> (group, scores, seat records, eps) -> (per-record advantages, per-game |advantage|)
+# credit -> (group, scores, seat records, eps, scale) -> (per-record advantages,
+# per-game |advantage|)
 CREDIT_RULES = {"game": _game_credit, "phase": _phase_credit}
 CREDITS = tuple(CREDIT_RULES)
 
@@ -332,7 +316,11 @@ class GRPOTrainer:
 
     ``reference`` (optional) is a frozen policy (e.g. a copy of the initial weights) whose
     ``log_prob`` anchors the KL term; ``epochs`` passes over each step's records (the first is
-    on-policy, so its ratios are 1 and only later passes clip).
+    on-policy, so its ratios are 1 and only later passes clip). ``ratio``, ``epsilon_high``,
+    ``aggregation`` (with ``token_budget``, the most tokens a record may have: ``dr_grpo``'s
+    constant), ``is_correction`` and ``is_cap``: :mod:`.grpo_loss`. ``mask_truncated``:
+    records cut at the token budget leave the loss (DAPO: an answer that did not end says
+    nothing about how it would have ended); their share is logged either way.
     """
 
     def __init__(
@@ -348,9 +336,25 @@ class GRPOTrainer:
         adv_eps: float = 1e-6,
         credit: str = "game",
         records_per_pass: int | None = None,
+        ratio: str = "sequence_sum",
+        epsilon_high: float | None = None,
+        aggregation: str = "grpo",
+        token_budget: int = 1,
+        mask_truncated: bool = False,
+        is_correction: str = "none",
+        is_cap: float = 2.0,
     ) -> None:
         if credit not in CREDIT_RULES:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
+        for name, value, allowed in (
+            ("ratio", ratio, RATIO_KINDS),
+            ("aggregation", aggregation, AGGREGATIONS),
+            ("is_correction", is_correction, IS_CORRECTIONS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+        if not is_cap > 1.0:
+            raise ValueError(f"is_cap must be > 1, not {is_cap}")
         self.credit = credit
         self._credit = CREDIT_RULES[credit]
         self.policy = policy
@@ -359,6 +363,7 @@ class GRPOTrainer:
             raise ValueError("the policy has no trainable parameters")
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
         self.clip_eps = clip_eps
+        self.epsilon_high = epsilon_high
         self.kl_coef = kl_coef
         self.epochs = epochs
         self.max_grad_norm = max_grad_norm
@@ -367,6 +372,53 @@ class GRPOTrainer:
         if records_per_pass is not None and records_per_pass < 1:
             raise ValueError(f"records_per_pass must be >= 1 or None, not {records_per_pass}")
         self.records_per_pass = records_per_pass
+        self.ratio = ratio
+        self.aggregation = aggregation
+        self.token_budget = token_budget
+        self.mask_truncated = mask_truncated
+        self.is_correction = is_correction
+        self.is_cap = is_cap
+
+    def _gather(self, groups: Sequence[Sequence[PlayedGame]]):
+        """The step's trained records with their advantages and game index, and its metrics."""
+        records: list[ActionRecord] = []
+        advantages: list[float] = []
+        game_index: list[int] = []
+        all_scores: list[float] = []
+        adv_abs: list[float] = []
+        candidates = truncated = 0
+        scale = self.aggregation != "dr_grpo"
+        for group in groups:
+            scores = torch.tensor([g.score for g in group], dtype=torch.float32)
+            seat_records = [g.seat_records for g in group]
+            all_scores.extend(scores.tolist())
+            per_record, group_abs = self._credit(group, scores, seat_records, self.adv_eps, scale)
+            adv_abs.extend(group_abs)
+            for game_records, advs in zip(seat_records, per_record, strict=True):
+                if not any(advs):
+                    continue  # no gradient signal; skipping keeps the per-game mean honest
+                candidates += len(game_records)
+                truncated += sum(r.truncated for r in game_records)
+                kept = [
+                    (r, a)
+                    for r, a in zip(game_records, advs, strict=True)
+                    if not (self.mask_truncated and r.truncated)
+                ]
+                if not kept:
+                    continue
+                n_games = game_index[-1] + 1 if game_index else 0
+                records.extend(r for r, _ in kept)
+                advantages.extend(a for _, a in kept)
+                game_index.extend([n_games] * len(kept))
+        metrics = {
+            "score_mean": float(sum(all_scores) / max(len(all_scores), 1)),
+            "score_std": float(torch.tensor(all_scores).std(unbiased=False)) if all_scores else 0.0,
+            "adv_abs_mean": float(sum(adv_abs) / max(len(adv_abs), 1)),
+            "records": float(len(records)),
+            "truncated_share": truncated / candidates if candidates else 0.0,
+            "tokens_mean": sum(r.tokens for r in records) / len(records) if records else 0.0,
+        }
+        return records, advantages, game_index, metrics
 
     def step(self, groups: Sequence[Sequence[PlayedGame]]) -> dict[str, float]:
         """One update from ``groups`` (each a list of G games sharing opponents and seating,
@@ -374,50 +426,39 @@ class GRPOTrainer:
 
         Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``clip_fraction``,
         ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``, ``score_mean``, ``score_std``,
-        ``records``. A step whose groups all have zero advantage (identical scores) or no hero
-        records makes no update and says so with ``records == 0``.
+        ``records``, ``tokens_mean``, ``truncated_share`` (of the records with an advantage),
+        ``old_log_prob_gap`` and the sampler weight's ``is_*`` statistics
+        (:func:`~.grpo_loss.importance_weights`). A step whose groups all have zero advantage
+        (identical scores) or no hero records makes no update and says so with ``records == 0``.
         """
-        records: list[ActionRecord] = []
-        advantages: list[float] = []
-        game_index: list[int] = []
-        all_scores: list[float] = []
-        adv_abs: list[float] = []
-        n_games = 0
-        for group in groups:
-            scores = torch.tensor([g.score for g in group], dtype=torch.float32)
-            seat_records = [g.seat_records for g in group]
-            all_scores.extend(scores.tolist())
-            per_record, group_abs = self._credit(group, scores, seat_records, self.adv_eps)
-            adv_abs.extend(group_abs)
-            for game_records, advs in zip(seat_records, per_record, strict=True):
-                if not any(advs):
-                    continue  # no gradient signal; skipping keeps the per-game mean honest
-                records.extend(game_records)
-                advantages.extend(advs)
-                game_index.extend([n_games] * len(game_records))
-                n_games += 1
-        metrics = {
-            "score_mean": float(sum(all_scores) / max(len(all_scores), 1)),
-            "score_std": float(torch.tensor(all_scores).std(unbiased=False)) if all_scores else 0.0,
-            "adv_abs_mean": float(sum(adv_abs) / max(len(adv_abs), 1)),
-            "records": float(len(records)),
-        }
+        records, advantages, game_index, metrics = self._gather(groups)
         if not records:
             zero = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
             return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0, "old_log_prob_gap": 0.0}
-        old = torch.tensor([r.old_log_prob for r in records], dtype=torch.float32)
+        sampled = torch.tensor([r.old_log_prob for r in records], dtype=torch.float32)
+        lengths = torch.tensor([r.tokens for r in records], dtype=torch.int64)
+        width = int(lengths.max())
+        mask = token_mask(lengths, width)
         adv_t = torch.tensor(advantages, dtype=torch.float32)
         index = torch.tensor(game_index, dtype=torch.int64)
+        weight = token_weights(lengths, index, self.aggregation, self.token_budget)
+        metric_weight = weight / weight.sum()
+        recompute = self.policy.recompute_old_log_probs
+        old = torch.zeros((len(records), width), dtype=torch.float32)
+        if not recompute:
+            # The sampler's log-probs are the trainer's own, summed: a sequence ratio needs
+            # only the sum; a token ratio needs per-token numbers, so one-token records only.
+            if self.ratio == "token" and width > 1:
+                raise ValueError("ratio 'token' needs recomputed per-token old log-probs")
+            old[:, 0] = sampled
         ref = None
         if self.reference is not None and self.kl_coef > 0:
             with torch.no_grad():
-                ref = self.reference.log_prob(records).detach()
-        weight = record_weights(index)
+                ref = padded_rows(token_rows(self.reference, records), width)
+        is_weight = torch.ones(len(records), dtype=torch.float32)
         passes = self._passes(records)
         totals: dict[str, float] = {}
         grad_norm = 0.0
-        recompute = self.policy.recompute_old_log_probs
-        sampled = old.clone()
         per_epoch: list[dict[str, float]] = []
         for epoch in range(self.epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -426,22 +467,36 @@ class GRPOTrainer:
             )
             # Gradient accumulation: each pass holds the graph of its own records only, so
             # memory is bounded by records_per_pass, not by the step's records; the loss is a
-            # weighted sum over records, so the passes' gradients add up to the whole step's.
+            # weighted sum over tokens, so the passes' gradients add up to the whole step's.
             for idx in passes:
-                new = self.policy.log_prob([records[i] for i in idx])
+                new = stack_rows(token_rows(self.policy, [records[i] for i in idx]), width)
                 if recompute and epoch == 0:
                     # The sampler's numerics differ from the trainer's (a server's kernels, a
-                    # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1).
+                    # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1),
+                    # and the sampler's weight corrects for the answers having come from it.
                     old[idx] = new.detach()
+                    trainer_sum = new.detach().sum(dim=1)
+                    is_weight[idx], _ = importance_weights(
+                        trainer_sum,
+                        sampled[idx],
+                        lengths[idx],
+                        correction=self.is_correction,
+                        cap=self.is_cap,
+                    )
                 parts = grpo_loss(
                     new,
                     old[idx],
                     adv_t[idx],
                     index[idx],
                     clip_eps=self.clip_eps,
+                    epsilon_high=self.epsilon_high,
                     ref_log_prob=None if ref is None else ref[idx],
                     kl_coef=self.kl_coef,
                     weight=weight[idx],
+                    mask=mask[idx],
+                    ratio=self.ratio,
+                    is_weight=is_weight[idx],
+                    metric_weight=metric_weight[idx],
                 )
                 parts.loss.backward()
                 for key in totals:
@@ -458,12 +513,17 @@ class GRPOTrainer:
             for key, value in numbers.items()
             if key in ("kl", "ratio_mean", "clip_fraction", "grad_norm")
         }
+        trainer_old = (old * mask).sum(dim=1)
+        _, is_stats = importance_weights(
+            trainer_old, sampled, lengths, correction=self.is_correction, cap=self.is_cap
+        )
         return {
             **metrics,
             **totals,
             **by_epoch,
+            **is_stats,
             "grad_norm": grad_norm,
-            "old_log_prob_gap": float((sampled - old).abs().mean()),
+            "old_log_prob_gap": float((sampled - trainer_old).abs().mean()),
         }
 
     def _passes(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:

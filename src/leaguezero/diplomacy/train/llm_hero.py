@@ -141,6 +141,7 @@ class LanguageModelHero:
             in_process=not self.remote,
             decoding=self.decoding,
             chat=chat_format(llm),
+            score_at_temperature=cfg.train.score_temperature == "sampling",
         )
         self.init_folder = Path(run_dir) / self.INIT_FOLDER
         self.has_init = False
@@ -180,7 +181,11 @@ class LanguageModelHero:
         # The KL anchor: the adapter the run started from, else the base model itself.
         if self.cfg.train.kl_coef <= 0:
             return None
-        return BasePolicy(self.backend, self.INIT_ADAPTER if self.has_init else None)
+        return BasePolicy(
+            self.backend,
+            self.INIT_ADAPTER if self.has_init else None,
+            at_temperature=self.policy.score_at_temperature,
+        )
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
         # Distinct adapters at the table must fit llm.max_loras.

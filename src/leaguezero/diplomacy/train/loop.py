@@ -74,6 +74,7 @@ from leaguezero.diplomacy.train.grpo import (
     scheduled_kl_coef,
     scheduled_lr,
 )
+from leaguezero.diplomacy.train.grpo_loss import loss_options, mismatch_warning
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import (
@@ -96,6 +97,7 @@ STATE_FORMAT = "leaguezero.diplomacy.train_state"
 STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
 NOTHING_TRAINED_EVENT = "diplomacy.train_nothing"  # a step whose groups gave no advantage
+MISMATCH_EVENT = "diplomacy.sampler_mismatch"  # the sampler's log-probs far from the trainer's
 BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "greedy_bot", "dumb_bot")
 
 
@@ -240,6 +242,7 @@ class LeagueTrainer:
             reference=self.hero.reference(),
             credit=tcfg.credit,
             records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
+            **loss_options(tcfg, cfg.llm.max_new_tokens if tcfg.hero.llm else 1),
         )
         if self.hero.memory_plan is not None and not tcfg.records_per_pass:
             self.session.events.emit("diplomacy.memory_plan", message=self.hero.memory_plan)
@@ -412,6 +415,9 @@ class LeagueTrainer:
                 "per step give the rewards room to differ"
             )
             session.events.emit(NOTHING_TRAINED_EVENT, step=step, message=record["warning"])
+        elif warning := mismatch_warning(metrics, tcfg.is_warn_share, tcfg.is_cap):
+            record["warning"] = f"step {step}: {warning}; train.is_correction {tcfg.is_correction}"
+            session.events.emit(MISMATCH_EVENT, step=step, message=record["warning"])
         # The step's event goes out before the state that marks the step done: a kill in
         # between redoes the step, and the report drops events past the resume point, so the
         # step is logged exactly once either way (state first could lose its event).

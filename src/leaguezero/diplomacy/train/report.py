@@ -3,7 +3,9 @@
 :func:`summarize_run` reads ``events.ndjson``, ``league_matches.ndjson`` and ``config.yaml`` of a
 run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
 
-- ``steps``: per training step the hero's mean score, loss, clip fraction, KL, seconds;
+- ``steps``: per training step the hero's mean score, loss, clip fraction, KL, seconds, the
+  share of truncated answers and the sampler weight's statistics (``is_*``: ratio min, mean,
+  max, shares capped and outside the cap, mean |log ratio|; None before they were logged);
 - ``pfsp``: the share of ``league.opponent_sampled`` draws per bucket over the steps after cold
   start (from the step after the ``min_checkpoints``-th checkpoint joined), with the targets;
 - ``evaluations``: per ``league.elo_updated`` the hero's (challenger's) rating, each baseline's
@@ -126,7 +128,8 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     ordered = [steps[s] for s in sorted(steps)]
     keys = (
         "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
-        "hero_elo", "rss_mb",
+        "hero_elo", "rss_mb", "truncated_share", "is_ratio_min", "is_ratio_mean",
+        "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
     )  # fmt: skip
     return {
         "run_dir": str(run),
