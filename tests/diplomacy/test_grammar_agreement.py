@@ -35,25 +35,19 @@ else:
     xgr = pytest.importorskip("xgrammar")
 
 from leaguezero.diplomacy.llm.constrained import ConstraintCompiler, OrderChoices
-from tests.diplomacy.tiny_lm import build_tokenizer, game_choices
+from tests.diplomacy.tiny_lm import (
+    answer_lines,
+    build_tokenizer,
+    game_choices,
+    line_tokenizer,
+    record_corpus,
+)
 
 
 def xgrammar_version() -> str:
     from importlib.metadata import version
 
     return version("xgrammar")
-
-
-def answer_lines(choices: OrderChoices) -> list[list[str]]:
-    """Each answer line's possible texts (``"k) order\\n"``), then ``["END"]``."""
-    legal = {loc: opts for loc, opts in sorted(choices.legal.items()) if opts}
-    if choices.phase_type == "A":
-        pooled = list(dict.fromkeys(o for opts in legal.values() for o in opts))
-        options = [pooled] * min(choices.owed or 0, len(legal))
-    else:
-        options = [list(dict.fromkeys(opts)) for opts in legal.values()]
-    lines = [[f"{n}) {order}\n" for order in opts] for n, opts in enumerate(options, 1)]
-    return [*lines, ["END"]]
 
 
 def compare(tokenizer, records, rng: random.Random) -> tuple[int, list]:
@@ -151,34 +145,12 @@ def test_xgrammar_refuses_a_line_that_mixes_two_options() -> None:
     assert not bogus, f"xgrammar {xgrammar_version()} accepts an order outside the expression"
 
 
-def line_tokenizer(corpus: list[str], vocab: int):
-    """A byte-level BPE whose tokens may span spaces and lines (no pre-splitting into words):
-    tokens such as ``S A SYR - SMY\n2)`` cross the expression's option boundaries."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=["<|eos|>"], initial_alphabet=alphabet
-    )
-    tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|eos|>", pad_token="<|eos|>")
-
-
 @pytest.mark.parametrize("kind", ["words", "lines"])
 def test_xgrammar_masks_equal_the_trainers_replay_on_real_games(records, kind) -> None:
-    answers = [
-        "".join(f"{n}) {opts[0]}\n" for n, opts in enumerate(c.legal.values(), 1)) + "END"
-        for c in records
-    ]
-    corpus = ["\n".join(o for opts in c.legal.values() for o in opts) for c in records]
     if kind == "words":
-        tokenizer = build_tokenizer(600, corpus + answers)
+        tokenizer = build_tokenizer(600, record_corpus(records))
     else:
-        tokenizer = line_tokenizer(corpus + answers, 4000)
+        tokenizer = line_tokenizer(record_corpus(records), 4000)
     steps, differences = compare(tokenizer, records, random.Random(len(kind)))
     print(
         f"xgrammar {xgrammar_version()}, vocab {len(tokenizer)}: {steps} steps compared, "

@@ -76,6 +76,46 @@ def build_tokenizer(vocab_size: int = 512, corpus: list[str] | None = None):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
 
 
+def record_corpus(records) -> list[str]:
+    """Texts to train a tokenizer on for ``records`` (:func:`game_choices`): each record's
+    options one a line, and an answer of each (every line's first option, then ``END``)."""
+    answers = [
+        "".join(f"{n}) {opts[0]}\n" for n, opts in enumerate(c.legal.values(), 1)) + "END"
+        for c in records
+    ]
+    corpus = ["\n".join(o for opts in c.legal.values() for o in opts) for c in records]
+    return corpus + answers
+
+
+def answer_lines(choices) -> list[list[str]]:
+    """Each answer line's possible texts (``"k) order\\n"``), then ``["END"]``."""
+    legal = {loc: opts for loc, opts in sorted(choices.legal.items()) if opts}
+    if choices.phase_type == "A":
+        pooled = list(dict.fromkeys(o for opts in legal.values() for o in opts))
+        options = [pooled] * min(choices.owed or 0, len(legal))
+    else:
+        options = [list(dict.fromkeys(opts)) for opts in legal.values()]
+    lines = [[f"{n}) {order}\n" for order in opts] for n, opts in enumerate(options, 1)]
+    return [*lines, ["END"]]
+
+
+def line_tokenizer(corpus: list[str], vocab: int):
+    """A byte-level BPE whose tokens may span spaces and lines (no pre-splitting into words):
+    tokens such as ``S A SYR - SMY\n2)`` cross the expression's option boundaries."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab, special_tokens=["<|eos|>"], initial_alphabet=alphabet
+    )
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|eos|>", pad_token="<|eos|>")
+
+
 def build_tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 32):
     """A randomly initialised Llama small enough to sample a few hundred tokens per second."""
     import torch
