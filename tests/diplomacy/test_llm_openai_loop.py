@@ -117,7 +117,10 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     assert stats["max_adapters_in_batch"] >= 2 and stats["max_loras"] == 3
     assert stats["max_adapters_in_batch"] <= 3
     with OpenAIClient(server) as client:
-        assert "ckpt_000001" in client.list_adapters()
+        # Served under the run's own name: another run's ckpt_000001 on this server is another.
+        served = again.hero.served_name("ckpt_000001")
+        assert served == f"{prefix.removesuffix('-hero')}-ckpt_000001"
+        assert served in client.list_adapters() and "ckpt_000001" not in client.list_adapters()
     again.session.close()
     again.hero.close()
 

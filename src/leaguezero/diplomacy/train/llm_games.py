@@ -77,6 +77,9 @@ class RemoteLLMGames:
     # The table's adapters and their folders: a worker loads one again if the server
     # restarted under it (names are immutable, so a name is one folder for good).
     adapter_folders: dict[str, str] = field(default_factory=dict)
+    # power -> the name its seat samples under (league checkpoints by the run's served names);
+    # the game is recorded under the league's names (the job's seating).
+    served_seating: dict[str, str] = field(default_factory=dict)
 
 
 def _reloader(client: OpenAIClient, folders: Mapping[str, str]):
@@ -122,7 +125,10 @@ def play_remote_game(
         client.reloader = _reloader(client, shared.adapter_folders)
         table = LLMTable(
             client,
-            {p: (shared.hero_adapter if a == shared.hero_name else a) for p, a in seating.items()},
+            {
+                p: shared.hero_adapter if a == shared.hero_name else shared.served_seating.get(p, a)
+                for p, a in seating.items()
+            },
             record_adapter=shared.hero_adapter,
             max_new_tokens=shared.max_new_tokens,
             temperature=shared.temperature,

@@ -130,6 +130,9 @@ class LanguageModelHero:
             prefix = run_prefix(run_dir)
         except LLMError as err:
             raise TrainError(str(err)) from None
+        # League checkpoints are served under the run's names too: two runs sharing a server
+        # each have a `ckpt_000001` of their own (issue 39: names unique per run).
+        self.league_prefix = prefix.removesuffix("-hero")
         self.policy = LLMHero(
             self.backend,
             sampler=sampler,
@@ -222,15 +225,18 @@ class LanguageModelHero:
         tcfg = self.cfg.train
         seeds = [game_seed(self.cfg.run.seed, group_idx, i) for i in range(tcfg.group_size)]
         seating = self.prepare(seating, hero_power, adapter_paths)
+        # The tables sample league opponents by their served names; the games are recorded
+        # under the league's own names (`seating`).
+        served = {p: self.served_name(a) if a in adapter_paths else a for p, a in seating.items()}
         if not self.task_map.in_process:  # Ray: each game a task sampling on the shared server
-            shared = self.remote_games(tcfg.temperature)
+            shared = self.remote_games(tcfg.temperature, served)
             jobs = [
                 (cfg.model_dump_json(), group_idx, i, seating, hero_power, seed)
                 for i, seed in enumerate(seeds)
             ]
             return self.task_map(play_remote_game, shared, jobs)
         tables = [
-            self.policy.table(seating, seed=seed, hero_name=HERO, temperature=tcfg.temperature)
+            self.policy.table(served, seed=seed, hero_name=HERO, temperature=tcfg.temperature)
             for seed in seeds
         ]
 
@@ -259,7 +265,7 @@ class LanguageModelHero:
         self.policy.publish()  # the live hero's slot first: opponents take what is left
         while True:
             try:
-                self.slots.ensure({n: str(p) for n, p in adapter_paths.items()})
+                self.slots.ensure({self.served_name(n): str(p) for n, p in adapter_paths.items()})
                 return seating
             except SlotsExceededError:
                 if len(adapter_paths) == 0:
@@ -285,7 +291,13 @@ class LanguageModelHero:
         new = dict(zip(POWERS, seats, strict=True))
         return new, {n: p for n, p in paths.items() if n in new.values()}
 
-    def remote_games(self, temperature: float) -> RemoteLLMGames:
+    def served_name(self, league_name: str) -> str:
+        """The name a league checkpoint is served under by this run (``{folder}-{run id}-NAME``)."""
+        return f"{self.league_prefix}-{league_name}"
+
+    def remote_games(
+        self, temperature: float, served: Mapping[str, str] | None = None
+    ) -> RemoteLLMGames:
         """What a remote worker needs to play the hero's games on the server (after
         :meth:`prepare`): the endpoint, the tokenizer's folder, the live hero's served name."""
         llm = self.cfg.llm
@@ -303,6 +315,7 @@ class LanguageModelHero:
             format_penalty=llm.format_penalty,
             chat=chat_format(llm),
             adapter_folders=dict(self.slots.folders),
+            served_seating=dict(served or {}),
         )
 
     # ----- weights and files ----------------------------------------------------------------
