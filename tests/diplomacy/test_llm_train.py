@@ -91,7 +91,7 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     # learn_from=live_seats (the default): the mirror seat at TURKEY trains too
     groups, results = again.play_group(5, seating, "AUSTRIA")
     samples = groups[0]
-    assert "ckpt_000001" in again.hero.backend.list_adapters()
+    assert again.hero.served_name("ckpt_000001") in again.hero.backend.list_adapters()
     assert all(s.seat == "AUSTRIA" and s.seat_records for s in samples)
     assert all({r.power for r in s.seat_records} == {"AUSTRIA"} for s in samples)
     assert len(groups) == 2
