@@ -156,8 +156,12 @@ def padded_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
 
 
 def stack_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
-    """``[N, width]`` rows padded with zeros, keeping the graph."""
-    return torch.stack([torch.nn.functional.pad(r.float(), (0, width - r.shape[0])) for r in rows])
+    """``[N, width]`` float32 rows padded with zeros, keeping the graph, on the CPU: the loss's
+    other tensors (advantages, old log-probs, masks) live there whatever the model's device."""
+    stacked = torch.stack(
+        [torch.nn.functional.pad(r.float(), (0, width - r.shape[0])) for r in rows]
+    )
+    return stacked.cpu()
 
 
 def _as_rows(t: torch.Tensor | None) -> torch.Tensor | None:
