@@ -90,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     base = args.base_model
     if base == "smollm2":
-        from leaguezero.diplomacy.agents.catalogue import smollm2_gguf
+        from leaguezero.diplomacy.game.catalogue import smollm2_gguf
 
         found = smollm2_gguf()
         if found is None:

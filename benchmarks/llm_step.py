@@ -122,7 +122,8 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
     adapter's update (to check both variants agree)."""
     import resource
 
-    from leaguezero.diplomacy.train.grpo import ActionRecord, GRPOTrainer, seat_game
+    from leaguezero.diplomacy.game.records import ActionRecord, seat_game
+    from leaguezero.diplomacy.train.grpo import GRPOTrainer
 
     torch.set_num_threads(1)
     backend = HFBackend.from_pretrained(folder, lora=LoraSettings(target_modules=ALL_PROJECTIONS))

@@ -221,18 +221,18 @@ def test_one_fail_and_one_way_to_register_commands():
 # These rules cover diplomacy/, league/ and distributed/; the same rules for yatzy/, az/ and
 # common/ go in their own function(s) at the end of this file.
 DIPLOMACY = "leaguezero.diplomacy"
-# What each sub-package of diplomacy/ may import from its siblings. ``config`` is the game's
-# configuration (read by every layer); ``train.grpo`` is the GRPO interface the learned agents
-# implement, so agents/ and llm/ may import it and nothing else of train/;
-# ``agents.catalogue`` is the agent vocabulary (a name parsed into an AgentSpec), read by llm/
-# (its tables and resolvers) while agents/ builds LLM agents through llm/.
+# What each sub-package of diplomacy/ may import from its siblings: a strict order of layers,
+# config < game < llm < agents < train < cli, with no named exceptions. ``game`` holds the
+# game's own vocabulary that every layer reads: the engine, the bots, the record of play
+# (``game/records.py``: ActionRecord, PlayedGame) and the agent catalogue (``game/catalogue.py``:
+# a name parsed into an AgentSpec); agents/ builds LLM agents through llm/.
 DIPLOMACY_LAYERS: dict[str, tuple[str, ...]] = {
-    "game": ("game", "config"),
-    "agents": ("agents", "agents.catalogue", "game", "config", "llm", "train.grpo"),
-    "llm": ("llm", "agents.catalogue", "game", "config", "train.grpo"),
-    "train": ("train", "train.grpo", "game", "agents", "agents.catalogue", "llm", "config"),
-    "cli": ("cli", "train", "train.grpo", "game", "agents", "agents.catalogue", "llm", "config"),
     "config": ("config",),
+    "game": ("game", "config"),
+    "llm": ("llm", "game", "config"),
+    "agents": ("agents", "llm", "game", "config"),
+    "train": ("train", "agents", "llm", "game", "config"),
+    "cli": ("cli", "train", "agents", "llm", "game", "config"),
 }
 # The places that parse the configuration or a command line: the only modules that may compare
 # a kind/mode/backend/agent string (everywhere else holds the object the edge built: llm.mode is
@@ -257,12 +257,7 @@ HOUSE = ("diplomacy", "league", "distributed")
 
 
 def _sub_package(module: str) -> str:
-    rest = module[len(DIPLOMACY) + 1 :].split(".")
-    if rest[0] == "train" and len(rest) > 1 and rest[1] in ("grpo", "grpo_loss"):
-        return "train.grpo"
-    if rest[0] == "agents" and len(rest) > 1 and rest[1] == "catalogue":
-        return "agents.catalogue"
-    return rest[0]
+    return module[len(DIPLOMACY) + 1 :].split(".")[0]
 
 
 def test_diplomacy_sub_packages_import_only_their_lower_layers():
@@ -270,17 +265,9 @@ def test_diplomacy_sub_packages_import_only_their_lower_layers():
     for name, deps in _graph().items():
         if not name.startswith(DIPLOMACY + "."):
             continue
-        own = _sub_package(name)
-        allowed = DIPLOMACY_LAYERS[
-            {"train.grpo": "train", "agents.catalogue": "agents"}.get(own, own)
-        ]
-        if own == "train.grpo":
-            allowed = ("game", "config")
-        if own == "agents.catalogue":  # the vocabulary every layer reads: the game's only
-            allowed = ("game",)
+        allowed = DIPLOMACY_LAYERS[_sub_package(name)]
         for dep in deps:
-            inside = dep.startswith(DIPLOMACY + ".")
-            if inside and _sub_package(dep) not in (*allowed, own):
+            if dep.startswith(DIPLOMACY + ".") and _sub_package(dep) not in allowed:
                 offenders.append(f"{name} imports {dep}")
     assert not offenders, "\n".join(sorted(offenders))
 
@@ -325,9 +312,9 @@ def test_no_hasattr_or_getattr_probe_of_a_protocol_member():
 
 
 # "What kind of agent is this name?" has one answer: the agent catalogue
-# (diplomacy/agents/catalogue.py); the game layer builds the bots by name.
+# (diplomacy/game/catalogue.py); the game layer builds the bots by name.
 BOT_NAME_TESTS_ALLOWED = (
-    "diplomacy/agents/catalogue.py",
+    "diplomacy/game/catalogue.py",
     "diplomacy/game/bots.py",
     "diplomacy/game/seats.py",
 )

@@ -76,7 +76,8 @@ class _Arms:
 
 def grpo_loss_curve(steps: int = 25) -> str:
     """The bandit's per-step metrics, one line per step (6 decimals)."""
-    from leaguezero.diplomacy.train.grpo import ActionRecord, GRPOTrainer, seat_game
+    from leaguezero.diplomacy.game.records import ActionRecord, seat_game
+    from leaguezero.diplomacy.train.grpo import GRPOTrainer
 
     policy = _Arms(torch.nn.Parameter(torch.zeros(3)))
     trainer = GRPOTrainer(policy, lr=0.1, epochs=2)  # type: ignore[arg-type]

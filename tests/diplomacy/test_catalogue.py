@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.agents.catalogue import (
+from leaguezero.diplomacy.game.bots import BOTS
+from leaguezero.diplomacy.game.catalogue import (
     ACCEPTED,
     BOT_NAMES,
     HERO,
@@ -15,7 +16,6 @@ from leaguezero.diplomacy.agents.catalogue import (
     parse_agents,
     seat_spec,
 )
-from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.league import session
 
 
@@ -69,8 +69,8 @@ def test_pretrained_is_the_shipped_policy_and_fails_in_one_line_when_absent(
     from typer.testing import CliRunner
 
     from leaguezero.cli import app
-    from leaguezero.diplomacy.agents import catalogue
     from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
+    from leaguezero.diplomacy.game import catalogue
 
     monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
     for name, why in (
@@ -101,7 +101,7 @@ def test_pretrained_is_the_shipped_policy_and_fails_in_one_line_when_absent(
 
 
 def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, monkeypatch) -> None:
-    from leaguezero.diplomacy.agents import catalogue
+    from leaguezero.diplomacy.game import catalogue
 
     monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path)
     for part, marker in (("base", "config.json"), ("adapter", "adapter_config.json")):

@@ -7,14 +7,13 @@ import math
 import pytest
 import torch
 
+from leaguezero.diplomacy.game.records import ActionRecord, seat_game
 from leaguezero.diplomacy.train.grpo import (
-    ActionRecord,
     GRPOTrainer,
     group_advantages,
     grpo_loss,
     phase_advantages,
     scheduled_lr,
-    seat_game,
 )
 
 torch.set_num_threads(1)

@@ -11,12 +11,8 @@ import pytest
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.train.grpo import (
-    ActionRecord,
-    GRPOTrainer,
-    group_advantages,
-    seat_game,
-)
+from leaguezero.diplomacy.game.records import ActionRecord, seat_game
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, group_advantages
 from leaguezero.diplomacy.train.grpo_loss import (
     grpo_loss,
     importance_weights,

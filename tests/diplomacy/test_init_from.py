@@ -15,9 +15,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
-from leaguezero.diplomacy.agents import catalogue
 from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, load_policy
 from leaguezero.diplomacy.config import HERO_KINDS, DiplomacyConfig
+from leaguezero.diplomacy.game import catalogue
 from leaguezero.diplomacy.train import lineage
 from leaguezero.diplomacy.train.grpo import scheduled_kl_coef
 from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer, TrainError

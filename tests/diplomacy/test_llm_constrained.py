@@ -24,6 +24,7 @@ import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.constrained import (
     OrderChoices,
@@ -40,7 +41,6 @@ from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.pretrain import build_model, build_tokenizer, collect_examples
 from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
 from leaguezero.diplomacy.llm.server import LLMServer
-from leaguezero.diplomacy.train.grpo import ActionRecord
 
 torch.set_num_threads(1)
 

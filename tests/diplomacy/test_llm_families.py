@@ -26,6 +26,7 @@ import torch
 from leaguezero.common.config import load_config
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.constrained import OrderChoices
@@ -43,7 +44,7 @@ from leaguezero.diplomacy.llm.prompt import (
     extract_orders,
     render_prompt,
 )
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, seat_game
+from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from tests.diplomacy.tiny_lm import diplomacy_corpus
 
 torch.set_num_threads(1)

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
-from leaguezero.diplomacy.agents import catalogue
-from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpecError, parse_agents
+from leaguezero.diplomacy.game import catalogue
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpecError, parse_agents
 from leaguezero.diplomacy.llm import gguf
 from leaguezero.diplomacy.llm.client import LLMError
 

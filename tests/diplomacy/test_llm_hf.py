@@ -18,13 +18,14 @@ import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import DiplomacyEnv
+from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.client import UnknownAdapterError
 from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, seat_game
+from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from leaguezero.league.registry import LeagueRegistry
 from tests.diplomacy.tiny_lm import build_tiny_lm
 

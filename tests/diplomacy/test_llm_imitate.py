@@ -21,8 +21,8 @@ import torch
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
-from leaguezero.diplomacy.agents.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
 from leaguezero.diplomacy.config import HERO_KINDS
+from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
 from leaguezero.diplomacy.llm.adapters import check_adapter_fits
 from leaguezero.diplomacy.llm.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
 from leaguezero.diplomacy.llm.imitate import REPORT_FILE, ImitationSettings, answer_nll, imitate

@@ -21,8 +21,8 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.train.grpo import seat_game
 from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO

@@ -367,7 +367,7 @@ def test_vllm_outlines_masks_on_every_seat_phase(records, kind) -> None:
         pytest.importorskip("gguf")
         from transformers import AutoTokenizer
 
-        from leaguezero.diplomacy.agents.catalogue import smollm2_gguf
+        from leaguezero.diplomacy.game.catalogue import smollm2_gguf
 
         gguf = smollm2_gguf()
         if gguf is None:

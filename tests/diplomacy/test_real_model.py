@@ -22,7 +22,7 @@ pytest.importorskip("diplomacy")
 pytest.importorskip("peft")
 pytest.importorskip("gguf")
 
-from leaguezero.diplomacy.agents.catalogue import smollm2_gguf
+from leaguezero.diplomacy.game.catalogue import smollm2_gguf
 
 GGUF = smollm2_gguf()
 pytestmark = [

@@ -55,9 +55,9 @@ def _resolver(names: list[str], seed: int):
     Raises ValueError for a name the agent catalogue does not accept (the message lists what
     it accepts).
     """
-    from leaguezero.diplomacy.agents.catalogue import parse_agents
     from leaguezero.diplomacy.agents.resolvers import command_resolver
     from leaguezero.diplomacy.cli.common import load_diplomacy_config
+    from leaguezero.diplomacy.game.catalogue import parse_agents
 
     specs = parse_agents(names)  # AgentSpecError is a ValueError
     cfg = load_diplomacy_config(None, [f"run.seed={seed}"])

@@ -54,7 +54,7 @@ from leaguezero.diplomacy.game.features import (
     board_features,
     encode_orders,
 )
-from leaguezero.diplomacy.train.grpo import ActionRecord
+from leaguezero.diplomacy.game.records import ActionRecord
 
 CHECKPOINT_FORMAT = "leaguezero.diplomacy.agents.policy"
 CHECKPOINT_SCHEMA_VERSION = 1

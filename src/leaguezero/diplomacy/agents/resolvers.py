@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leaguezero.diplomacy.agents.catalogue import AgentKind, AgentSpec
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
 from leaguezero.diplomacy.game.seats import BASE_MODEL, AgentResolver, UnknownAgentError
 
 # make(paths, *, seed, greedy, temperature) -> a resolver of the league names in ``paths``.

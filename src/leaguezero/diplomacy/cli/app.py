@@ -195,7 +195,7 @@ def warn_untaught_free_generation(names: list[str], cfg, rank: bool) -> None:
     """One line on stderr when an LLM base model that was never taught the answer format
     (not built by ``llm pretrain``: a real instruct model, a .gguf file) plays free text:
     such a model writes no legal order and runs every answer to the token budget."""
-    from leaguezero.diplomacy.agents.catalogue import AgentKind, parse_agents
+    from leaguezero.diplomacy.game.catalogue import AgentKind, parse_agents
 
     if rank or cfg.llm.mode != "generate":
         return

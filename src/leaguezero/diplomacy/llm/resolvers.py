@@ -1,6 +1,6 @@
 """LLM agents as the rollout's resolver: league adapters on a sampler, folders on a base model.
 
-The catalogue (:mod:`leaguezero.diplomacy.agents.catalogue`) says what a name is; these build
+The catalogue (:mod:`leaguezero.diplomacy.game.catalogue`) says what a name is; these build
 the LLM seats of the kinds it names:
 
 - :func:`adapter_resolver`: league adapters (and the base model) on one client, in process or
@@ -16,13 +16,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from leaguezero.diplomacy.agents.catalogue import (
+from leaguezero.diplomacy.config import LLMSection
+from leaguezero.diplomacy.game.catalogue import (
     PRETRAINED_LLM_MODE,
     AgentKind,
     AgentSpec,
     seat_spec,
 )
-from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.llm.adapters import AdapterSlots
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client

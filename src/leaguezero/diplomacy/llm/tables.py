@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from leaguezero.diplomacy.agents.catalogue import seat_spec
+from leaguezero.diplomacy.game.catalogue import seat_spec
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, SeatStats
+from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, Sampling, SeatStats
 from leaguezero.diplomacy.llm.prompt import build_prompt
-from leaguezero.diplomacy.train.grpo import ActionRecord
 
 
 class LLMPolicy:
@@ -51,7 +51,7 @@ class LLMTable:
     """The LLM seats of one game, sampled together each phase (see module doc).
 
     ``power_adapters``: the game's seating ``{power: agent}``, names read by the catalogue
-    (:func:`~leaguezero.diplomacy.agents.catalogue.seat_spec`): bot seats are ignored, ``None``
+    (:func:`~leaguezero.diplomacy.game.catalogue.seat_spec`): bot seats are ignored, ``None``
     or ``"base_model"`` is the base model, any other name an adapter loaded on ``client``.
     ``record_adapter``: completions of seats with this adapter are recorded (None: none).
     ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
@@ -136,7 +136,16 @@ class LLMTable:
             return {}
         adapters = [self.seats.get(p, self.solo_adapter) for p in seats]
         self.calls += 1
-        return self.decoding.play_phase(self, env, seats, prompts, choices, adapters, phase_seed)
+        sampling = Sampling(self.client, self.max_new_tokens, self.temperature)
+        decisions = self.decoding.play_phase(
+            sampling, env, seats, prompts, choices, adapters, phase_seed
+        )
+        for power, adapter in zip(seats, adapters, strict=True):
+            decision = decisions[power]
+            self.stats.setdefault(power, SeatStats()).add(decision.stats)
+            if decision.record is not None and self.records_seat(adapter):
+                self.records.append(decision.record)
+        return {power: decision.orders for power, decision in decisions.items()}
 
 
 class SharedTables:

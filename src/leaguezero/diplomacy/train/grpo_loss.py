@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.train.grpo import ActionRecord
+    from leaguezero.diplomacy.game.records import ActionRecord
 
 
 def _sequence_sum(log_ratio: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

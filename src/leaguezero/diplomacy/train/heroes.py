@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.train.grpo import GRPOPolicy, PlayedGame
+from leaguezero.diplomacy.game.records import PlayedGame
+from leaguezero.diplomacy.train.grpo import GRPOPolicy
 from leaguezero.league.registry import LeagueRegistry
 
 if TYPE_CHECKING:

@@ -57,7 +57,7 @@ from leaguezero.diplomacy.agents.policy import (
 from leaguezero.diplomacy.game.bot_base import WAIVE
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
-from leaguezero.diplomacy.train.grpo import ActionRecord
+from leaguezero.diplomacy.game.records import ActionRecord
 
 REPORT_KIND = "leaguezero_diplomacy_pretrain_policy"
 REPORT_SCHEMA_VERSION = 1

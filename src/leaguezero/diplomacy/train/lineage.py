@@ -12,7 +12,7 @@ instead of fresh weights. ``--init-from`` names
 - a run folder (or its ``checkpoints/`` folder): its newest checkpoint (the highest
   ``ckpt_NNNNNN``; a hero trained past it but not checkpointed is not taken);
 - ``pretrained``: the policy network shipped with the package,
-  :func:`~leaguezero.diplomacy.agents.catalogue.pretrained_policy_path` (the catalogue's
+  :func:`~leaguezero.diplomacy.game.catalogue.pretrained_policy_path` (the catalogue's
   ``PRETRAINED_DIR/policy.pt``, also ``diplomacy eval --hero pretrained``; an installation
   without that file fails the word in one line);
 - ``pretrained-llm`` (``train.agent: llm``): the shipped adapter ``PRETRAINED_DIR/llm/adapter``,
@@ -41,7 +41,7 @@ import torch
 from leaguezero.az.checkpoint import torch_load_reason
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.lineage import read_lineage_record
-from leaguezero.diplomacy.agents import catalogue
+from leaguezero.diplomacy.game import catalogue
 
 if TYPE_CHECKING:
     from leaguezero.diplomacy.config import HeroKind

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import ChatFormat
 from leaguezero.diplomacy.llm.tables import LLMTable
-from leaguezero.diplomacy.train.grpo import PlayedGame
 
 
 def seat_reward(

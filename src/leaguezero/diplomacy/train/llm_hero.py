@@ -27,9 +27,10 @@ import torch
 
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.memory import release_freed_memory
-from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
 from leaguezero.diplomacy.llm.adapter_files import adapter_file_mode
@@ -52,7 +53,6 @@ from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, grammar_
 from leaguezero.diplomacy.llm.decoding import Decoding, decoding_named
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
 from leaguezero.diplomacy.train.llm_games import (

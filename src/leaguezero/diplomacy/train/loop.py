@@ -64,16 +64,12 @@ from leaguezero.common.atomic import atomic_write_bytes
 from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.common.memory import rss_mb
-from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import suite_gatekeepers
+from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.train.grpo import (
-    GRPOTrainer,
-    PlayedGame,
-    scheduled_kl_coef,
-    scheduled_lr,
-)
+from leaguezero.diplomacy.game.records import PlayedGame
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_kl_coef, scheduled_lr
 from leaguezero.diplomacy.train.grpo_loss import loss_options, mismatch_warning
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError

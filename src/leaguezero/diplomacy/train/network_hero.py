@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from leaguezero.diplomacy.agents.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.agents.policy import (
     CheckpointError,
     DiplomacyPolicy,
@@ -25,10 +24,11 @@ from leaguezero.diplomacy.agents.policy import (
     load_policy,
 )
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
-from leaguezero.diplomacy.train.grpo import PlayedGame
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.registry import LeagueRegistry
