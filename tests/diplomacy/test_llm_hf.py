@@ -219,3 +219,26 @@ def test_checkpoint_goes_through_the_registry_loads_back_by_name_and_plays(
     assert all(torch.equal(trained[n], restored[n]) for n in trained)
     with pytest.raises(FileExistsError, match="immutable"):
         backend.save_adapter(LLMHero.TRAIN_ADAPTER, saved)
+
+
+def test_an_adapter_trained_on_another_prompt_layout_is_refused_in_one_line(
+    backend, tmp_path
+) -> None:
+    import json
+
+    from leaguezero.diplomacy.llm.adapter_files import META_FILE
+    from leaguezero.diplomacy.llm.client import LLMError
+    from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
+
+    backend.add_adapter("hero")
+    perturb(backend, "hero", seed=3)
+    folder = backend.save_adapter("hero", tmp_path / "a")
+    backend.load_adapter("same", folder)  # the current layout loads
+    meta = json.loads((folder / META_FILE).read_text())
+    assert meta["prompt_version"] == PROMPT_VERSION
+    meta["prompt_version"] = "dip_orders_v0"
+    (folder / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(LLMError, match="trained on prompt 'dip_orders_v0'") as err:
+        backend.load_adapter("old", folder)
+    assert "\n" not in str(err.value)
+    assert "old" not in backend.list_adapters()

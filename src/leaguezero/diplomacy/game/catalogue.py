@@ -187,11 +187,6 @@ def _parse(text: str) -> AgentSpec | None:
     return None
 
 
-def parse_agent(text: str) -> AgentSpec:
-    """A command-line agent name (see the module doc); raises :class:`AgentSpecError`."""
-    return parse_agents([text])[0]
-
-
 def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
     """Command-line agent names, each parsed once; one :class:`AgentSpecError` names every
     unknown one and lists what is accepted."""

@@ -312,8 +312,12 @@ def read_adapter_folder(
     max_rank: int,
     schema_version: int,
     max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
+    prompt_version: str | None = None,
 ) -> AdapterFiles:
-    """Read and check the adapter in folder ``path`` (see module doc); touches no model."""
+    """Read and check the adapter in folder ``path`` (see module doc); touches no model.
+
+    ``prompt_version``: the prompt layout this leaguezero renders; an adapter of ours trained on
+    another one is refused in one line (it would meet prompts it never saw, silently)."""
     from peft import LoraConfig
     from safetensors import SafetensorError
     from safetensors.torch import load as load_safetensors
@@ -330,6 +334,13 @@ def read_adapter_folder(
             raise AdapterFileError(
                 f"adapter {folder} has schema_version {str(meta.get('schema_version'))[:20]}; "
                 f"this leaguezero reads {schema_version}"
+            )
+        trained_on = None if meta is None else meta.get("prompt_version")
+        if prompt_version is not None and trained_on is not None and trained_on != prompt_version:
+            raise AdapterFileError(
+                f"adapter {folder} was trained on prompt {str(trained_on)[:40]!r}; this "
+                f"leaguezero renders {prompt_version!r}: retrain it (llm imitate / diplomacy "
+                "train) or use the leaguezero version that made it"
             )
         _check_checksums(meta, {CONFIG_FILE: raw_config}, folder)  # before parsing it
         fields = check_lora_config(_json_object(raw_config, folder / CONFIG_FILE), max_rank)

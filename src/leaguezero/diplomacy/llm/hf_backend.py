@@ -287,7 +287,10 @@ class HFBackend:
 
         self._check_name(name)
         files = read_adapter_folder(
-            path, max_rank=self.lora.max_lora_rank, schema_version=ADAPTER_SCHEMA_VERSION
+            path,
+            max_rank=self.lora.max_lora_rank,
+            schema_version=ADAPTER_SCHEMA_VERSION,
+            prompt_version=PROMPT_VERSION,
         )
         with self._lock:
             if name in self.model.peft_config:

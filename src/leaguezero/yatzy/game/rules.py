@@ -318,13 +318,6 @@ def terminal_mask(states, out):
 
 
 @njit(cache=True)
-def legal_mask_batch(states, rows, out):
-    """``out[j] = legal_mask(states[rows[j]])``; out bool [len(rows), 47]."""
-    for j in range(rows.shape[0]):
-        legal_mask(states[rows[j]], out[j])
-
-
-@njit(cache=True)
 def policy_mask(state, out):
     """Legal actions with one KeepMask per distinct kept multiset (the policy's support).
 
