@@ -35,8 +35,9 @@ else:
     xgr = pytest.importorskip("xgrammar")
 
 from leaguezero.diplomacy.llm.constrained import ConstraintCompiler, OrderChoices
+from tests.diplomacy.mask_walks import compare_walks
+from tests.diplomacy.mask_walks import describe as describe_walks
 from tests.diplomacy.tiny_lm import (
-    answer_lines,
     build_tokenizer,
     game_choices,
     line_tokenizer,
@@ -51,79 +52,48 @@ def xgrammar_version() -> str:
 
 
 def compare(tokenizer, records, rng: random.Random) -> tuple[int, list]:
-    """Steps compared and the differing steps ``(record, step, xgrammar only, trainer only)``.
-
-    Per record, two walks: one token after another drawn uniformly from xgrammar's mask (any
-    tokenisation), and one through *every* option of every line, each in the tokenizer's own
-    encoding (after each, xgrammar rolls back and the walk goes on with a random option), so
-    rare lines such as convoys are walked as surely as moves."""
+    """Steps compared and the differing steps ``(record, step, xgrammar only, trainer only)``
+    (:func:`~tests.diplomacy.mask_walks.compare_walks`'s two walks per record)."""
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer))
     grammars = xgr.GrammarCompiler(info)
     compiler = ConstraintCompiler(tokenizer, tokenizer.eos_token_id)
     bitmask = xgr.allocate_token_bitmask(1, info.vocab_size)
-    eos = compiler.eos_id
-    steps, differences = 0, []
 
-    def mask(matcher) -> set[int]:
-        matcher.fill_next_token_bitmask(bitmask)
-        bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")
-        return set(np.flatnonzero(bits[: info.vocab_size]).tolist())
+    class Matcher:
+        def __init__(self, compiled) -> None:
+            self.matcher = xgr.GrammarMatcher(compiled)
 
-    def check(k, regex, tokens, masks) -> bool:
-        nonlocal steps
-        trainer, _ = compiler.trie.replay(regex, tokens)  # replay_allowed's sets
-        for t in range(len(tokens) - len(masks), len(tokens)):
-            steps += 1
-            ours, theirs = set(trainer[t]) if t < len(trainer) else set(), masks[t - len(tokens)]
-            if ours != theirs:
-                differences.append((k, t, sorted(theirs - ours), sorted(ours - theirs)))
-                return False
-        return True
+        def mask(self) -> set[int]:
+            self.matcher.fill_next_token_bitmask(bitmask)
+            bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")
+            return set(np.flatnonzero(bits[: info.vocab_size]).tolist())
 
-    for k, choices in enumerate(records):
+        def done(self, tokens) -> bool:
+            return self.matcher.is_terminated()
+
+        def step(self, token: int) -> bool:
+            assert self.matcher.accept_token(token)
+            return True
+
+        advance = step
+
+        def rollback(self, tokens) -> None:
+            self.matcher.rollback(len(tokens))
+
+    compiled: dict[str, object] = {}
+
+    def start(choices, rollback: bool) -> Matcher:
         regex = choices.regex()
-        compiled = grammars.compile_regex(regex)
-        matcher = xgr.GrammarMatcher(compiled)
-        tokens, masks = [], []
-        while not matcher.is_terminated():
-            masks.append(mask(matcher))
-            tokens.append(rng.choice(sorted(masks[-1])))
-            assert matcher.accept_token(tokens[-1])
-        check(k, regex, tokens, masks)
-        matcher, prefix = xgr.GrammarMatcher(compiled), []
-        for options in [*answer_lines(choices), None]:
-            encoded = (
-                [[eos]]
-                if options is None
-                else [tokenizer.encode(text, add_special_tokens=False) for text in options]
-            )
-            for line in encoded:
-                masks = []
-                for token in line:
-                    masks.append(mask(matcher))
-                    if token not in masks[-1]:
-                        break
-                    assert matcher.accept_token(token)
-                if not check(k, regex, prefix + line[: len(masks)], masks):
-                    break
-                matcher.rollback(len(masks))
-            else:
-                line = rng.choice(encoded)
-                for token in line:
-                    assert matcher.accept_token(token)
-                prefix += line
-                continue
-            break
-    return steps, differences
+        if regex not in compiled:
+            compiled.clear()  # one record at a time
+            compiled[regex] = grammars.compile_regex(regex)
+        return Matcher(compiled[regex])
+
+    return compare_walks(compiler, tokenizer, records, rng, start)
 
 
 def describe(tokenizer, records, differences) -> str:
-    k, t, extra, missing = differences[0]
-    return (
-        f"xgrammar {xgrammar_version()}: {len(differences)} differing steps; first in record "
-        f"{k} step {t}: xgrammar only {[tokenizer.decode([i]) for i in extra[:5]]}, trainer only "
-        f"{[tokenizer.decode([i]) for i in missing[:5]]}; expression {records[k].regex()[:200]}"
-    )
+    return describe_walks(f"xgrammar {xgrammar_version()}", tokenizer, records, differences)
 
 
 @pytest.fixture(scope="module")

@@ -27,16 +27,10 @@ from leaguezero.diplomacy.llm.prompt import build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from leaguezero.league.registry import LeagueRegistry
-from tests.diplomacy.tiny_lm import build_tiny_lm
 
 torch.set_num_threads(1)
 GAME = DiplomacyConfig(max_years=1, games_dir=None)
 NEW_TOKENS = 24
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
 @pytest.fixture

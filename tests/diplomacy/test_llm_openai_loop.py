@@ -34,12 +34,7 @@ from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.train.loop import LeagueTrainer
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
-from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
+from tests.diplomacy.tiny_lm import start_llm_server
 
 
 @pytest.fixture(scope="module")

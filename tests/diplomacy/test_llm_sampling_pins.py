@@ -26,10 +26,8 @@ import torch
 
 from leaguezero.diplomacy.llm.adapters import RUN_ID_FILE, AdapterSlots, run_prefix
 from leaguezero.diplomacy.llm.client import NEUTRAL_SAMPLING, LLMError
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from tests.diplomacy.test_llm_hf import perturb
-from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+from tests.diplomacy.tiny_lm import start_llm_server
 
 torch.set_num_threads(1)
 
@@ -102,24 +100,6 @@ def test_every_completion_request_pins_the_sampled_distribution() -> None:
     assert {b["model"] for b in sent} == {"base", "hero-v0001"}
 
 
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
-
-
-@pytest.fixture(scope="module")
-def adapter_dirs(tiny_lm, tmp_path_factory):
-    """Two saved adapters whose weights differ."""
-    backend = HFBackend.from_pretrained(tiny_lm)
-    root = tmp_path_factory.mktemp("adapters")
-    folders = {}
-    for seed, name in enumerate(("one", "two"), start=1):
-        backend.add_adapter(name)
-        perturb(backend, name, seed)
-        folders[name] = str(backend.save_adapter(name, root / name))
-    return folders
-
-
 @pytest.fixture
 def served(tiny_lm):
     proc, url = start_llm_server(tiny_lm)
@@ -172,17 +152,17 @@ def test_names_are_unique_per_run_and_a_listed_name_serves_the_expected_folder(
     _, url = served
     with OpenAIClient(url) as client:
         # vLLM's model cards give each adapter's folder as `root`; llm serve does too.
-        client.load_adapter("x-v0001", adapter_dirs["one"])
-        assert client.adapter_roots() == {"x-v0001": adapter_dirs["one"]}
+        client.load_adapter("x-v0001", adapter_dirs["austria-v0001"])
+        assert client.adapter_roots() == {"x-v0001": adapter_dirs["austria-v0001"]}
         before = client.generate(["A PAR"], ["x-v0001"], 6, 0.0, seed=0)[0]
         # Someone else's weights under the name this run expects: loaded again from ours.
         slots = AdapterSlots(client, max_loras=2, owned_only=True)
-        slots.ensure({"x-v0001": adapter_dirs["two"]})
-        assert client.adapter_roots() == {"x-v0001": adapter_dirs["two"]}
+        slots.ensure({"x-v0001": adapter_dirs["england-v0001"]})
+        assert client.adapter_roots() == {"x-v0001": adapter_dirs["england-v0001"]}
         after = client.generate(["A PAR"], ["x-v0001"], 6, 0.0, seed=0)[0]
         assert before.logprobs != after.logprobs  # other weights answer now
-        slots.ensure({"x-v0001": adapter_dirs["two"]})  # already right: left alone
-        assert client.adapter_roots() == {"x-v0001": adapter_dirs["two"]}
+        slots.ensure({"x-v0001": adapter_dirs["england-v0001"]})  # already right: left alone
+        assert client.adapter_roots() == {"x-v0001": adapter_dirs["england-v0001"]}
 
 
 def test_after_a_server_restart_a_forgotten_adapter_is_loaded_again(tiny_lm, adapter_dirs):
@@ -192,7 +172,7 @@ def test_after_a_server_restart_a_forgotten_adapter_is_loaded_again(tiny_lm, ada
         with OpenAIClient(url, reconnect_s=120.0) as client:
             slots = AdapterSlots(client, max_loras=2, owned_only=True)
             client.reloader = slots.reload
-            slots.ensure({"hero-v0001": adapter_dirs["one"]})
+            slots.ensure({"hero-v0001": adapter_dirs["austria-v0001"]})
             first = client.generate(["A PAR"], ["hero-v0001"], 6, 0.0, seed=0)[0]
             proc.terminate()
             proc.wait(timeout=30)
@@ -202,7 +182,7 @@ def test_after_a_server_restart_a_forgotten_adapter_is_loaded_again(tiny_lm, ada
             # The completion names it: loaded again from its folder, then answered.
             second = client.generate(["A PAR"], ["hero-v0001"], 6, 0.0, seed=0)[0]
             assert second.token_ids == first.token_ids
-            assert client.adapter_roots() == {"hero-v0001": adapter_dirs["one"]}
+            assert client.adapter_roots() == {"hero-v0001": adapter_dirs["austria-v0001"]}
             # A name this client never ensured is not its to load: the error stands.
             with pytest.raises(LLMError, match="does not exist"):
                 client.generate(["A PAR"], ["ghost-v0001"], 2, 0.0, seed=0)

@@ -25,29 +25,10 @@ from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.prompt import build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
-from tests.diplomacy.test_llm_hf import perturb
-from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+from tests.diplomacy.tiny_lm import start_llm_server
 
 torch.set_num_threads(1)
 NEW_TOKENS = 24
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
-
-
-@pytest.fixture(scope="module")
-def adapter_dirs(tiny_lm, tmp_path_factory):
-    """Two saved adapters that differ (each perturbed with its own seed)."""
-    backend = HFBackend.from_pretrained(tiny_lm)
-    root = tmp_path_factory.mktemp("adapters")
-    folders = {}
-    for seed, name in enumerate(("austria-v0001", "england-v0001"), start=1):
-        backend.add_adapter(name)
-        perturb(backend, name, seed)
-        folders[name] = str(backend.save_adapter(name, root / name))
-    return folders
 
 
 @pytest.fixture(scope="module")

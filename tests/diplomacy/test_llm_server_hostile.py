@@ -28,15 +28,10 @@ import torch
 from leaguezero.diplomacy.llm.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.openai_client import OpenAIClient
 from tests.diplomacy.test_llm_hf import perturb
-from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+from tests.diplomacy.tiny_lm import start_llm_server
 
 torch.set_num_threads(1)
 OTHER_UID = 65534  # nobody
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ pytest.importorskip("peft")
 pytest.importorskip("outlines_core")
 
 from tests.diplomacy.test_llm_server_hostile import complete, request
-from tests.diplomacy.tiny_lm import build_tiny_lm, start_llm_server
+from tests.diplomacy.tiny_lm import start_llm_server
 
 TIME_BOUND_S = 10  # --regex-timeout: the good requests beside must end well before it
 MEMORY_BOUND_MB = 256  # --regex-memory-mb
@@ -32,11 +32,6 @@ HOSTILE = [
     {"regex": "(a|b)*a(a|b){20}"},  # 2**20 DFA states: beyond the memory bound
     {"choice": ["a" * 60_000]},  # ~80 s to compile on one core
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
 def status_kb(pid: int, field: str) -> int:

@@ -26,12 +26,6 @@ from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
-from tests.diplomacy.tiny_lm import build_tiny_lm
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
 def _cfg(tiny_lm, *extra: str) -> DiplomacyConfig:

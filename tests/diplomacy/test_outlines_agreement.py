@@ -70,6 +70,8 @@ from leaguezero.diplomacy.llm.constrained import (  # noqa: E402
     replay_allowed,
     token_bytes,
 )
+from tests.diplomacy.mask_walks import compare_walks  # noqa: E402
+from tests.diplomacy.mask_walks import describe as describe_walks  # noqa: E402
 from tests.diplomacy.tiny_lm import (  # noqa: E402
     answer_lines,
     build_tokenizer,
@@ -151,78 +153,51 @@ class VllmOutlinesRequest:
 
 
 def compare(tokenizer, records, rng: random.Random, padding: int = 37) -> tuple[int, list]:
-    """Steps compared and the differing steps ``(record, step, vLLM only, trainer only)``.
-
-    Per record, two walks (as in ``test_grammar_agreement.py``): tokens drawn uniformly from
-    vLLM's mask until EOS (any tokenisation), and a walk through *every* option of every line in
-    the tokenizer's own encoding, rolling back after each. The bitmask is ``padding`` ids wider
-    than the tokenizer, as a model's embedding often is; those ids must stay masked."""
+    """Steps compared and the differing steps ``(record, step, vLLM only, trainer only)``
+    (:func:`~tests.diplomacy.mask_walks.compare_walks`'s two walks per record, as for
+    xgrammar). The bitmask is ``padding`` ids wider than the tokenizer, as a model's embedding
+    often is; those ids must stay masked."""
     vocabulary = oc.Vocabulary(tokenizer.eos_token_id, vllm_vocabulary(tokenizer))
     compiler = ConstraintCompiler(tokenizer, tokenizer.eos_token_id)
     eos, width = compiler.eos_id, len(tokenizer) + padding
-    steps, differences = 0, []
 
-    def check(k, regex, tokens, masks) -> bool:
-        nonlocal steps
-        trainer, _ = compiler.trie.replay(regex, tokens)  # replay_allowed's sets
-        for t in range(len(tokens) - len(masks), len(tokens)):
-            steps += 1
-            ours, theirs = set(trainer[t]) if t < len(trainer) else set(), masks[t - len(tokens)]
-            if ours != theirs:
-                differences.append((k, t, sorted(theirs - ours), sorted(ours - theirs)))
-                return False
-        return True
+    class Request(VllmOutlinesRequest):
+        def done(self, tokens) -> bool:
+            return bool(tokens) and tokens[-1] == eos
 
-    for k, choices in enumerate(records):
+        def step(self, token: int) -> bool:
+            if token == eos:
+                return True
+            if not self.guide.accepts_tokens([token]):
+                return False  # a full row (the late flag): the comparison reports the step
+            self.accept(token)
+            return True
+
+        def advance(self, token: int) -> None:
+            if token != eos:
+                self.accept(token)
+
+        def rollback(self, tokens) -> None:
+            super().rollback(len([t for t in tokens if t != eos]))
+
+    indexes: dict[str, object] = {}
+
+    def start(choices, rollback: bool) -> Request:
         regex = choices.regex()
-        index = oc.Index(regex, vocabulary)
-        request, tokens, masks = VllmOutlinesRequest(index, width), [], []
-        while not tokens or tokens[-1] != eos:
-            masks.append(request.mask())
-            tokens.append(rng.choice(sorted(masks[-1])))
-            if tokens[-1] != eos:
-                if not request.guide.accepts_tokens(tokens[-1:]):
-                    break  # a full row (the late flag): check() reports the step
-                request.accept(tokens[-1])
-        if check(k, regex, tokens, masks):
-            assert replay_allowed(compiler, choices, tokens)  # a walk the trainer takes whole
-        request, prefix = VllmOutlinesRequest(index, width, rollback=64), []
-        for options in [*answer_lines(choices), None]:
-            encoded = (
-                [[eos]]
-                if options is None
-                else [tokenizer.encode(text, add_special_tokens=False) for text in options]
-            )
-            for line in encoded:
-                masks = []
-                for token in line:
-                    masks.append(request.mask())
-                    if token not in masks[-1]:
-                        break
-                    if token != eos:
-                        request.accept(token)
-                if not check(k, regex, prefix + line[: len(masks)], masks):
-                    break
-                request.rollback(len([t for t in line[: len(masks)] if t != eos]))
-            else:
-                line = rng.choice(encoded)
-                for token in line:
-                    if token != eos:
-                        request.accept(token)
-                prefix += line
-                continue
-            break
-    return steps, differences
+        if regex not in indexes:
+            indexes.clear()  # one record at a time
+            indexes[regex] = oc.Index(regex, vocabulary)
+        return Request(indexes[regex], width, rollback=64 if rollback else 0)
+
+    def whole(choices, tokens) -> None:
+        assert replay_allowed(compiler, choices, tokens)  # a walk the trainer takes whole
+
+    return compare_walks(compiler, tokenizer, records, rng, start, after_walk=whole)
 
 
 def describe(tokenizer, records, differences) -> str:
-    k, t, extra, missing = differences[0]
-    return (
-        f"outlines-core {outlines_core_version()}: {len(differences)} differing steps; first in "
-        f"record {k} step {t}: vLLM only {[tokenizer.decode([i]) for i in extra[:5]]}, trainer "
-        f"only {[tokenizer.decode([i]) for i in missing[:5]]}; expression "
-        f"{records[k].regex()[:200]}"
-    )
+    engine = f"outlines-core {outlines_core_version()} (vLLM's backend)"
+    return describe_walks(engine, tokenizer, records, differences)
 
 
 def sentencepiece_tokenizer(corpus: list[str], vocab: int):
@@ -357,6 +332,18 @@ def test_vllm_outlines_masks_equal_the_trainers_replay_on_real_games(records, ki
     )
     assert steps > 5_000
     assert not differences, describe(tokenizer, records, differences)
+
+
+def test_the_walks_report_an_engine_that_allows_the_end_too_early(records, monkeypatch) -> None:
+    """The harness can fail: a mask that also allows EOS before the answer is complete (what a
+    backend with a wrong end rule would do) is reported at its first such step."""
+    tokenizer = tokenizer_of("words", records)
+    eos = tokenizer.eos_token_id
+    right = VllmOutlinesRequest.mask
+    monkeypatch.setattr(VllmOutlinesRequest, "mask", lambda self: right(self) | {eos})
+    _, differences = compare(tokenizer, records[:4], random.Random(0))
+    assert differences and {eos} <= set(differences[0][2])  # "engine only": the early EOS
+    assert "engine only" in describe(tokenizer, records, differences)
 
 
 @pytest.mark.slow
