@@ -25,7 +25,12 @@ from leaguezero.diplomacy.config import HERO_KINDS
 from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
 from leaguezero.diplomacy.llm.adapters import check_adapter_fits
 from leaguezero.diplomacy.llm.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
-from leaguezero.diplomacy.llm.imitate import REPORT_FILE, ImitationSettings, answer_nll, imitate
+from leaguezero.diplomacy.llm.imitate import (
+    REPORT_FILE,
+    AdapterImitationSettings,
+    answer_nll,
+    imitate,
+)
 from leaguezero.diplomacy.llm.pretrain import collect_examples
 from leaguezero.diplomacy.train.lineage import resolve_init_from
 from tests.diplomacy.tiny_lm import build_tiny_base
@@ -40,7 +45,7 @@ def base(tmp_path_factory):
 
 
 def test_imitation_adapter_learns_the_teacher_and_leaves_the_base(base, tmp_path) -> None:
-    settings = ImitationSettings(
+    settings = AdapterImitationSettings(
         teacher="dumb_bot", seats=("dumb_bot", "random_bot"), games=3, max_years=1, steps=30,
         batch_tokens=2048, lr=1e-2, warmup=2, held_out=6, seed=5, lora_rank=8, lora_alpha=16.0,
     )  # fmt: skip
@@ -133,7 +138,7 @@ def test_imitation_saves_the_adapter_before_its_bounded_check(base, tmp_path, mo
         raise KeyboardInterrupt  # the user stops the run during the check
 
     monkeypatch.setattr(module, "order_validity", interrupted)
-    settings = ImitationSettings(
+    settings = AdapterImitationSettings(
         teacher="dumb_bot", seats=("dumb_bot",), games=1, max_years=1, steps=3,
         batch_tokens=2048, lr=1e-3, warmup=1, held_out=2, seed=1, check_tokens=7,
     )  # fmt: skip
@@ -150,7 +155,7 @@ def test_imitation_saves_the_adapter_before_its_bounded_check(base, tmp_path, mo
 def test_imitation_stops_training_at_its_time_budget(base, tmp_path):
     """``max_minutes``: a run with more steps than fit stops after the step that passes the
     budget and says how far it got (here a budget of 0.1 s: one step)."""
-    settings = ImitationSettings(
+    settings = AdapterImitationSettings(
         teacher="dumb_bot", seats=("dumb_bot",), games=1, max_years=1, steps=10_000,
         batch_tokens=2048, lr=1e-3, warmup=1, held_out=2, seed=1, max_minutes=0.1 / 60,
         check_minutes=0.0,

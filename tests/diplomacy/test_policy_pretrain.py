@@ -20,8 +20,8 @@ from leaguezero.diplomacy.game.rollout import run_rollout, validate_orders
 from leaguezero.diplomacy.train import lineage
 from leaguezero.diplomacy.train.imitation import (
     DiplomacyPolicy,
-    ImitationSettings,
     PolicyConfig,
+    PolicyImitationSettings,
     collect_corpus,
     evaluate,
     game_plan,
@@ -82,7 +82,7 @@ def corpus():
 def test_training_overfits_a_small_batch_and_beats_chance(corpus) -> None:
     records = corpus.records[:48]
     policy = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=0)
-    settings = ImitationSettings(epochs=25, batch=48, lr=1e-2, hidden=16, layers=1)
+    settings = PolicyImitationSettings(epochs=25, batch=48, lr=1e-2, hidden=16, layers=1)
     before = evaluate(policy, records)
     curve = train_imitation(policy, records, [], settings, log=lambda _: None)
     after = evaluate(policy, records)

@@ -377,7 +377,7 @@ def imitate(
     with SmolLM2 (--base-model smollm2)."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
     from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.imitate import ImitationSettings, imitate, seat_names
+    from leaguezero.diplomacy.llm.imitate import AdapterImitationSettings, imitate, seat_names
 
     seated = seat_names(seats)
     if teacher not in seated:
@@ -388,7 +388,7 @@ def imitate(
     cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])
     resolver = command_agents(list(seated), cfg, sample=False)  # None: all bots
     modules = [t.strip() for t in target_modules.split(",") if t.strip()]
-    settings = ImitationSettings(
+    settings = AdapterImitationSettings(
         teacher=teacher,
         seats=seated,
         games=games,

@@ -304,11 +304,11 @@ def pretrain_policy_cmd(
     --init-from` starts from, with a JSON report beside it (docs/diplomacy_training.md).
     """
     try:
-        from leaguezero.diplomacy.train.imitation import ImitationSettings, pretrain_policy
+        from leaguezero.diplomacy.train.imitation import PolicyImitationSettings, pretrain_policy
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
 
-    settings = ImitationSettings(
+    settings = PolicyImitationSettings(
         teacher=teacher.strip(),
         games=games,
         max_years=max_years,

@@ -62,7 +62,7 @@ SMALL_BASE = 10_000_000  # parameters: below, a base built by `llm pretrain`
 
 
 @dataclass
-class ImitationSettings:
+class AdapterImitationSettings:
     """Everything that decides the adapter (stored in ``imitation.json`` and the lineage)."""
 
     teacher: str = "pretrained"
@@ -85,7 +85,7 @@ class ImitationSettings:
     check_minutes: float = 5.0  # the held-out check's time budget, base and adapter each
     system_prompt: str | None = None  # llm.system_prompt of the runs that use the adapter
 
-    def sized_for(self, parameters: int) -> ImitationSettings:
+    def sized_for(self, parameters: int) -> AdapterImitationSettings:
         """The settings with ``batch_tokens`` and ``lr`` of 0 chosen by the base's size."""
         small = parameters < SMALL_BASE
         return replace(
@@ -130,7 +130,7 @@ class ImitationSettings:
 def imitate(
     base_model: str | os.PathLike,
     out: str | os.PathLike,
-    settings: ImitationSettings,
+    settings: AdapterImitationSettings,
     *,
     resolver=None,
     log: Callable[[str], None] = print,
@@ -282,7 +282,7 @@ def imitate(
     return report
 
 
-def _check(backend, held, adapter: str | None, render, settings: ImitationSettings) -> dict:
+def _check(backend, held, adapter: str | None, render, settings: AdapterImitationSettings) -> dict:
     """Answer loss and greedy validity on the held-out examples, bounded by
     ``settings.check_tokens`` per answer and ``settings.check_minutes`` (half for each)."""
     half = settings.check_minutes * 30

@@ -55,17 +55,18 @@ from leaguezero.diplomacy.agents.policy import (
     _site,
 )
 from leaguezero.diplomacy.game.bot_base import WAIVE
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
 from leaguezero.diplomacy.game.records import ActionRecord
 
 REPORT_KIND = "leaguezero_diplomacy_pretrain_policy"
 REPORT_SCHEMA_VERSION = 1
-DEFAULT_SEATS = ("dumb_bot", "greedy_bot", "chaos_bot", "random_bot")
+DEFAULT_SEATS = tuple(reversed(BOT_NAMES))  # every bot, strongest first
 
 
 @dataclass
-class ImitationSettings:
+class PolicyImitationSettings:
     """Everything that decides a pretrained policy (stored in its checkpoint and report)."""
 
     teacher: str = "dumb_bot"
@@ -290,7 +291,7 @@ def train_imitation(
     policy: DiplomacyPolicy,
     train: Sequence[ActionRecord],
     val: Sequence[ActionRecord],
-    settings: ImitationSettings,
+    settings: PolicyImitationSettings,
     *,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
@@ -339,7 +340,7 @@ def report_path(out: str | Path) -> Path:
 
 def pretrain_policy(
     out: str | Path,
-    settings: ImitationSettings,
+    settings: PolicyImitationSettings,
     *,
     log: Callable[[str], None] = print,
     overwrite: bool = False,

@@ -66,7 +66,7 @@ from leaguezero.common.crashpoint import crash_point
 from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import suite_gatekeepers
-from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES, AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_kl_coef, scheduled_lr
@@ -94,7 +94,8 @@ STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
 NOTHING_TRAINED_EVENT = "diplomacy.train_nothing"  # a step whose groups gave no advantage
 MISMATCH_EVENT = "diplomacy.sampler_mismatch"  # the sampler's log-probs far from the trainer's
-BASELINES = ("random_bot", BASE_MODEL, "chaos_bot", "greedy_bot", "dumb_bot")
+# The league's fixed opponents: every bot, and the base model second (the registry's order).
+BASELINES = (BOT_NAMES[0], BASE_MODEL, *BOT_NAMES[1:])
 
 
 def evaluation_gatekeepers(cfg: DiplomacyConfig) -> list[str]:
