@@ -30,8 +30,8 @@ CHILD = r"""
 import json, sys, time, psutil, torch
 torch.set_num_threads(1)
 from leaguezero.diplomacy.game.env import DiplomacyEnv
-from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
-from leaguezero.diplomacy.llm.prompt import build_prompt, render_prompt
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt, render_prompt
 base, records, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lora = LoraSettings(rank=8, alpha=16, target_modules="auto")
 backend = HFBackend.from_pretrained(base, lora=lora)

@@ -42,9 +42,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv  # noqa: E402
-from leaguezero.diplomacy.llm.constrained import OrderChoices  # noqa: E402
-from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings  # noqa: E402
-from leaguezero.diplomacy.llm.prompt import build_prompt, render_prompt  # noqa: E402
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings  # noqa: E402
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices  # noqa: E402
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt, render_prompt  # noqa: E402
 
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -52,7 +52,7 @@ ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 def random_base(folder: str) -> str:
     """A random model of the pretrain command's default shape, with a tokenizer trained on
     prompts of a few bot games (seconds)."""
-    from leaguezero.diplomacy.llm.pretrain import (
+    from leaguezero.diplomacy.llm.base.pretrain import (
         PretrainSettings,
         build_model,
         build_tokenizer,

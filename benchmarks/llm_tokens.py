@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from leaguezero.diplomacy.cli.llm_models import base_model_path  # noqa: E402
-from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings  # noqa: E402
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings  # noqa: E402
 
 
 def _llm_step():

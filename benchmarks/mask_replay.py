@@ -1,5 +1,5 @@
 """Mask replay at a real vocabulary size: an outlines-core ``Index`` per record against the
-token trie of :mod:`leaguezero.diplomacy.llm.mask_replay` (issue 39, item 4).
+token trie of :mod:`leaguezero.diplomacy.llm.orders.mask_replay` (issue 39, item 4).
 
     python benchmarks/mask_replay.py [--vocab 151643] [--records 30] [--games 2] [--years 4]
 
@@ -40,14 +40,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv  # noqa: E402
 from leaguezero.diplomacy.game.seats import resolve_agent  # noqa: E402
-from leaguezero.diplomacy.llm import mask_replay  # noqa: E402
-from leaguezero.diplomacy.llm.constrained import (  # noqa: E402
+from leaguezero.diplomacy.llm.orders import mask_replay  # noqa: E402
+from leaguezero.diplomacy.llm.orders.constrained import (  # noqa: E402
     ConstraintCompiler,
     OrderChoices,
     replay_allowed,
     replay_allowed_index,
 )
-from leaguezero.diplomacy.llm.prompt import build_prompt  # noqa: E402
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt  # noqa: E402
 
 EOS = "<|endoftext|>"
 BOTS = ("random_bot", "chaos_bot", "greedy_bot")
@@ -124,7 +124,7 @@ def build_tokenizer(texts: list[str], vocab: int, bpe: int, seed: int):
 
 def mask_replay_alphabet() -> dict[int, str]:
     """GPT-2's byte-level alphabet: byte -> its printable stand-in."""
-    from leaguezero.diplomacy.llm.constrained import _byte_decoder
+    from leaguezero.diplomacy.llm.orders.constrained import _byte_decoder
 
     return {b: c for c, b in _byte_decoder().items()}
 

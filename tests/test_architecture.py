@@ -235,9 +235,9 @@ DIPLOMACY_LAYERS: dict[str, tuple[str, ...]] = {
     "cli": ("cli", "train", "agents", "llm", "game", "config"),
 }
 # The places that parse the configuration or a command line: the only modules that may compare
-# a kind/mode/backend/agent string (everywhere else holds the object the edge built: llm.mode is
-# read into a decoding strategy by llm/decoding.py's table lookup, llm.backend and train.agent
-# into config.py's SamplingBackend and HeroKind).
+# a kind/mode/backend/agent string (everywhere else holds the object the edge built: llm.mode
+# is read into a decoding strategy by llm/orders/decoding.py's table lookup, llm.backend and
+# train.agent into config.py's SamplingBackend and HeroKind).
 STRING_SWITCH_EDGE = ("diplomacy/config.py", "diplomacy/cli/")
 SWITCH_NAMES = ("backend", "mode", "kind", "agent", "learn_from", "credit")
 # Members of the protocols in these packages (GRPOPolicy, Hero, Evaluator, ...): probing one with
@@ -337,8 +337,8 @@ BOT_NAME_TESTS_ALLOWED = (
 # that grows past the limit is split by concept.
 MODULE_LINE_LIMIT = 450
 LARGE_ONE_CONCEPT_MODULES = {
-    "diplomacy/llm/hf_backend.py": "the in-process transformers + peft backend",
-    "diplomacy/llm/pretrain.py": "building a base LM from bot games",
+    "diplomacy/llm/model/hf_backend.py": "the in-process transformers + peft backend",
+    "diplomacy/llm/base/pretrain.py": "building a base LM from bot games",
     "diplomacy/train/grpo.py": "the GRPO interface, its game record and the update",
 }
 

@@ -117,7 +117,7 @@ def test_damaged_policy_checkpoints_are_one_line_in_eval_and_init_from(tmp_path)
 
 def test_a_damaged_adapter_folder_is_one_line_in_eval_and_init_from(tmp_path) -> None:
     pytest.importorskip("peft")
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
     from tests.diplomacy.tiny_lm import build_tiny_lm
 
     tiny = build_tiny_lm(tmp_path / "tiny_lm")

@@ -34,7 +34,7 @@ if os.environ.get("LEAGUEZERO_REQUIRE_XGRAMMAR"):  # .ci/run installs it: a skip
 else:
     xgr = pytest.importorskip("xgrammar")
 
-from leaguezero.diplomacy.llm.constrained import ConstraintCompiler, OrderChoices
+from leaguezero.diplomacy.llm.orders.constrained import ConstraintCompiler, OrderChoices
 from tests.diplomacy.mask_walks import compare_walks
 from tests.diplomacy.mask_walks import describe as describe_walks
 from tests.diplomacy.tiny_lm import (

@@ -20,9 +20,9 @@ pytest.importorskip("httpx")
 
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.client import Completion, grammar_alarm
-from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.decoding import CONSTRAINED, SeatStats
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.orders.decoding import CONSTRAINED, SeatStats
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.llm_hero import LanguageModelHero
 

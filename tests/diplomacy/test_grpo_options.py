@@ -224,9 +224,9 @@ def test_llm_hero_scores_at_the_sampling_temperature_as_the_sampler_reports(tmp_
     pytest.importorskip("diplomacy")
     pytest.importorskip("peft")
     from leaguezero.diplomacy.game.rollout import run_rollout
-    from leaguezero.diplomacy.llm.decoding import decoding_named
     from leaguezero.diplomacy.llm.hero import LLMHero
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.orders.decoding import decoding_named
     from tests.diplomacy.tiny_lm import build_tiny_lm
 
     backend = HFBackend.from_pretrained(build_tiny_lm(tmp_path / "lm"))

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from tests.diplomacy.tiny_lm import build_tiny_lm
 
 

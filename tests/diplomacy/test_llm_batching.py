@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from leaguezero.diplomacy.llm.adapters import AdapterSlots
-from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import Completion, GenerationRequest
+from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.remote.adapters import AdapterSlots
 
 
 class RecordingBackend:

@@ -26,7 +26,10 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.game.rollout import run_rollout
-from leaguezero.diplomacy.llm.constrained import (
+from leaguezero.diplomacy.llm.base.pretrain import build_model, build_tokenizer, collect_examples
+from leaguezero.diplomacy.llm.hero import LLMHero
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.constrained import (
     OrderChoices,
     RegexMachine,
     choice_regex,
@@ -34,13 +37,10 @@ from leaguezero.diplomacy.llm.constrained import (
     replay_allowed,
     token_bytes,
 )
-from leaguezero.diplomacy.llm.decoding import CONSTRAINED
-from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.pretrain import build_model, build_tokenizer, collect_examples
-from leaguezero.diplomacy.llm.prompt import build_prompt, extract_orders, render_prompt
-from leaguezero.diplomacy.llm.server import LLMServer
+from leaguezero.diplomacy.llm.orders.decoding import CONSTRAINED
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt, extract_orders, render_prompt
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.serve.server import LLMServer
 
 torch.set_num_threads(1)
 

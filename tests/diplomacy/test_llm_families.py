@@ -29,16 +29,16 @@ from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format
 from leaguezero.diplomacy.llm.client import LLMError
-from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.decoding import CONSTRAINED
 from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.llm.hf_backend import (
+from leaguezero.diplomacy.llm.model.hf_backend import (
     LLAMA_PROJECTIONS,
     HFBackend,
     LoraSettings,
     resolve_target_modules,
 )
-from leaguezero.diplomacy.llm.prompt import (
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.orders.decoding import CONSTRAINED
+from leaguezero.diplomacy.llm.orders.prompt import (
     ChatFormat,
     build_prompt,
     extract_orders,

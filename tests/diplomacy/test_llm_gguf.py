@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from leaguezero.cli import app
 from leaguezero.diplomacy.game import catalogue
 from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpecError, parse_agents
-from leaguezero.diplomacy.llm import gguf
 from leaguezero.diplomacy.llm.client import LLMError
+from leaguezero.diplomacy.llm.model import gguf
 
 
 def test_a_gguf_file_is_a_base_model_and_smollm2_names_the_wheels(tmp_path, monkeypatch):

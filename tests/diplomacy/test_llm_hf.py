@@ -22,8 +22,8 @@ from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.client import UnknownAdapterError
 from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.prompt import build_prompt
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from leaguezero.league.registry import LeagueRegistry
@@ -220,9 +220,9 @@ def test_an_adapter_trained_on_another_prompt_layout_is_refused_in_one_line(
 ) -> None:
     import json
 
-    from leaguezero.diplomacy.llm.adapter_files import META_FILE
     from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
+    from leaguezero.diplomacy.llm.model.adapter_files import META_FILE
+    from leaguezero.diplomacy.llm.orders.prompt import PROMPT_VERSION
 
     backend.add_adapter("hero")
     perturb(backend, "hero", seed=3)

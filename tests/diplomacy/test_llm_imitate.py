@@ -23,15 +23,15 @@ from typer.testing import CliRunner
 from leaguezero.cli import app
 from leaguezero.diplomacy.config import HERO_KINDS
 from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
-from leaguezero.diplomacy.llm.adapters import check_adapter_fits
-from leaguezero.diplomacy.llm.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
-from leaguezero.diplomacy.llm.imitate import (
+from leaguezero.diplomacy.llm.base.imitate import (
     REPORT_FILE,
     AdapterImitationSettings,
     answer_nll,
     imitate,
 )
-from leaguezero.diplomacy.llm.pretrain import collect_examples
+from leaguezero.diplomacy.llm.base.pretrain import collect_examples
+from leaguezero.diplomacy.llm.model.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.remote.adapters import check_adapter_fits
 from leaguezero.diplomacy.train.lineage import resolve_init_from
 from tests.diplomacy.tiny_lm import build_tiny_base
 
@@ -123,7 +123,7 @@ def test_shipped_pretrained_llm_plays_in_the_mode_it_was_trained_in() -> None:
 def test_imitation_saves_the_adapter_before_its_bounded_check(base, tmp_path, monkeypatch):
     """The adapter and its report are on disk before the held-out check starts (a run stopped
     while checking keeps what it trained), and the check's answers obey ``check_tokens``."""
-    from leaguezero.diplomacy.llm import imitate as module
+    from leaguezero.diplomacy.llm.base import imitate as module
 
     budgets: list[int] = []
     real_validity = module.order_validity

@@ -29,8 +29,8 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import POWERS
-from leaguezero.diplomacy.llm.adapters import run_prefix
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.remote.adapters import run_prefix
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from leaguezero.diplomacy.train.loop import LeagueTrainer
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
@@ -211,7 +211,7 @@ def test_the_shipped_vllm_config_trains_constrained_steps_through_llm_serve(
 def test_a_relative_adapter_path_is_sent_absolute(tiny_lm, server, tmp_path, monkeypatch):
     # The server runs in another working directory: "adapters/a" means nothing there, so the
     # client sends the path it names here, made absolute.
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 
     backend = HFBackend.from_pretrained(tiny_lm)
     backend.add_adapter("a")

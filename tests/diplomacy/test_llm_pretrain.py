@@ -24,15 +24,15 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.diplomacy.game.env import DiplomacyEnv
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.pretrain import (
+from leaguezero.diplomacy.llm.base.pretrain import (
     BASE_META,
     answer_text,
     collect_examples,
     read_base_meta,
 )
-from leaguezero.diplomacy.llm.prompt import extract_orders, render_prompt
-from leaguezero.diplomacy.llm.ranking import rank_orders
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.prompt import extract_orders, render_prompt
+from leaguezero.diplomacy.llm.orders.ranking import rank_orders
 from tests.diplomacy.tiny_lm import build_tiny_base
 
 torch.set_num_threads(1)
@@ -112,7 +112,7 @@ def test_eval_command_plays_a_base_folder_in_both_modes(base) -> None:
 def test_pretrain_command_uses_one_thread_unless_told(monkeypatch, tmp_path) -> None:
     # On a shared 2-core machine torch's default (every core) collapsed a build to 0.12
     # steps/s against 0.6 with one thread (docs/llm.md#5-threads-that-fit-the-machine).
-    import leaguezero.diplomacy.llm.pretrain as pretrain_module
+    import leaguezero.diplomacy.llm.base.pretrain as pretrain_module
 
     seen = []
 

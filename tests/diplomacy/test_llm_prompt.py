@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("diplomacy")
 
 from leaguezero.diplomacy.game.env import DiplomacyEnv
-from leaguezero.diplomacy.llm.prompt import build_prompt, canonical_order, extract_orders
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt, canonical_order, extract_orders
 
 LEGAL = {
     "PAR": ["A PAR - BUR", "A PAR - GAS", "A PAR H", "A PAR S A MAR - BUR"],

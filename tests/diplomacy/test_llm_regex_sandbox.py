@@ -1,5 +1,6 @@
-"""The bounded compile workers of ``llm serve`` (:mod:`leaguezero.diplomacy.llm.regex_sandbox`),
-on a 256-byte vocabulary: the memory bound, invalid expressions, and the cache's two bounds."""
+"""The bounded compile workers of ``llm serve``
+(:mod:`leaguezero.diplomacy.llm.serve.regex_sandbox`), on a 256-byte vocabulary: the memory
+bound, invalid expressions, and the cache's two bounds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ pytest.importorskip("outlines_core")
 
 from outlines_core import Vocabulary
 
-from leaguezero.diplomacy.llm.regex_sandbox import CompileLimits, RegexRefused, RegexSandbox
+from leaguezero.diplomacy.llm.serve.regex_sandbox import CompileLimits, RegexRefused, RegexSandbox
 
 
 def sandbox(**limits) -> RegexSandbox:

@@ -24,9 +24,9 @@ pytest.importorskip("httpx")
 import httpx
 import torch
 
-from leaguezero.diplomacy.llm.adapters import RUN_ID_FILE, AdapterSlots, run_prefix
 from leaguezero.diplomacy.llm.client import NEUTRAL_SAMPLING, LLMError
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.remote.adapters import RUN_ID_FILE, AdapterSlots, run_prefix
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from tests.diplomacy.tiny_lm import start_llm_server
 
 torch.set_num_threads(1)

@@ -18,12 +18,12 @@ import torch
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import run_rollout
-from leaguezero.diplomacy.llm.adapters import AdapterSlots, fit_seating, versioned_name
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import build_prompt
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt
+from leaguezero.diplomacy.llm.remote.adapters import AdapterSlots, fit_seating, versioned_name
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.tables import LLMTable
 from tests.diplomacy.tiny_lm import start_llm_server
 

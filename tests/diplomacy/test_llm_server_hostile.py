@@ -25,8 +25,8 @@ pytest.importorskip("httpx")
 
 import torch
 
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from tests.diplomacy.test_llm_hf import perturb
 from tests.diplomacy.tiny_lm import start_llm_server
 
@@ -285,7 +285,7 @@ def test_slow_clients_cannot_hold_more_than_max_connections(server) -> None:
 
 
 def test_prompts_are_tokenised_outside_the_batcher_thread_and_health_is_true(tiny_lm) -> None:
-    from leaguezero.diplomacy.llm.server import LLMServer
+    from leaguezero.diplomacy.llm.serve.server import LLMServer
 
     backend = HFBackend.from_pretrained(tiny_lm, model_name="tiny")
     seen: list[str] = []
@@ -310,7 +310,7 @@ def test_prompts_are_tokenised_outside_the_batcher_thread_and_health_is_true(tin
 
 
 def test_a_trickling_client_is_cut_off_at_the_read_deadline(tiny_lm) -> None:
-    from leaguezero.diplomacy.llm.server import LLMServer
+    from leaguezero.diplomacy.llm.serve.server import LLMServer
 
     server = LLMServer(HFBackend.from_pretrained(tiny_lm, model_name="tiny"))
     server.httpd.read_deadline_s = 1.0  # 60 s by default

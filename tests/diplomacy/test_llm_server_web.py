@@ -17,8 +17,8 @@ pytest.importorskip("peft")
 
 import torch
 
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.server import LLMServer
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.serve.server import LLMServer
 from tests.diplomacy.tiny_lm import build_tiny_lm
 
 torch.set_num_threads(1)

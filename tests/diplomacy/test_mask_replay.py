@@ -19,7 +19,7 @@ pytest.importorskip("diplomacy")
 pytest.importorskip("outlines_core")
 pytest.importorskip("transformers")
 
-from leaguezero.diplomacy.llm.constrained import (
+from leaguezero.diplomacy.llm.orders.constrained import (
     ConstraintCompiler,
     OrderChoices,
     replay_allowed,
@@ -68,7 +68,7 @@ def test_trie_replay_equals_outlines_core_on_real_games(records) -> None:
 
 
 def test_trie_replay_equals_outlines_core_at_the_pretrain_tokenizer(records) -> None:
-    from leaguezero.diplomacy.llm.pretrain import build_tokenizer as pretrain_tokenizer
+    from leaguezero.diplomacy.llm.base.pretrain import build_tokenizer as pretrain_tokenizer
 
     tokenizer = pretrain_tokenizer(diplomacy_corpus(), vocab_size=900)
     compiler = ConstraintCompiler(tokenizer, tokenizer.eos_token_id)

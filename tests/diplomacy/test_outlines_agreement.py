@@ -63,7 +63,7 @@ pytest.importorskip("diplomacy")
 pytest.importorskip("transformers")
 oc = pytest.importorskip("outlines_core")
 
-from leaguezero.diplomacy.llm.constrained import (  # noqa: E402
+from leaguezero.diplomacy.llm.orders.constrained import (  # noqa: E402
     ConstraintCompiler,
     OrderChoices,
     _byte_decoder,
@@ -242,7 +242,7 @@ def tokenizer_of(kind: str, records: list[OrderChoices]):
     if kind == "lines":
         return line_tokenizer(corpus, 4000)
     if kind == "pretrain":  # llm pretrain's own: <|user|> and <|assistant|> special, unlisted
-        from leaguezero.diplomacy.llm.pretrain import build_tokenizer as pretrain_tokenizer
+        from leaguezero.diplomacy.llm.base.pretrain import build_tokenizer as pretrain_tokenizer
 
         return pretrain_tokenizer(diplomacy_corpus() + corpus, vocab_size=900)
     if kind == "sentencepiece":

@@ -48,8 +48,8 @@ def _run(args, cache, timeout=1800):
 
 
 def test_gguf_converts_once_into_a_cached_folder(cache, monkeypatch):
-    from leaguezero.diplomacy.llm.gguf import MARKER, base_model_folder
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.gguf import MARKER, base_model_folder
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 
     monkeypatch.setenv("LEAGUEZERO_CACHE", str(cache))
     folder = base_model_folder(GGUF)

@@ -22,7 +22,7 @@ EOS = "<|eos|>"
 def diplomacy_corpus() -> list[str]:
     """Prompts of every power in the opening phase, plus a few answer-like lines."""
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
-    from leaguezero.diplomacy.llm.prompt import build_prompt
+    from leaguezero.diplomacy.llm.orders.prompt import build_prompt
 
     env = DiplomacyEnv(max_years=1)
     texts = [build_prompt(env, power, env.legal_orders(power)) for power in POWERS]
@@ -39,7 +39,7 @@ def game_choices(games: int, years: int, seed: int) -> list:
 
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
     from leaguezero.diplomacy.game.seats import resolve_agent
-    from leaguezero.diplomacy.llm.constrained import OrderChoices
+    from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
 
     bots_named = ("random_bot", "chaos_bot", "greedy_bot")
     rng = random.Random(seed)
@@ -150,7 +150,7 @@ def build_tiny_lm(folder: str | Path, seed: int = 0) -> Path:
 
 def build_tiny_base(folder: str | Path) -> tuple[Path, dict]:
     """``leaguezero llm pretrain`` at toy size into ``folder``: (folder, its report)."""
-    from leaguezero.diplomacy.llm.pretrain import PretrainSettings, pretrain
+    from leaguezero.diplomacy.llm.base.pretrain import PretrainSettings, pretrain
 
     settings = PretrainSettings(
         games=3, steps=8, hidden=32, layers=1, heads=2, batch_tokens=2048, vocab_size=360,

@@ -123,7 +123,7 @@ def test_llm_hero_on_ray_samples_on_the_shared_server(ray_cluster, tmp_path):
         # Every hero completion of the three games came back from the workers.
         assert step["llm_completions"] >= 3 and step["llm_mean_tokens"] > 0
         assert len(read_matches(tmp_path / "run" / "league_matches.ndjson")) == 3
-        from leaguezero.diplomacy.llm.adapters import run_prefix
+        from leaguezero.diplomacy.llm.remote.adapters import run_prefix
 
         prefix = run_prefix(tmp_path / "run")  # the run's own id, kept in its folder
         assert (tmp_path / "run" / "adapters" / f"{prefix}-v0001").is_dir()

@@ -97,7 +97,7 @@ def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
         raise fail(f"{err}; pass another checkpoint or a bot") from None
     decoding = None
     if rank:
-        from leaguezero.diplomacy.llm.decoding import RANK
+        from leaguezero.diplomacy.llm.orders.decoding import RANK
 
         decoding = RANK
     try:

@@ -18,7 +18,7 @@ from leaguezero.diplomacy.cli.llm_configs import (
     VLLM_OVERRIDES,
 )
 from leaguezero.diplomacy.cli.llm_models import base_model_path, load_backend, lora_settings
-from leaguezero.diplomacy.llm.server_http import API_KEY_ENV, DEFAULT_MAX_CONNECTIONS
+from leaguezero.diplomacy.llm.serve.server_http import API_KEY_ENV, DEFAULT_MAX_CONNECTIONS
 
 app = typer.Typer(
     name="llm",
@@ -121,8 +121,8 @@ def serve(
     """Serve BASE_MODEL and its adapters: /v1/completions, /v1/models, /v1/load_lora_adapter."""
     import torch
 
-    from leaguezero.diplomacy.llm.regex_sandbox import CompileLimits
-    from leaguezero.diplomacy.llm.server import LLMServer
+    from leaguezero.diplomacy.llm.serve.regex_sandbox import CompileLimits
+    from leaguezero.diplomacy.llm.serve.server import LLMServer
 
     if threads > 0:
         torch.set_num_threads(threads)
@@ -269,8 +269,8 @@ def pretrain(
     folder that `llm.base_model` / `--base-model` accept (docs/llm.md).
     """
     from leaguezero.diplomacy.game.bots import BOTS
-    from leaguezero.diplomacy.llm.pretrain import PretrainSettings
-    from leaguezero.diplomacy.llm.pretrain import pretrain as build
+    from leaguezero.diplomacy.llm.base.pretrain import PretrainSettings
+    from leaguezero.diplomacy.llm.base.pretrain import pretrain as build
 
     seat_bots = tuple(b.strip() for b in seats.split(",") if b.strip())
     record_bots = tuple(b.strip() for b in record.split(",") if b.strip())
@@ -376,8 +376,8 @@ def imitate(
     shipped pretrained-llm's recipe on a base built here, and end within an hour on two cores
     with SmolLM2 (--base-model smollm2)."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
+    from leaguezero.diplomacy.llm.base.imitate import AdapterImitationSettings, imitate, seat_names
     from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.imitate import AdapterImitationSettings, imitate, seat_names
 
     seated = seat_names(seats)
     if teacher not in seated:

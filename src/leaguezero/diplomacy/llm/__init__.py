@@ -1,21 +1,26 @@
-"""LLM agents for Diplomacy: prompts, order parsing, generation backends and the policy.
+"""LLM agents for Diplomacy: the hero's adapter at a table of LLM seats, and what serves it.
 
-- :mod:`.prompt` — the phase as text and :func:`~.prompt.extract_orders` (completion -> orders).
+At the top, what a game and the trainer use:
+
 - :mod:`.client` — the one generation interface (:class:`~.client.GenerationClient`) and
-  :class:`~.client.Completion` (text, token ids, per-token log-probs).
-- :mod:`.hf_backend` — transformers + peft in-process: one base model, one LoRA adapter per
-  agent, mixed-adapter batches, differentiable log-probs for the hero's adapter.
-- :mod:`.openai_client` — the OpenAI-compatible HTTP subset vLLM serves (completions with
-  ``model`` = adapter name, runtime ``load_lora_adapter``/``unload_lora_adapter``).
-- :mod:`.server` — the hf backend behind that same HTTP interface (``leaguezero llm serve``).
-- :mod:`.adapters` — immutable versioned adapter names, slot management, cluster fallback.
+  :class:`~.client.Completion` (text, token ids, per-token log-probs), errors;
 - :mod:`.backends` — the config's base model in process, the server client, the in-process
-  sampler.
-- :mod:`.decoding` — decoding strategies (``generate``, ``constrained``, ``rank``: ``llm.mode``).
-- :mod:`.tables` — :class:`~.tables.LLMTable` (a game's LLM seats, batched per phase).
-- :mod:`.hero` — :class:`~.hero.LLMHero` (the GRPO policy of the hero's adapter).
+  sampler (``llm.backend`` read once);
+- :mod:`.tables` — :class:`~.tables.LLMTable` (a game's LLM seats, batched per phase);
+- :mod:`.hero` — :class:`~.hero.LLMHero` (the GRPO policy of the hero's adapter);
 - :mod:`.resolvers` — league adapters and LLM folders as the rollout's resolver.
 
+The parts, one sub-package each:
+
+- :mod:`.orders` — from a phase to orders: prompt and parser, the legal-order grammar
+  (constrained decoding, mask replay), the decoding strategies (``llm.mode``), ranking;
+- :mod:`.model` — the model in process: transformers + peft (``HFBackend``), the KV-cache
+  sampler, cross-caller batching, GGUF bases, checked adapter-folder reads;
+- :mod:`.remote` — the OpenAI-compatible client (vLLM or ``llm serve``) and its adapter slots;
+- :mod:`.serve` — ``leaguezero llm serve``: the in-process model behind that same HTTP subset;
+- :mod:`.base` — ``llm pretrain`` (a base built here) and ``llm imitate`` (an adapter taught a
+  teacher's orders).
+
 Heavy imports (torch, transformers, peft, httpx) happen in the modules that need them, so
-``prompt`` works with the engine alone.
+``orders.prompt`` works with the engine alone.
 """

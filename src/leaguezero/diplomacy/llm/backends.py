@@ -17,11 +17,11 @@ Which of the two samples is the config's ``llm.backend``, read once into
 from __future__ import annotations
 
 from leaguezero.diplomacy.config import LLMSection
-from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import LLMError
-from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import ChatFormat
+from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 
 
 def chat_format(llm: LLMSection) -> ChatFormat:

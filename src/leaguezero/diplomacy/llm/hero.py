@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord
-from leaguezero.diplomacy.llm.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.client import GenerationClient
-from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, LLMPayload
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.prompt import ChatFormat
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.decoding import GENERATE, Decoding, LLMPayload
+from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
+from leaguezero.diplomacy.llm.remote.adapters import AdapterSlots, versioned_name
 from leaguezero.diplomacy.llm.tables import LLMPolicy, LLMTable
 
 

@@ -24,11 +24,11 @@ from leaguezero.diplomacy.game.catalogue import (
     seat_spec,
 )
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
-from leaguezero.diplomacy.llm.adapters import AdapterSlots
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
-from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, decoding_named
-from leaguezero.diplomacy.llm.gguf import base_model_folder
+from leaguezero.diplomacy.llm.model.gguf import base_model_folder
+from leaguezero.diplomacy.llm.orders.decoding import GENERATE, Decoding, decoding_named
+from leaguezero.diplomacy.llm.remote.adapters import AdapterSlots
 from leaguezero.diplomacy.llm.tables import LLMTable, SharedTables
 
 

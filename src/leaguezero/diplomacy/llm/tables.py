@@ -20,9 +20,9 @@ from leaguezero.diplomacy.game.catalogue import seat_spec
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.client import GenerationClient
-from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.decoding import GENERATE, Decoding, Sampling, SeatStats
-from leaguezero.diplomacy.llm.prompt import build_prompt
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.orders.decoding import GENERATE, Decoding, Sampling, SeatStats
+from leaguezero.diplomacy.llm.orders.prompt import build_prompt
 
 
 class LLMPolicy:

@@ -6,7 +6,7 @@ hero stays below parity against six of them), so, as is usual for Diplomacy agen
 is first trained to imitate a strong reference and then fine-tuned with GRPO
 (``diplomacy train --init-from CKPT``).
 
-1. **Corpus** (:func:`collect_corpus`): bot games as :func:`~leaguezero.diplomacy.llm.pretrain.
+1. **Corpus** (:func:`collect_corpus`): bot games as :func:`~leaguezero.diplomacy.llm.base.pretrain.
    collect_examples` plays them for the LLM base (each seat drawn from ``seat_bots``; game
    ``g`` of seed ``s`` is the same whatever else is played, so the held-out games
    ``games .. games + val_games - 1`` never overlap the training ones). Every phase of every

@@ -18,9 +18,9 @@ from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.llm.client import LLMError
-from leaguezero.diplomacy.llm.decoding import Decoding, SeatStats
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
-from leaguezero.diplomacy.llm.prompt import ChatFormat
+from leaguezero.diplomacy.llm.orders.decoding import Decoding, SeatStats
+from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from leaguezero.diplomacy.llm.tables import LLMTable
 
 
@@ -103,7 +103,7 @@ def _reloader(client: OpenAIClient, folders: Mapping[str, str]):
 def _tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    from leaguezero.diplomacy.llm.gguf import base_model_folder
+    from leaguezero.diplomacy.llm.model.gguf import base_model_folder
 
     return AutoTokenizer.from_pretrained(base_model_folder(path), local_files_only=True)
 

@@ -33,8 +33,18 @@ from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
-from leaguezero.diplomacy.llm.adapter_files import adapter_file_mode
-from leaguezero.diplomacy.llm.adapters import (
+from leaguezero.diplomacy.llm.backends import (
+    InProcessSampler,
+    backend_from_config,
+    chat_format,
+    server_client,
+)
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, grammar_alarm
+from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
+from leaguezero.diplomacy.llm.model.adapter_files import adapter_file_mode
+from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.orders.decoding import Decoding, decoding_named
+from leaguezero.diplomacy.llm.remote.adapters import (
     AdapterSlots,
     SlotsExceededError,
     check_adapter_fits,
@@ -42,17 +52,7 @@ from leaguezero.diplomacy.llm.adapters import (
     parse_versioned_name,
     run_prefix,
 )
-from leaguezero.diplomacy.llm.backends import (
-    InProcessSampler,
-    backend_from_config,
-    chat_format,
-    server_client,
-)
-from leaguezero.diplomacy.llm.batching import BatchingGenerator
-from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, grammar_alarm
-from leaguezero.diplomacy.llm.decoding import Decoding, decoding_named
-from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
-from leaguezero.diplomacy.llm.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
 from leaguezero.diplomacy.train.llm_games import (

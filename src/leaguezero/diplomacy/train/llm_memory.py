@@ -2,7 +2,7 @@
 
 A GRPO step recomputes each record's log-probs with gradients; what one record costs is the
 activations its forward keeps for the backward pass (per token, per layer, per hidden unit)
-plus its answer positions' logits (:meth:`~leaguezero.diplomacy.llm.hf_backend.HFBackend.
+plus its answer positions' logits (:meth:`~leaguezero.diplomacy.llm.model.hf_backend.HFBackend.
 logprobs` never builds the whole ``[B, L, V]``). Measured on SmolLM2-135M-Instruct (30 layers,
 hidden 576, vocabulary 49,152; a 549-token prompt and a 31-token answer; float32, one thread;
 ``python benchmarks/llm_memory.py``, and passes of 1, 4 and 8 records): 1.4-1.6 GB a
@@ -124,7 +124,7 @@ def hero_pass_plan(backend, cfg, *, sampled_here: bool) -> PassPlan:
 
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
     from leaguezero.diplomacy.llm.backends import chat_format
-    from leaguezero.diplomacy.llm.prompt import build_prompt
+    from leaguezero.diplomacy.llm.orders.prompt import build_prompt
 
     env = DiplomacyEnv(max_years=1)
     render = chat_format(cfg.llm).renderer(backend.tokenizer)

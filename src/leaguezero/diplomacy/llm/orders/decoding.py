@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord
-from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.prompt import extract_orders
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.orders.prompt import extract_orders
 
 if TYPE_CHECKING:
     from leaguezero.diplomacy.game.env import DiplomacyEnv
@@ -177,13 +177,13 @@ class RankDecoding:
     trainable: bool = False
 
     def check_client(self, client: object) -> None:
-        from leaguezero.diplomacy.llm.hf_backend import HFBackend
+        from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 
         if not isinstance(client, HFBackend):
             raise ValueError("ranking mode scores orders in process: it needs the hf backend")
 
     def play_phase(self, sampling, env, seats, prompts, choices, adapters, phase_seed):
-        from leaguezero.diplomacy.llm.ranking import rank_orders
+        from leaguezero.diplomacy.llm.orders.ranking import rank_orders
 
         decisions: dict[str, SeatDecision] = {}
         for i, (power, choice, prompt, adapter) in enumerate(

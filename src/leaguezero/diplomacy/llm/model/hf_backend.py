@@ -28,12 +28,6 @@ from pathlib import Path
 import torch
 
 from leaguezero.common.atomic import atomic_folder, atomic_write_json
-from leaguezero.diplomacy.llm.adapter_files import (
-    adapter_folder_mode,
-    folder_checksums,
-    read_adapter_folder,
-    share_with_group,
-)
 from leaguezero.diplomacy.llm.client import (
     Completion,
     GenerationRequest,
@@ -41,15 +35,21 @@ from leaguezero.diplomacy.llm.client import (
     UnknownAdapterError,
     make_requests,
 )
-from leaguezero.diplomacy.llm.constrained import (
+from leaguezero.diplomacy.llm.model.adapter_files import (
+    adapter_folder_mode,
+    folder_checksums,
+    read_adapter_folder,
+    share_with_group,
+)
+from leaguezero.diplomacy.llm.model.gguf import base_model_folder
+from leaguezero.diplomacy.llm.model.sampler import cache_argument, sample_batch
+from leaguezero.diplomacy.llm.orders.constrained import (
     ConstraintCompiler,
     OrderChoices,
     RegexMachine,
     replay_allowed,
 )
-from leaguezero.diplomacy.llm.gguf import base_model_folder
-from leaguezero.diplomacy.llm.prompt import PROMPT_VERSION
-from leaguezero.diplomacy.llm.sampler import cache_argument, sample_batch
+from leaguezero.diplomacy.llm.orders.prompt import PROMPT_VERSION
 
 # Padded tokens in one log-prob forward pass (see HFBackend.logprobs).
 LOGPROB_BATCH_TOKENS = 8192

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from leaguezero.common.atomic import atomic_folder, atomic_write_json
-from leaguezero.diplomacy.llm.prompt import (
+from leaguezero.diplomacy.llm.orders.prompt import (
     END_MARK,
     PROMPT_VERSION,
     build_prompt,
@@ -428,7 +428,7 @@ def pretrain(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Build the base model into ``out`` (see module doc) and return its report."""
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 
     folder = Path(out)
     if folder.exists() and any(folder.iterdir()) and not overwrite:

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from leaguezero.diplomacy.llm.prompt import END_MARK
+from leaguezero.diplomacy.llm.orders.prompt import END_MARK
 
 _REGEX_META = re.compile(r"([\\.^$*+?()\[\]{}|])")
 
@@ -91,7 +91,7 @@ class OrderChoices:
     def admits(self, text: str, finished: bool) -> bool:
         """Whether ``text`` keeps this constraint: matches it whole when ``finished``, else (a
         completion cut at its token budget) starts a match."""
-        from leaguezero.diplomacy.llm.mask_replay import byte_index
+        from leaguezero.diplomacy.llm.orders.mask_replay import byte_index
 
         index = byte_index(self.regex())
         state = index.get_initial_state()
@@ -202,7 +202,7 @@ class ConstraintCompiler:
         """The vocabulary's :class:`.mask_replay.TokenTrie` (built once, ~1 s at 151k tokens)."""
         with self._lock:
             if self._trie is None:
-                from leaguezero.diplomacy.llm.mask_replay import TokenTrie
+                from leaguezero.diplomacy.llm.orders.mask_replay import TokenTrie
 
                 self._trie = TokenTrie(self._bytes, self.eos_id)
             return self._trie

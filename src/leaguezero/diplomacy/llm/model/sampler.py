@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from leaguezero.diplomacy.llm.client import GenerationRequest
-from leaguezero.diplomacy.llm.constrained import RegexMachine
+from leaguezero.diplomacy.llm.orders.constrained import RegexMachine
 
 __all__ = ["cache_argument", "constrained_token", "sample_batch", "sample_index"]
 

@@ -41,8 +41,8 @@ from leaguezero.diplomacy.llm.client import (
     grammar_alarm,
     make_requests,
 )
-from leaguezero.diplomacy.llm.constrained import OrderChoices
-from leaguezero.diplomacy.llm.server_http import API_KEY_ENV
+from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.serve.server_http import API_KEY_ENV
 
 _WARN_LOCK = threading.Lock()
 

@@ -32,7 +32,7 @@ from leaguezero.diplomacy.llm.client import AdapterCapacityError, GenerationClie
 from leaguezero.league.matchmaker import Rng, cluster_seating
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.llm.hf_backend import LoraSettings
+    from leaguezero.diplomacy.llm.model.hf_backend import LoraSettings
 
 _VERSIONED = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*)-v(?P<version>\d{4,})$")
 

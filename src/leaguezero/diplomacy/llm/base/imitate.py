@@ -47,14 +47,14 @@ from typing import Any
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
-from leaguezero.diplomacy.llm.pretrain import (
+from leaguezero.diplomacy.llm.base.pretrain import (
     PretrainSettings,
     collect_examples,
     encode_example,
     order_validity,
     train_model,
 )
-from leaguezero.diplomacy.llm.prompt import ChatFormat
+from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
 
 REPORT_FILE = "imitation.json"
 REPORT_VERSION = 2  # 2: the check may be partial (prompts checked), saved before it
@@ -140,7 +140,7 @@ def imitate(
     ``resolver``: builds the non-bot agents of ``settings.seats`` (the command's resolver,
     :func:`~leaguezero.diplomacy.agents.resolvers.command_resolver`); None when all are bots.
     """
-    from leaguezero.diplomacy.llm.hf_backend import HFBackend, LoraSettings
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
 
     folder = Path(out)
     if folder.exists():
@@ -306,7 +306,7 @@ def answer_nll(
     under ``adapter`` (None: the base), free decoding's distribution (no constraint);
     ``render``: the chat format (default: the template, no system turn); ``deadline``: a
     ``time.monotonic()`` after which no new batch starts (at least one batch is scored)."""
-    from leaguezero.diplomacy.llm.prompt import render_prompt
+    from leaguezero.diplomacy.llm.orders.prompt import render_prompt
 
     render = render or (lambda text: render_prompt(backend.tokenizer, text))
     total, tokens = 0.0, 0

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
-from leaguezero.diplomacy.llm.server_http import (
+from leaguezero.diplomacy.llm.serve.server_http import (
     SOCKET_TIMEOUT_S,
     RequestError,
     authorized,
@@ -24,7 +24,7 @@ from leaguezero.diplomacy.llm.server_http import (
 )
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.llm.server import LLMServer
+    from leaguezero.diplomacy.llm.serve.server import LLMServer
 
 
 class LLMRequestHandler(BaseHTTPRequestHandler):

@@ -55,24 +55,24 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from leaguezero.diplomacy.llm.adapter_files import check_adapter_name
-from leaguezero.diplomacy.llm.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.client import (
     NEUTRAL_SAMPLING,
     GenerationRequest,
     LLMError,
     UnknownAdapterError,
 )
-from leaguezero.diplomacy.llm.constrained import choice_regex
-from leaguezero.diplomacy.llm.hf_backend import HFBackend
-from leaguezero.diplomacy.llm.regex_sandbox import (
+from leaguezero.diplomacy.llm.model.adapter_files import check_adapter_name
+from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.orders.constrained import choice_regex
+from leaguezero.diplomacy.llm.serve.regex_sandbox import (
     CompileLimits,
     CompilerBusy,
     RegexRefused,
     RegexSandbox,
 )
-from leaguezero.diplomacy.llm.server_handler import LLMRequestHandler
-from leaguezero.diplomacy.llm.server_http import (
+from leaguezero.diplomacy.llm.serve.server_handler import LLMRequestHandler
+from leaguezero.diplomacy.llm.serve.server_http import (
     DEFAULT_MAX_CONNECTIONS,
     MAX_BODY_BYTES,
     BoundedHTTPServer,

@@ -3,7 +3,7 @@
 A 13-byte expression (``a{1000}{1000}``) can keep outlines-core compiling for minutes and take
 gigabytes, and a ``choice`` list is an expression too. So the server never compiles a request's
 expression in its own process: :class:`RegexSandbox` hands it to a worker process
-(``python -m leaguezero.diplomacy.llm.regex_sandbox``) that
+(``python -m leaguezero.diplomacy.llm.serve.regex_sandbox``) that
 
 - holds the tokenizer's vocabulary (sent once, when it starts);
 - runs under ``RLIMIT_AS`` (``memory_bytes``) and a CPU-time ``RLIMIT_CPU`` per expression, so an

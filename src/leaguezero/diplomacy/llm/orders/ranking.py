@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from leaguezero.diplomacy.llm.prompt import END_MARK, WAIVE
-from leaguezero.diplomacy.llm.sampler import sample_index
+from leaguezero.diplomacy.llm.model.sampler import sample_index
+from leaguezero.diplomacy.llm.orders.prompt import END_MARK, WAIVE
 
 
 def rank_orders(
