@@ -4,7 +4,7 @@ Yatzy self-play decisions/s (wall clock of the whole phase, start-up included: w
 iteration sees) for
 
     local, 1 worker    run_selfplay in this process (the baseline)
-    local, 2 workers   two spawned processes (yatzy/train/workers.py)
+    local, 2 workers   two spawned processes (yatzy/train/selfplay/workers.py)
     ray,   1 worker    one Ray actor on a private local Ray instance
     ray,   2 workers   two Ray actors
 
@@ -31,10 +31,10 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
-from leaguezero.yatzy.train.selfplay import run_selfplay
-from leaguezero.yatzy.train.workers import run_selfplay_workers
+from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator
+from leaguezero.yatzy.train.selfplay.puct import run_selfplay
+from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers
 
 
 def _config(args: argparse.Namespace, workers: int, backend: str) -> YatzyConfig:

@@ -35,7 +35,7 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.kinds import build_network
-from leaguezero.yatzy.train.turn_selfplay import run_turn_selfplay
+from leaguezero.yatzy.train.selfplay.turn import run_turn_selfplay
 from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.search.settings import SearchSettings

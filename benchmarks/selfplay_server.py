@@ -53,7 +53,7 @@ import contextlib
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
-from leaguezero.yatzy.train.workers import run_selfplay_workers
+from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers
 
 
 def process_cpu_seconds(pid: int) -> float:

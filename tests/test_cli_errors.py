@@ -13,7 +13,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
-from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA
+from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
 runner = CliRunner()
 

@@ -31,7 +31,7 @@ def _measure(path: Path, oracle, boards: int, oracle_games: int, seed: int) -> d
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.agents.oracle import OracleAgent
     from leaguezero.yatzy.agents.registry import make_agent
-    from leaguezero.yatzy.train.evaluation import solitaire_eval
+    from leaguezero.yatzy.train.evaluation.solitaire import solitaire_eval
 
     agent = make_agent(f"model:{path}")
     row = {"solitaire": solitaire_eval(agent, oracle, boards // 2, seed)}

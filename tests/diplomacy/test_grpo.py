@@ -8,13 +8,9 @@ import pytest
 import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord, seat_game
-from leaguezero.diplomacy.train.grpo import (
-    GRPOTrainer,
-    group_advantages,
-    grpo_loss,
-    phase_advantages,
-    scheduled_lr,
-)
+from leaguezero.diplomacy.train.credit import group_advantages, phase_advantages
+from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_lr
+from leaguezero.diplomacy.train.grpo_loss import grpo_loss
 
 torch.set_num_threads(1)
 

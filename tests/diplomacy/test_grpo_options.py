@@ -12,7 +12,8 @@ import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.records import ActionRecord, seat_game
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, group_advantages
+from leaguezero.diplomacy.train.credit import group_advantages
+from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from leaguezero.diplomacy.train.grpo_loss import (
     grpo_loss,
     importance_weights,

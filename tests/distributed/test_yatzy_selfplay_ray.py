@@ -14,7 +14,7 @@ from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features, shard_schema
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
-from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA
+from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
 pytest.importorskip("ray")
 

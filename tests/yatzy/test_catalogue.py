@@ -13,7 +13,7 @@ from leaguezero.yatzy.agents.registry import (
     parse_agent_spec,
 )
 from leaguezero.yatzy.cli.common import se_text
-from leaguezero.yatzy.train.league_eval import build_league_agent
+from leaguezero.yatzy.train.league.agents import build_league_agent
 
 
 def test_names_parse_into_typed_specs(tmp_path):

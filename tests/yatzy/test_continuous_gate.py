@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
-from leaguezero.yatzy.train.gate import check_seeds, run_check
+from leaguezero.yatzy.train.evaluation.gate import check_seeds, run_check
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"

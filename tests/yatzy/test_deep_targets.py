@@ -7,7 +7,7 @@ import numpy as np
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
 from leaguezero.yatzy.search.turn import TurnSearch
-from leaguezero.yatzy.train.turn_selfplay import TurnHero
+from leaguezero.yatzy.train.selfplay.turn import TurnHero
 from tests.yatzy.test_turn_search import CountingEvaluator
 
 

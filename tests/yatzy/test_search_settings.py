@@ -106,8 +106,8 @@ def test_every_command_builds_the_same_search_settings(tmp_path, monkeypatch, re
 
     # The league: its opponents and the evaluator's tournament (run in another process from
     # the kwargs the run hands its evaluator).
-    from leaguezero.yatzy.train.league_eval import yatzy_tournament
-    from leaguezero.yatzy.train.league_run import LeagueRun
+    from leaguezero.yatzy.train.league.agents import yatzy_tournament
+    from leaguezero.yatzy.train.league.run import LeagueRun
 
     league = LeagueRun(cfg, run)
     handed = {"tournament_kwargs": league.evaluator.tournament_kwargs}

@@ -11,7 +11,12 @@ from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.search.turn import TurnSearch
 from leaguezero.yatzy.train.net import build_net
-from leaguezero.yatzy.train.tower_values import ME_COLS, OPP_COLS, TowerValues, board_runs_pair
+from leaguezero.yatzy.train.selfplay.tower_values import (
+    ME_COLS,
+    OPP_COLS,
+    TowerValues,
+    board_runs_pair,
+)
 
 
 class PlainEvaluator:
@@ -102,7 +107,7 @@ def test_bfloat16_bits_round_like_torch() -> None:
     values_of = TowerValues(net, torch.bfloat16)
     rng = np.random.default_rng(0)
     bias = rng.normal(size=16).astype(np.float32) * 3
-    from leaguezero.yatzy.train import tower_values
+    from leaguezero.yatzy.train.selfplay import tower_values
 
     out = np.empty((1, 16), np.uint16)
     zero = np.zeros((1, 16), np.float32)

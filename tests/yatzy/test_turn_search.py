@@ -18,7 +18,7 @@ from leaguezero.yatzy.search.turn import TurnSearch, TurnSearchAgent
 from leaguezero.yatzy.search.turn_dp import NUM_SLOTS, successor_batch, successor_states
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
-from leaguezero.yatzy.train.turn_selfplay import (
+from leaguezero.yatzy.train.selfplay.turn import (
     TURN_SHARD_SCHEMA,
     run_turn_selfplay,
     td_lambda_returns,

@@ -8,7 +8,7 @@ from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
-from leaguezero.yatzy.train.workers import run_selfplay_workers, split_games
+from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers, split_games
 
 
 def test_split_games():

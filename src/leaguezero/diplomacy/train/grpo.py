@@ -17,8 +17,8 @@ learning seat (each game read at that seat, :attr:`PlayedGame.seat`). With ``cre
 each game's advantage is the seat's final score (docs/design.md#training-score) normalised
 within its group,
 ``A_g = (s_g - mean(s)) / (std(s) + eps)`` (population std), and every record of game g gets
-``A_g``. With ``credit="phase"`` (:func:`phase_advantages`) a record of phase t gets only the
-score gained from t on, ``final_g - start_gt``, less that phase's mean over the group and
+``A_g``. With ``credit="phase"`` (:func:`.credit.phase_advantages`) a record of phase t gets
+only the score gained from t on, ``final_g - start_gt``, less that phase's mean over the group and
 scaled by the residuals' RMS: a late order is no longer credited with the centres the seat
 won before it was given. The loss is PPO's clipped surrogate on the per-record ratio
 ``r = exp(log_prob_new - log_prob_old)``::
@@ -45,27 +45,19 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord, Actor, PlayedGame
+from leaguezero.diplomacy.train.credit import CREDIT_RULES, CREDITS
 from leaguezero.diplomacy.train.grpo_loss import (
     AGGREGATIONS,
     IS_CORRECTIONS,
     RATIO_KINDS,
-    LossParts,
     grpo_loss,
     importance_weights,
     padded_rows,
-    record_weights,
     stack_rows,
     token_mask,
     token_rows,
     token_weights,
 )
-
-__all__ = [
-    "LossParts",
-    "grpo_loss",
-    "record_weights",
-    "token_rows",
-]  # re-exported: the loss's old home
 
 LR_SCHEDULES = ("constant", "cosine")
 
@@ -140,74 +132,6 @@ class GRPOPolicy(Protocol):
     def load(self, path: str | Path) -> None:
         """Replace the weights from a checkpoint; raises ``ValueError`` for a bad or foreign one."""
         ...
-
-
-def group_advantages(scores: torch.Tensor, eps: float = 1e-6, scale: bool = True) -> torch.Tensor:
-    """Group-relative advantages ``(s - mean) / (std + eps)`` along the last axis.
-
-    ``scores``: ``[..., G]`` hero final scores of the G games of a group. Population std
-    (``unbiased=False``), so a group of identical scores gives zeros, not NaN. ``scale=False``:
-    ``s - mean`` (Dr. GRPO).
-    """
-    mean = scores.mean(dim=-1, keepdim=True)
-    if not scale:
-        return scores - mean
-    std = scores.std(dim=-1, unbiased=False, keepdim=True)
-    return (scores - mean) / (std + eps)
-
-
-def phase_advantages(
-    group: Sequence[PlayedGame], eps: float = 1e-6, scale: bool = True
-) -> list[list[float]]:
-    """Per-record advantages with per-phase credit (``credit="phase"``; see module doc).
-
-    A record of phase t in game g is credited with the seat's score gained from t on,
-    ``R_gt = final_g - start_gt``, less the mean of ``R_g't`` over the group's games that
-    acted in phase t, divided by the root mean square of those residuals over the group (a
-    phase only one game reached gives no residual and is left out of the scale;
-    ``scale=False``: not divided, Dr. GRPO). Returns one list per game, aligned with its
-    :attr:`~PlayedGame.seat_records`.
-    """
-    togo: list[dict[str, float]] = []
-    for game in group:
-        records = game.seat_records
-        if records and not game.phase_start:
-            raise ValueError("credit='phase' needs each game's phase_start")
-        start = game.seat_phase_start
-        togo.append({r.phase: game.score - start[r.phase] for r in records})
-    by_phase: dict[str, list[float]] = {}
-    for returns in togo:
-        for phase, value in returns.items():
-            by_phase.setdefault(phase, []).append(value)
-    baseline = {phase: sum(v) / len(v) for phase, v in by_phase.items()}
-    residuals = [{ph: v - baseline[ph] for ph, v in returns.items()} for returns in togo]
-    shared = [r for res in residuals for ph, r in res.items() if len(by_phase[ph]) > 1]
-    scale_by = math.sqrt(sum(r * r for r in shared) / len(shared)) if shared else 0.0
-    if not scale:
-        scale_by, eps = 1.0, 0.0
-    return [
-        [res[r.phase] / (scale_by + eps) for r in game.seat_records]
-        for res, game in zip(residuals, group, strict=True)
-    ]
-
-
-def _game_credit(group, scores, seat_records, eps, scale=True):
-    """``credit="game"``: every record of a game gets the game's group-normalised score."""
-    adv = group_advantages(scores, eps, scale).tolist()
-    per_record = [[a] * len(r) for a, r in zip(adv, seat_records, strict=True)]
-    return per_record, [abs(a) for a in adv]
-
-
-def _phase_credit(group, scores, seat_records, eps, scale=True):
-    """``credit="phase"``: :func:`phase_advantages`."""
-    per_record = phase_advantages(group, eps, scale)
-    return per_record, [sum(abs(a) for a in advs) / max(1, len(advs)) for advs in per_record]
-
-
-# credit -> (group, scores, seat records, eps, scale) -> (per-record advantages,
-# per-game |advantage|)
-CREDIT_RULES = {"game": _game_credit, "phase": _phase_credit}
-CREDITS = tuple(CREDIT_RULES)
 
 
 class GRPOTrainer:

@@ -4,7 +4,7 @@ Accepted names (:data:`ACCEPTED`): the bots ``random``, ``greedy`` and ``oracle`
 ``pretrained`` (the network shipped with the package, two turns deep unless
 ``pretrained?depth=1``); ``model:PATH[?key=value&...]`` and, where a command asks for a
 checkpoint, a bare ``PATH`` to a ``.pt`` file. Every command, the league
-(:mod:`leaguezero.yatzy.train.league_eval`) and the evaluator build their agents through
+(:mod:`leaguezero.yatzy.train.league.agents`) and the evaluator build their agents through
 :func:`build_agent`, so the agents themselves (and :mod:`leaguezero.yatzy.agents.match`) need
 not import each other.
 """

@@ -125,7 +125,7 @@ def loop(job: RunJob) -> None:
         expected_iteration_seconds,
         sims_per_game,
     )
-    from leaguezero.yatzy.train.gate import SeedSetError
+    from leaguezero.yatzy.train.evaluation.gate import SeedSetError
     from leaguezero.yatzy.train.lineage import LineageError
 
     idle_s, busy_s = expected_iteration_seconds(job.cfg)
@@ -219,9 +219,9 @@ def _start_ray(cfg: YatzyConfig) -> None:
 
 
 def _league_run(job: RunJob):
-    """The run's :class:`~leaguezero.yatzy.train.league_run.LeagueRun` (league mode)."""
+    """The run's :class:`~leaguezero.yatzy.train.league.run.LeagueRun` (league mode)."""
     from leaguezero.league.registry import RegistryError
-    from leaguezero.yatzy.train.league_run import LeagueRun
+    from leaguezero.yatzy.train.league.run import LeagueRun
 
     eval_runner = None
     if job.cfg.run.backend == "ray":  # evaluation jobs as Ray tasks (docs/cluster.md)

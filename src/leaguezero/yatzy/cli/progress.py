@@ -299,7 +299,8 @@ def _early(gate: dict, max_games: int | None) -> str:
     return f"; the sequential test stopped after {games} of {max_games} games"
 
 
-GATE_REASONS = {  # train/gate.py's reasons, as a reader of the summary line would put them
+# train/evaluation/gate.py's reasons, as a reader of the summary line would put them
+GATE_REASONS = {
     "sprt_h1": "significantly better",
     "sprt_h0": "significantly not better",
     "threshold": "undecided after the most games; judged by win rate",

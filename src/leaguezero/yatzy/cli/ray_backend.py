@@ -4,7 +4,7 @@ hands to the loop. It lives in the command-line layer because it joins ``distrib
 knows no game) with the Yatzy pipeline (which knows no backend).
 
 Self-play: one actor per worker id, each running many games via ``run_selfplay``; the Ray twin
-of :mod:`leaguezero.yatzy.train.workers`. Worker ``w`` is an actor that plays its share
+of :mod:`leaguezero.yatzy.train.selfplay.workers`. Worker ``w`` is an actor that plays its share
 of the iteration's games into ``out_dir`` with worker id ``w``, so its shards (and its resume
 point) are its own. It evaluates in process (the best checkpoint, one torch thread) or through
 one or more inference servers (``selfplay.infer = tcp://h1:p,tcp://h2:p``).
@@ -36,8 +36,8 @@ from leaguezero.distributed.runtime import init_ray
 from leaguezero.distributed.tasks import run_task
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.train.loop import Backend, RunDir, train_phase
-from leaguezero.yatzy.train.slots import SelfPlayStats
-from leaguezero.yatzy.train.workers import combine_stats, split_games
+from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
+from leaguezero.yatzy.train.selfplay.workers import combine_stats, split_games
 
 MAX_RESTARTS = 3  # per actor: a worker that dies more often than this fails the iteration
 POLL_S = 0.5  # how often the driver counts finished games on disk
@@ -68,8 +68,8 @@ class SelfPlayWorker:
     ) -> dict[str, Any]:
         """Play until this worker has ``games`` games in complete shards; returns its stats."""
         from leaguezero.common.events import EventWriter
-        from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
         from leaguezero.yatzy.train.kinds import selfplay_function
+        from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
 
         evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
         oracle = None
@@ -210,7 +210,7 @@ def run_selfplay_ray(
     progress: Callable[[int], None] | None = None,
 ) -> SelfPlayStats:
     """``cfg.selfplay.workers`` Ray actors fill one iteration (signature of
-    :func:`leaguezero.yatzy.train.workers.run_selfplay_workers`); returns the combined
+    :func:`leaguezero.yatzy.train.selfplay.workers.run_selfplay_workers`); returns the combined
     statistics."""
     phase = RaySelfPlay(
         cfg, best_path, out_dir, games=games, seed=seed, roots_log=roots_log,

@@ -122,8 +122,8 @@ def selfplay(
     """Self-play games into replay shards under OUT/replay/iter_0000 (resumable)."""
     from leaguezero.common.config import write_resolved_config
     from leaguezero.common.events import EventWriter
-    from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator
     from leaguezero.yatzy.train.kinds import selfplay_function
+    from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator
 
     cfg = load_yatzy_config(
         config, [*(set_ or []), *([f"selfplay.infer={infer}"] if infer else [])]

@@ -1,4 +1,8 @@
 """The training pipeline: the network and what each search kind needs (:mod:`.net`,
-:mod:`.kinds`), self-play for both searches and its worker processes, the AlphaZero loop
-(:mod:`.loop`), gating, the oracle evaluation, the league run with its self-play and evaluator,
-profiling and the HTML report."""
+:mod:`.kinds`), the AlphaZero loop (:mod:`.loop`) and runs started from a trained network
+(:mod:`.lineage`), with the tools around a run (:mod:`.profiling`, :mod:`.report`). The parts,
+one sub-package each: :mod:`.selfplay` (the slot loop, both searches' heroes, position
+evaluation, worker processes), :mod:`.evaluation` (oracle statistics, gating) and
+:mod:`.league` (``yz run --league``). The Ray backend lives in ``yatzy/cli/ray_backend.py``: only
+a game's command-line layer may import ``leaguezero.distributed`` (tests/test_architecture.py).
+"""

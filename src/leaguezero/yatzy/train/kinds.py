@@ -27,9 +27,9 @@ from leaguezero.yatzy.search.puct import SearchAgent
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearchAgent
 from leaguezero.yatzy.train.net import build_net
-from leaguezero.yatzy.train.selfplay import SHARD_SCHEMA, PuctHero, run_selfplay
-from leaguezero.yatzy.train.slots import HeroFactory
-from leaguezero.yatzy.train.turn_selfplay import TURN_SHARD_SCHEMA, TurnHero, run_turn_selfplay
+from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA, PuctHero, run_selfplay
+from leaguezero.yatzy.train.selfplay.slots import HeroFactory
+from leaguezero.yatzy.train.selfplay.turn import TURN_SHARD_SCHEMA, TurnHero, run_turn_selfplay
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class SearchKind:
 
     ``feature_schema_id`` / ``num_features``: what its network reads; ``shard_schema``: the
     replay shards its self-play writes; ``selfplay``: ``run_selfplay``-compatible self-play;
-    ``hero``: the :class:`~leaguezero.yatzy.train.slots.SelfPlayHero` of the slot loops;
+    ``hero``: the :class:`~leaguezero.yatzy.train.selfplay.slots.SelfPlayHero` of the slot loops;
     ``trains_policy``: whether its network has a policy head to train (PUCT's priors);
     ``agent(evaluator, settings, name, seed)``: the evaluation-mode agent of a network of this
     kind; ``budgeted``: whether its search spends the ``mcts.budget_*`` simulations per

@@ -36,7 +36,6 @@ from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
 from leaguezero.yatzy.train.kinds import (
     build_network,
     checkpoint_schema,
@@ -44,11 +43,12 @@ from leaguezero.yatzy.train.kinds import (
     shard_schema,
 )
 from leaguezero.yatzy.train.lineage import checkpoint_lineage, start_from, write_lineage
-from leaguezero.yatzy.train.slots import SelfPlayStats
-from leaguezero.yatzy.train.workers import run_selfplay_workers
+from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
+from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
+from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers
 
 if TYPE_CHECKING:
-    from leaguezero.yatzy.train.gate import GateResult
+    from leaguezero.yatzy.train.evaluation.gate import GateResult
 
 RUN_STATE_VERSION = 1
 PHASES = ("selfplay", "train", "gate", "eval", "promote")
@@ -63,7 +63,7 @@ class Backend:
     passes it to :func:`run_iteration`; the loop itself never asks which backend it has.
 
     ``selfplay_workers`` has the signature of
-    :func:`~leaguezero.yatzy.train.workers.run_selfplay_workers` and ``train`` that of
+    :func:`~leaguezero.yatzy.train.selfplay.workers.run_selfplay_workers` and ``train`` that of
     :func:`train_phase`. With ``always_workers`` even one self-play worker runs through
     ``selfplay_workers`` (Ray actors); otherwise one worker plays in process.
     """
@@ -153,7 +153,7 @@ def run_iteration(
 
     ``backend`` runs the self-play workers and the train phase (default: :func:`local_backend`).
 
-    ``league`` (a :class:`leaguezero.yatzy.train.league_run.LeagueRun`, league mode only) plays
+    ``league`` (a :class:`leaguezero.yatzy.train.league.run.LeagueRun`, league mode only) plays
     self-play against league opponents, adds the candidate to the league by the schedule and
     starts its background rating after training (phase ``league``).
     """
@@ -246,10 +246,11 @@ def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -
     """``gate.mode: continuous``: promote every candidate; every ``check_every`` iterations the
     candidate first plays the anchor (the best at the last check; the initial network before
     the first) over ``check_games`` fresh paired games and a significant loss of points rolls
-    the best back to the anchor instead (:func:`~leaguezero.yatzy.train.gate.run_check`)."""
+    the best back to the anchor instead
+    (:func:`~leaguezero.yatzy.train.evaluation.gate.run_check`)."""
     if it % cfg.gate.check_every:
         return {"promote": True, "reason": "continuous"}
-    from leaguezero.yatzy.train.gate import check_seeds, run_check
+    from leaguezero.yatzy.train.evaluation.gate import check_seeds, run_check
 
     if not run.anchor.exists():
         _copy_atomic(run.models / "best_0000.pt", run.anchor)
@@ -318,7 +319,7 @@ def gate_phase(
 ) -> GateResult:
     """Gate the ``cand`` checkpoint against ``best`` (both searching with the config's settings
     at ``gate.sims``) on the persisted seed set ``gate.seed_set`` under ``seed_folder``."""
-    from leaguezero.yatzy.train.gate import load_seed_set, run_gate
+    from leaguezero.yatzy.train.evaluation.gate import load_seed_set, run_gate
 
     settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
     cand_agent = ModelAgent.from_settings(cand, settings)
@@ -333,9 +334,9 @@ def gate_phase(
 def solitaire_phase(
     agents: dict[str, Agent], oracle, games: int, seed: int, report: Reporter
 ) -> dict[str, dict]:
-    """:func:`~leaguezero.yatzy.train.evaluation.solitaire_eval` of each agent (``games``
+    """:func:`~leaguezero.yatzy.train.evaluation.solitaire.solitaire_eval` of each agent (``games``
     mirror games on the same seeds), by name; the per-board scores stay in each result."""
-    from leaguezero.yatzy.train.evaluation import solitaire_eval
+    from leaguezero.yatzy.train.evaluation.solitaire import solitaire_eval
 
     out: dict[str, dict] = {}
     for name, agent in agents.items():

@@ -151,8 +151,8 @@ class BoardTowerNet(_Heads):
 
     def value_forward(self, dtype: torch.dtype = torch.float32):
         """The turn search's value-only forward over numpy features (each distinct board's tower
-        once, no policy head; :mod:`leaguezero.yatzy.train.tower_values`), in ``dtype``."""
-        from leaguezero.yatzy.train.tower_values import TowerValues
+        once, no policy head; :mod:`leaguezero.yatzy.train.selfplay.tower_values`), in ``dtype``."""
+        from leaguezero.yatzy.train.selfplay.tower_values import TowerValues
 
         return TowerValues(self, dtype)
 

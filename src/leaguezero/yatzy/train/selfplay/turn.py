@@ -1,7 +1,7 @@
 """Self-play with the turn search: one replay sample per turn start, valued by a Bellman backup.
 
 Many games run in lockstep in the shared slot loop
-(:mod:`leaguezero.yatzy.train.slots`): every round
+(:mod:`leaguezero.yatzy.train.selfplay.slots`): every round
 each active game makes one decision, and the games at a new turn get their successors evaluated
 in one batched call. The sample of a turn is its start position (feature schema 2, the mover's
 view, no dice) with two targets: the game's outcome (``z``, ``z_margin``) and ``q``, the exact
@@ -10,7 +10,7 @@ pre-roll value: a one-turn Bellman backup, far less noisy than the outcome). The
 them with ``train.q_weight`` (``1 - q_weight`` is the outcome's weight).
 
 :class:`TurnHero` is the turn search's side of the shared self-play slot loop
-(:func:`leaguezero.yatzy.train.slots.play_selfplay`, and league play).
+(:func:`leaguezero.yatzy.train.selfplay.slots.play_selfplay`, and league play).
 
 Exploration: the executed move is a softmax sample over the action values at
 ``search.temperature`` (utility units) for the first ``search.temperature_turns`` turns of each
@@ -40,7 +40,7 @@ from leaguezero.yatzy.game.turn_features import (
 )
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearch, sample_actions
-from leaguezero.yatzy.train.slots import PROTOCOL_VERSION, SelfPlayStats, play_selfplay
+from leaguezero.yatzy.train.selfplay.slots import PROTOCOL_VERSION, SelfPlayStats, play_selfplay
 
 TURNS = 2 * NUM_CATEGORIES  # turn starts per game (both players)
 
@@ -118,7 +118,7 @@ def td_lambda_returns(backups: np.ndarray, last_final: float, td_lambda: float) 
 
 class TurnHero:
     """The hero's side of the self-play slot loop with the turn search (the interface of
-    :class:`leaguezero.yatzy.train.selfplay.PuctHero`): decide, explore, record turn starts."""
+    :class:`leaguezero.yatzy.train.selfplay.puct.PuctHero`): decide, explore, record turn starts."""
 
     schema = TURN_SHARD_SCHEMA
 
@@ -186,7 +186,8 @@ class TurnHero:
     def stats_fields(
         self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float
     ) -> dict[str, float | int]:
-        """The :class:`~leaguezero.yatzy.train.slots.SelfPlayStats` fields ("sims" counts the
+        """The :class:`~leaguezero.yatzy.train.selfplay.slots.SelfPlayStats` fields ("sims"
+        counts the
         successor positions evaluated, "evals" the evaluator calls; both include the
         two-turn targets' searches)."""
         searches = [self.search] + ([self.deep.inner] if self.deep is not None else [])
@@ -214,6 +215,6 @@ def run_turn_selfplay(
     out_dir: str | Path,
     **kwargs,
 ) -> SelfPlayStats:
-    """:func:`~leaguezero.yatzy.train.slots.play_selfplay` with the turn search (same arguments,
-    same resume contract)."""
+    """:func:`~leaguezero.yatzy.train.selfplay.slots.play_selfplay` with the turn search (same
+    arguments, same resume contract)."""
     return play_selfplay(cfg, evaluator, out_dir, hero_factory=TurnHero, **kwargs)

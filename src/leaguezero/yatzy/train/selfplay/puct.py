@@ -1,6 +1,7 @@
 """The PUCT search's self-play hero: one batched PUCT search per decision round.
 
-The slot loop (:mod:`leaguezero.yatzy.train.slots`) asks :class:`PuctHero` for a move of every
+The slot loop (:mod:`leaguezero.yatzy.train.selfplay.slots`) asks :class:`PuctHero` for a move
+of every
 active game each round; one :class:`~leaguezero.az.search.LockstepSearch` call searches all of them
 with one evaluator batch per simulation round, and every decision is recorded as a replay sample.
 
@@ -31,7 +32,7 @@ from leaguezero.yatzy.game.rules import (
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, DICE, NUM_ACTIONS, RULESET_ID
 from leaguezero.yatzy.search.puct import make_search
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.slots import (
+from leaguezero.yatzy.train.selfplay.slots import (
     PROTOCOL_VERSION,
     HeroFactory,
     OracleValues,
@@ -166,8 +167,8 @@ class HeroSearch:
 
 
 class PuctHero:
-    """The PUCT :class:`~leaguezero.yatzy.train.slots.SelfPlayHero`: search, record, build
-    samples (the turn search's is :class:`leaguezero.yatzy.train.turn_selfplay.TurnHero`)."""
+    """The PUCT :class:`~leaguezero.yatzy.train.selfplay.slots.SelfPlayHero`: search, record, build
+    samples (the turn search's is :class:`leaguezero.yatzy.train.selfplay.turn.TurnHero`)."""
 
     schema = SHARD_SCHEMA
 
@@ -229,7 +230,7 @@ def run_selfplay(
     hero_factory: HeroFactory = PuctHero,
     **kwargs,
 ) -> SelfPlayStats:
-    """:func:`leaguezero.yatzy.train.slots.play_selfplay` with the PUCT hero unless told
+    """:func:`leaguezero.yatzy.train.selfplay.slots.play_selfplay` with the PUCT hero unless told
     otherwise (same arguments, same resume contract)."""
     return play_selfplay(cfg, evaluator, out_dir, hero_factory=hero_factory, **kwargs)
 

@@ -5,9 +5,9 @@ is always to move), so one hero call searches all of them with one batched evalu
 A finished game's decisions become replay samples at once (whole games per shard add, so a killed
 worker loses at most the games in flight) and its slot starts a new game. The hero is a
 :class:`SelfPlayHero`: the PUCT search's
-(:class:`leaguezero.yatzy.train.selfplay.PuctHero`) or the turn search's
-(:class:`leaguezero.yatzy.train.turn_selfplay.TurnHero`). League play
-(:mod:`leaguezero.yatzy.train.league_play`) drives the same loop with opponents in some seats.
+(:class:`leaguezero.yatzy.train.selfplay.puct.PuctHero`) or the turn search's
+(:class:`leaguezero.yatzy.train.selfplay.turn.TurnHero`). League play
+(:mod:`leaguezero.yatzy.train.league.play`) drives the same loop with opponents in some seats.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """League self-play: the hero against sampled league opponents, many games in lockstep.
 
-A variant of :func:`leaguezero.yatzy.train.slots.play_selfplay` for league training. Every game
+A variant of :func:`leaguezero.yatzy.train.selfplay.slots.play_selfplay` for league training.
+Every game
 seats the hero (the current best net, searched with root noise and temperature exactly as in
 self-play) against one opponent drawn for that game (``sample(game_index)``, PFSP in practice):
 
@@ -48,8 +49,8 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     apply_actions_batch,
 )
-from leaguezero.yatzy.train.selfplay import PuctHero
-from leaguezero.yatzy.train.slots import (
+from leaguezero.yatzy.train.selfplay.puct import PuctHero
+from leaguezero.yatzy.train.selfplay.slots import (
     HeroFactory,
     OracleValues,
     SelfPlayStats,
@@ -96,7 +97,7 @@ def run_league_selfplay(
     of a non-mirror opponent (callers cache them); ``hero`` is the hero's league name (it fills
     both seats of mirror games in the match log); ``step`` is the hero's training step, stamped
     on the match results. Other arguments (``hero_factory``: the hero's search, PUCT or the
-    turn search) as in :func:`~leaguezero.yatzy.train.slots.play_selfplay`.
+    turn search) as in :func:`~leaguezero.yatzy.train.selfplay.slots.play_selfplay`.
     """
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])

@@ -46,8 +46,8 @@ from leaguezero.league.types import AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import hero_factory
-from leaguezero.yatzy.train.league_eval import build_league_agent, yatzy_tournament
-from leaguezero.yatzy.train.league_play import LeagueSelfPlayStats, run_league_selfplay
+from leaguezero.yatzy.train.league.agents import build_league_agent, yatzy_tournament
+from leaguezero.yatzy.train.league.play import LeagueSelfPlayStats, run_league_selfplay
 from leaguezero.yatzy.train.loop import RunDir
 
 _BEST_FILE = re.compile(r"^best_(\d{4})\.pt$")

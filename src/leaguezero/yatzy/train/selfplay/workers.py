@@ -1,7 +1,7 @@
 """Several self-play worker processes on one machine.
 
 Each worker is a separate process (spawned, so numba and torch start clean) that runs
-:func:`leaguezero.yatzy.train.slots.play_selfplay` on its share of the games with its own
+:func:`leaguezero.yatzy.train.selfplay.slots.play_selfplay` on its share of the games with its own
 worker id,
 so its shards and its resume point are its own. Workers evaluate in process (each loads the best
 checkpoint, one torch thread each) or share one inference server (``selfplay.infer`` =
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.slots import SelfPlayStats
+from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
 
 
 def split_games(games: int, workers: int) -> list[int]:
@@ -41,8 +41,8 @@ def _worker_main(
     import torch
 
     from leaguezero.common.events import EventWriter
-    from leaguezero.yatzy.train.evaluator import make_selfplay_evaluator, oracle_values
     from leaguezero.yatzy.train.kinds import selfplay_function
+    from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
     torch.set_num_threads(cfg.run.threads)

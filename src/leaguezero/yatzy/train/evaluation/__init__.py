@@ -1,0 +1,3 @@
+"""Measuring a network: oracle and solitaire statistics of an agent (:mod:`.solitaire`) and paired,
+side-swapped gating with a sequential test (:mod:`.gate`).
+"""
