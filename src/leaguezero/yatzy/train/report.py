@@ -54,19 +54,35 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
+Chart = tuple[str, str, str]  # (title, PNG base64, what a good curve does)
+
+
 def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
     """Write ``RUN_DIR/report.html`` and return its path. Raises FileNotFoundError if no run."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     run = Path(run_dir)
     stats_path = run / "logs" / "iteration_stats.ndjson"
     if not stats_path.exists():
         raise FileNotFoundError(f"{run} has no logs/iteration_stats.ndjson: not a yz run directory")
     rows = [r for r in read_events(stats_path) if r.get("event") == "iteration"]
-    charts: list[tuple[str, str, str]] = []  # (title, PNG base64, what a good curve does)
+    charts = [
+        _loss_chart(rows),
+        _strength_chart(rows),
+        _regret_chart(rows),
+        _histogram_chart(run, oracle_games),
+        _throughput_chart(rows),
+        _league_chart(run),
+    ]
+    out = run / "report.html"
+    atomic_write_text(out, _page(run, rows, [c for c in charts if c is not None]))
+    return out
+
+
+def _loss_chart(rows: list[dict]) -> Chart:
+    import matplotlib.pyplot as plt
 
     # The turn search trains no policy head (its loss is 0 throughout): plot what is trained,
     # each loss on its own axis so the small value loss is not flattened under the margin's.
@@ -81,14 +97,18 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
         ax.plot(*_series(rows, key), marker="o")
         ax.set(xlabel="iteration", title=label)
     np.atleast_1d(axes)[0].set_ylabel("loss (last quarter of training)")
-    charts.append((
+    return (
         "Training losses", _png(fig),
         "What to expect: each loss is measured against targets that move (each iteration "
         "trains on newer self-play, whose values the better network computes), so a loss need "
         "not fall and may rise as games get sharper; a loss that jumps by an order of magnitude, "
         "or NaN, is the warning sign. The turn search trains no policy head, so no policy loss "
         "is shown for it.",
-    ))  # fmt: skip
+    )  # fmt: skip
+
+
+def _strength_chart(rows: list[dict]) -> Chart:
+    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))
     axes[0].plot(*_series(rows, "solitaire_mean"), marker="o", label="candidate")
@@ -106,10 +126,14 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
                 title="Win rates of each iteration's candidate")  # fmt: skip
     _legend_outside(axes[1])
     fig.tight_layout()
-    charts.append(("Strength", _png(fig),
-                   "Good: the solitaire score climbs from ~50 past greedy's 177 toward the "
-                   "oracle's 248; the candidate's win rate against greedy rises past 0.5, "
-                   "and against the best it hovers near 0.5 (each is a small step)."))  # fmt: skip
+    return ("Strength", _png(fig),
+            "Good: the solitaire score climbs from ~50 past greedy's 177 toward the "
+            "oracle's 248; the candidate's win rate against greedy rises past 0.5, "
+            "and against the best it hovers near 0.5 (each is a small step).")  # fmt: skip
+
+
+def _regret_chart(rows: list[dict]) -> Chart:
+    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     regret = ax.plot(*_series(rows, "mean_regret_per_game"), marker="o", color="tab:red",
@@ -123,52 +147,65 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
     handles = regret + match
     ax.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper left",
               bbox_to_anchor=(0.0, -0.22), borderaxespad=0.0)  # fmt: skip
-    charts.append(("Regret", _png(fig),
-                   "Good: the red regret curve falls toward 0 (perfect play) and the blue match "
-                   "rate rises toward 1."))  # fmt: skip
+    return ("Regret", _png(fig),
+            "Good: the red regret curve falls toward 0 (perfect play) and the blue match "
+            "rate rises toward 1.")  # fmt: skip
+
+
+def _histogram_chart(run: Path, oracle_games: int) -> Chart | None:
+    """The last evaluation's solitaire scores beside the oracle's (None: no evaluation yet)."""
+    import matplotlib.pyplot as plt
 
     evals = sorted((run / "eval").glob("iter_*.json"))
-    if evals:
-        last = json.loads(evals[-1].read_text())
-        scores = last.get("candidate", {}).get("scores")
-        if scores:
-            fig, ax = plt.subplots(figsize=(7, 3.5))
-            bins = np.arange(0, 380, 10)
-            ax.hist(
-                scores, bins=bins, alpha=0.6, density=True, label=f"candidate ({evals[-1].stem})"
-            )
-            oracle_scores = _oracle_scores(oracle_games)
-            if oracle_scores is not None:
-                ax.hist(oracle_scores, bins=bins, alpha=0.5, density=True, label="oracle")
-            ax.set(xlabel="final score of a board", ylabel="density", title="Score distribution")
-            _legend_outside(ax)
-            charts.append(("Solitaire histogram", _png(fig),
-                           "Good: the candidate's scores move right until they overlap the "
-                           "oracle's distribution."))  # fmt: skip
+    if not evals:
+        return None
+    scores = json.loads(evals[-1].read_text()).get("candidate", {}).get("scores")
+    if not scores:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    bins = np.arange(0, 380, 10)
+    ax.hist(scores, bins=bins, alpha=0.6, density=True, label=f"candidate ({evals[-1].stem})")
+    oracle_scores = _oracle_scores(oracle_games)
+    if oracle_scores is not None:
+        ax.hist(oracle_scores, bins=bins, alpha=0.5, density=True, label="oracle")
+    ax.set(xlabel="final score of a board", ylabel="density", title="Score distribution")
+    _legend_outside(ax)
+    return ("Solitaire histogram", _png(fig),
+            "Good: the candidate's scores move right until they overlap the "
+            "oracle's distribution.")  # fmt: skip
+
+
+def _throughput_chart(rows: list[dict]) -> Chart:
+    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.plot(*_series(rows, "sims_per_s"), marker="o")
     ax.set(xlabel="iteration", ylabel="simulations / s", title="Self-play search throughput")
-    charts.append(("Throughput", _png(fig),
-                   "Good: flat. A drop means the machine got busier or the network bigger, not "
-                   "that learning changed."))  # fmt: skip
+    return ("Throughput", _png(fig),
+            "Good: flat. A drop means the machine got busier or the network bigger, not "
+            "that learning changed.")  # fmt: skip
 
-    league_events = run / "events.ndjson"  # written by `yz run --league` (docs/yatzy_league.md)
-    if league_events.exists():
-        from leaguezero.league.tracking import plot_elo
 
-        png = plot_elo(league_events, run / "league_elo.png")
-        charts.append(("League Elo", base64.b64encode(png.read_bytes()).decode("ascii"),
-                       "Good: the hero's Elo rises above the past checkpoints and the "
-                       "baselines."))  # fmt: skip
+def _league_chart(run: Path) -> Chart | None:
+    """The league's Elo chart of a ``yz run --league`` run (docs/yatzy_league.md), else None."""
+    league_events = run / "events.ndjson"
+    if not league_events.exists():
+        return None
+    from leaguezero.league.tracking import plot_elo
 
-    table = _table(rows)
+    png = plot_elo(league_events, run / "league_elo.png")
+    return ("League Elo", base64.b64encode(png.read_bytes()).decode("ascii"),
+            "Good: the hero's Elo rises above the past checkpoints and the "
+            "baselines.")  # fmt: skip
+
+
+def _page(run: Path, rows: list[dict], charts: list[Chart]) -> str:
     body = "\n".join(
         f"<h2>{html.escape(title)}</h2><img src='data:image/png;base64,{data}'>"
         f"<p class='good'>{html.escape(caption)}</p>"
         for title, data, caption in charts
     )
-    page = (
+    return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>leaguezero report: {html.escape(run.name)}</title>"
         "<style>body{font-family:sans-serif;max-width:1150px;margin:2em auto}"
@@ -176,11 +213,8 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
         "padding:3px 6px;text-align:right}img{max-width:100%}</style></head><body>"
         f"<h1>Run {html.escape(str(run))}</h1><p>{len(rows)} iterations. Config: "
         f"<code>{html.escape(str(run / 'config.yaml'))}</code>.</p>{body}"
-        f"<h2>Iterations</h2>{table}</body></html>"
+        f"<h2>Iterations</h2>{_table(rows)}</body></html>"
     )
-    out = run / "report.html"
-    atomic_write_text(out, page)
-    return out
 
 
 def _oracle_scores(games: int) -> np.ndarray | None:
