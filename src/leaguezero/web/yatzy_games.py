@@ -22,6 +22,7 @@ from leaguezero.yatzy.agents.play import (
     oracle_verdict,
     upper_total,
 )
+from leaguezero.yatzy.agents.registry import BOT_NAMES, PRETRAINED
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_AVAIL,
@@ -46,7 +47,9 @@ from leaguezero.yatzy.game.tables import (
     keep_bit,
 )
 
-AGENT_CHOICES = ("greedy", "pretrained", "random", "oracle")  # what the page offers by name
+# What the page offers by name: every built-in agent, greedy (the default) and the shipped
+# network first.
+AGENT_CHOICES = ("greedy", PRETRAINED, *(name for name in BOT_NAMES if name != "greedy"))
 CHECKPOINT_HINT = "model:runs/ID/models/best.pt"  # where yz run keeps its best network
 MAX_LOG = 200  # lines of the move log kept per game
 

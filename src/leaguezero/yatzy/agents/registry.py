@@ -20,8 +20,9 @@ from leaguezero.yatzy.agents.base import Agent, GreedyAgent, RandomAgent
 from leaguezero.yatzy.search.settings import SearchSettings
 
 BOT_NAMES = ("random", "greedy", "oracle")
-BUILTIN_AGENTS = (*BOT_NAMES, "pretrained")
-ACCEPTED = "random, greedy, oracle, pretrained[?depth=1], model:PATH[?key=value&...]"
+PRETRAINED = "pretrained"  # the shipped network (PRETRAINED_PATH)
+BUILTIN_AGENTS = (*BOT_NAMES, PRETRAINED)
+ACCEPTED = f"{', '.join(BOT_NAMES)}, {PRETRAINED}[?depth=1], model:PATH[?key=value&...]"
 # The strongest network trained here, shipped with the package (docs/alphazero.md says how it
 # was made); ``pretrained`` plays it with the search its checkpoint is for.
 # ``pretrained`` searches two turns deep by default: over 5,000 paired games (seed 530117) the
@@ -58,7 +59,7 @@ def parse_agent_spec(text: str, *, bare_path: bool = False) -> AgentSpec:
     if text in BOT_NAMES:
         return AgentSpec(text)
     head, _, query = text.partition("?")
-    if head == "pretrained":
+    if head == PRETRAINED:
         if not PRETRAINED_PATH.is_file():
             raise AgentSpecError(
                 f"this installation has no pretrained network ({PRETRAINED_PATH} is missing)"
