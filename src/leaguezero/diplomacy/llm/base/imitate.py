@@ -151,31 +151,9 @@ def imitate(
         torch.set_num_threads(settings.threads)
     torch.manual_seed(settings.seed)
     started = time.perf_counter()
-    log(f"playing {settings.games} games ({settings.max_years} years; seats {settings.seats}) ...")
-    last = [0.0]
-
-    def every(seconds: float, line: Callable[[], str], final: bool) -> None:
-        if time.perf_counter() - last[0] > seconds or final:
-            last[0] = time.perf_counter()
-            log(line())
-
-    examples = collect_examples(
-        settings.games,
-        max_years=settings.max_years,
-        seat_bots=settings.seats,
-        record_bots=(settings.teacher,),
-        seed=settings.seed,
-        resolver=resolver,
-        progress=lambda d, t: every(10, lambda: f"  games {d}/{t}", d == t),
-    )
+    every = _Throttled(log)
+    held, train = _corpus(settings, resolver, log, every)
     corpus_seconds = time.perf_counter() - started
-    random.Random(settings.seed).shuffle(examples)
-    held, train = examples[: settings.held_out], examples[settings.held_out :]
-    if not train:
-        raise ValueError("no training examples: play more games or hold out fewer")
-    log(
-        f"{len(examples)} examples of {settings.teacher} ({len(train)} train, {len(held)} held out)"
-    )
     targets = settings.target_modules
     lora = LoraSettings(
         rank=settings.lora_rank,
@@ -189,6 +167,48 @@ def imitate(
     backend.add_adapter(settings.name)
     trainable = sum(p.numel() for p in backend.trainable_parameters(settings.name))
     encoded = [encode_example(backend.tokenizer, e, render) for e in train]
+    log(
+        f"adapter {settings.name}: {trainable} trainable parameters; {settings.steps} steps of "
+        f"~{settings.batch_tokens} tokens at lr {settings.lr:g}"
+        + (f", at most {settings.max_minutes:g} minutes" if settings.max_minutes else "")
+    )
+    train_started = time.perf_counter()
+    curve = _train(backend, settings, encoded, every)
+    train_seconds = time.perf_counter() - train_started
+    steps_done = curve[-1]["step"] if curve else 0
+    if steps_done < settings.steps:
+        log(f"  stopped at step {steps_done} of {settings.steps}: --max-minutes reached")
+    report = {
+        "schema_version": REPORT_VERSION,
+        "kind": "leaguezero_adapter_imitation",
+        "base_model": str(Path(base_model).resolve()),
+        "settings": asdict(settings),
+        "command": settings.command(base_model, out),
+        "trainable_parameters": trainable,
+        "steps_done": steps_done,
+        "examples": {"train": len(train), "held_out": len(held)},
+        "loss_curve": curve,
+        "held_out": None,  # the check runs after the adapter is saved
+        "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
+    }
+    # Saved before the check: a run stopped while checking keeps what it trained.
+    backend.save_adapter(settings.name, folder)
+    # Beside the adapter's own files (adapter_files reads only its fixed names): the chain a
+    # GRPO run started from this folder carries on (train/lineage.py), and the report.
+    atomic_write_json(folder / "lineage.json", {"step": 0, "lineage": [_lineage_entry(report)]})
+    atomic_write_json(folder / REPORT_FILE, report)
+    log(f"saved {folder}; checking {len(held)} held-out examples (base, then adapter) ...")
+    check_started = time.perf_counter()
+    report["held_out"] = _held_out(backend, held, render, settings, log)
+    report["seconds"]["check"] = round(time.perf_counter() - check_started, 1)
+    report["seconds"]["total"] = round(time.perf_counter() - started, 1)
+    atomic_write_json(folder / REPORT_FILE, report)
+    log(f"done in {report['seconds']['total']:.0f} s")
+    return report
+
+
+def _train(backend, settings: AdapterImitationSettings, encoded, every) -> list[dict]:
+    """Train the adapter on the encoded examples (progress every 15 s); the loss curve."""
     train_settings = PretrainSettings(
         steps=settings.steps,
         batch_tokens=settings.batch_tokens,
@@ -196,11 +216,6 @@ def imitate(
         warmup=settings.warmup,
         weight_decay=0.0,
         seed=settings.seed,
-    )
-    log(
-        f"adapter {settings.name}: {trainable} trainable parameters; {settings.steps} steps of "
-        f"~{settings.batch_tokens} tokens at lr {settings.lr:g}"
-        + (f", at most {settings.max_minutes:g} minutes" if settings.max_minutes else "")
     )
     train_started = time.perf_counter()
 
@@ -217,69 +232,81 @@ def imitate(
         )
 
     with backend.training(settings.name) as model:
-        curve = train_model(
+        return train_model(
             model,
             encoded,
             train_settings,
             progress=progress,
             max_seconds=settings.max_minutes * 60 if settings.max_minutes else None,
         )
-    train_seconds = time.perf_counter() - train_started
-    steps_done = curve[-1]["step"] if curve else 0
-    if steps_done < settings.steps:
-        log(f"  stopped at step {steps_done} of {settings.steps}: --max-minutes reached")
-    command = settings.command(base_model, out)
-    report = {
-        "schema_version": REPORT_VERSION,
-        "kind": "leaguezero_adapter_imitation",
-        "base_model": str(Path(base_model).resolve()),
-        "settings": asdict(settings),
-        "command": command,
-        "trainable_parameters": trainable,
-        "steps_done": steps_done,
-        "examples": {"train": len(train), "held_out": len(held)},
-        "loss_curve": curve,
-        "held_out": None,  # the check runs after the adapter is saved
-        "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
-    }
-    lineage_entry = {
+
+
+class _Throttled:
+    """``every(seconds, line, final)``: log ``line()`` at most every ``seconds``, and at the end."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log, self.last = log, 0.0
+
+    def __call__(self, seconds: float, line: Callable[[], str], final: bool) -> None:
+        if time.perf_counter() - self.last > seconds or final:
+            self.last = time.perf_counter()
+            self.log(line())
+
+
+def _corpus(settings: AdapterImitationSettings, resolver, log, every) -> tuple[list, list]:
+    """The teacher's examples from ``settings.games`` games, shuffled: ``(held out, train)``."""
+    log(f"playing {settings.games} games ({settings.max_years} years; seats {settings.seats}) ...")
+    examples = collect_examples(
+        settings.games,
+        max_years=settings.max_years,
+        seat_bots=settings.seats,
+        record_bots=(settings.teacher,),
+        seed=settings.seed,
+        resolver=resolver,
+        progress=lambda d, t: every(10, lambda: f"  games {d}/{t}", d == t),
+    )
+    random.Random(settings.seed).shuffle(examples)
+    held, train = examples[: settings.held_out], examples[settings.held_out :]
+    if not train:
+        raise ValueError("no training examples: play more games or hold out fewer")
+    log(
+        f"{len(examples)} examples of {settings.teacher} ({len(train)} train, {len(held)} held out)"
+    )
+    return held, train
+
+
+def _lineage_entry(report: dict[str, Any]) -> dict[str, Any]:
+    """The imitation stage as a lineage entry, which a GRPO run started from the folder carries
+    on (:mod:`leaguezero.diplomacy.train.lineage`)."""
+    settings = report["settings"]
+    return {
         "imitation": {
-            "teacher": settings.teacher,
-            "seats": list(settings.seats),
-            "games": settings.games,
-            "steps": steps_done,
-            "command": command,
+            "teacher": settings["teacher"],
+            "seats": list(settings["seats"]),
+            "games": settings["games"],
+            "steps": report["steps_done"],
+            "command": report["command"],
             "base_model": report["base_model"],
-            "system_prompt": settings.system_prompt,
+            "system_prompt": settings["system_prompt"],
         },
         "step": 0,
     }
-    # Saved before the check: a run stopped while checking keeps what it trained.
-    backend.save_adapter(settings.name, folder)
-    # Beside the adapter's own files (adapter_files reads only its fixed names): the chain a
-    # GRPO run started from this folder carries on (train/lineage.py), and the report.
-    atomic_write_json(folder / "lineage.json", {"step": 0, "lineage": [lineage_entry]})
-    atomic_write_json(folder / REPORT_FILE, report)
-    log(f"saved {folder}; checking {len(held)} held-out examples (base, then adapter) ...")
-    check_started = time.perf_counter()
-    report["held_out"] = {
+
+
+def _held_out(backend, held, render, settings: AdapterImitationSettings, log) -> dict:
+    """The held-out check of the base and of the adapter, each logged in one line."""
+    found = {
         "base": _check(backend, held, None, render, settings),
-        settings.name: _check(backend, held, settings.name, render, settings),
+        "adapter": _check(backend, held, settings.name, render, settings),
     }
-    report["held_out"]["adapter"] = report["held_out"].pop(settings.name)
-    for who in ("base", "adapter"):
-        entry = report["held_out"][who]
+    for who, entry in found.items():
         log(
             f"held-out, {who}: answer loss {entry['answer_nll']:.4f} per token; "
             f"{entry['valid_rate']:.3f} of owed orders legal ({entry['invalid']} invalid, "
             f"{entry['missing']} missing); {entry['exact']}/{entry['prompts']} answers equal to "
             "the teacher's"
         )
-    report["seconds"]["check"] = round(time.perf_counter() - check_started, 1)
-    report["seconds"]["total"] = round(time.perf_counter() - started, 1)
-    atomic_write_json(folder / REPORT_FILE, report)
-    log(f"done in {report['seconds']['total']:.0f} s")
-    return report
+    return found
 
 
 def _check(backend, held, adapter: str | None, render, settings: AdapterImitationSettings) -> dict:
