@@ -75,22 +75,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         elif name == "league.checkpoint_added":
             checkpoint_steps.append(int(event["step"]))
         elif name == "league.elo_updated":
-            ratings, challenger = event["ratings"], event.get("challenger")
-            base = {b: ratings[b] for b in event.get("baselines", []) if b in ratings}
-            hero = ratings.get(challenger)
-            relative = relative_ratings(ratings)
-            evaluations[int(event["step"])] = {
-                "step": int(event["step"]),
-                "challenger": challenger,
-                "hero_elo": hero,
-                "baselines": base,
-                "above_baselines": hero is not None and all(hero > v for v in base.values()),
-                "relative_to": None if relative is None else RELATIVE_TO,
-                "hero_elo_relative": None if relative is None else relative.get(challenger),
-                "baselines_relative": (
-                    None if relative is None else {b: relative[b] for b in base}
-                ),
-            }
+            evaluations[int(event["step"])] = _evaluation(event)
         elif name == "league.evaluation_finished" and "suite" in event:
             suites[int(event["step"])] = {
                 "suite": event["suite"],
@@ -99,7 +84,53 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         elif name in ("league.evaluation_failed", "league.evaluation_error"):
             errors.append(event)
 
-    checkpoint_steps = sorted(set(checkpoint_steps))
+    _add_random_bot_wins(run, evaluations)
+    for step, entry in evaluations.items():
+        entry.update(suites.get(step, {"suite": None, "suite_passed": None}))
+
+    ordered = [steps[s] for s in sorted(steps)]
+    keys = (
+        "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
+        "hero_elo", "rss_mb", "truncated_share", "is_ratio_min", "is_ratio_mean",
+        "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
+    )  # fmt: skip
+    return {
+        "run_dir": str(run),
+        "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
+        "pfsp": _pfsp_shares(draws, sorted(set(checkpoint_steps)), min_checkpoints),
+        "evaluations": [evaluations[s] for s in sorted(evaluations)],
+        "errors": errors,
+        # RSS after the warm-up (steps logged before rss_mb existed have none).
+        "memory": memory_growth(
+            [(r["step"], r["rss_mb"]) for r in ordered if r.get("rss_mb") is not None]
+        ),
+        "lineage": read_lineage(run),
+    }
+
+
+def _evaluation(event: dict[str, Any]) -> dict[str, Any]:
+    """One ``league.elo_updated`` event as an evaluation entry: the hero's Elo, the baselines',
+    and both relative to :data:`RELATIVE_TO` when it is rated."""
+    ratings, challenger = event["ratings"], event.get("challenger")
+    base = {b: ratings[b] for b in event.get("baselines", []) if b in ratings}
+    hero = ratings.get(challenger)
+    relative = relative_ratings(ratings)
+    return {
+        "step": int(event["step"]),
+        "challenger": challenger,
+        "hero_elo": hero,
+        "baselines": base,
+        "above_baselines": hero is not None and all(hero > v for v in base.values()),
+        "relative_to": None if relative is None else RELATIVE_TO,
+        "hero_elo_relative": None if relative is None else relative.get(challenger),
+        "baselines_relative": None if relative is None else {b: relative[b] for b in base},
+    }
+
+
+def _pfsp_shares(
+    draws: dict[int, list[str]], checkpoint_steps: list[int], min_checkpoints: int
+) -> dict[str, Any]:
+    """The opponent buckets' shares once PFSP runs (after ``min_checkpoints`` checkpoints)."""
     pfsp_from = (
         checkpoint_steps[min_checkpoints - 1] + 1
         if len(checkpoint_steps) >= min_checkpoints
@@ -112,7 +143,17 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
                 counts[bucket] += 1
     total = sum(counts.values())
     shares = {b: (counts.get(b, 0) / total if total else 0.0) for b in TARGETS}
+    return {
+        "from_step": pfsp_from,
+        "draws": total,
+        "shares": shares,
+        "targets": TARGETS,
+        "max_abs_deviation_points": max(abs(shares[b] - TARGETS[b]) for b in TARGETS) * 100,
+    }
 
+
+def _add_random_bot_wins(run: Path, evaluations: dict[int, dict[str, Any]]) -> None:
+    """Each evaluation's games and win rate against ``random_bot`` (from the match log)."""
     wins: dict[int, list[float]] = defaultdict(list)
     matchlog = run / "league_matches.ndjson"
     if matchlog.exists():
@@ -123,32 +164,6 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         games = wins.get(step, [])
         entry["random_bot_games"] = len(games)
         entry["random_bot_win_rate"] = sum(games) / len(games) if games else None
-        entry.update(suites.get(step, {"suite": None, "suite_passed": None}))
-
-    ordered = [steps[s] for s in sorted(steps)]
-    keys = (
-        "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
-        "hero_elo", "rss_mb", "truncated_share", "is_ratio_min", "is_ratio_mean",
-        "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
-    )  # fmt: skip
-    return {
-        "run_dir": str(run),
-        "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
-        "pfsp": {
-            "from_step": pfsp_from,
-            "draws": total,
-            "shares": shares,
-            "targets": TARGETS,
-            "max_abs_deviation_points": max(abs(shares[b] - TARGETS[b]) for b in TARGETS) * 100,
-        },
-        "evaluations": [evaluations[s] for s in sorted(evaluations)],
-        "errors": errors,
-        # RSS after the warm-up (steps logged before rss_mb existed have none).
-        "memory": memory_growth(
-            [(r["step"], r["rss_mb"]) for r in ordered if r.get("rss_mb") is not None]
-        ),
-        "lineage": read_lineage(run),
-    }
 
 
 def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
