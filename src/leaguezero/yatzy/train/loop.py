@@ -162,36 +162,13 @@ def run_iteration(
     phases: list[str] = list(state["phases"]) if state["iteration"] == it - 1 else []
     record: dict = dict(state.get("partial", {})) if phases else {}
     record["iteration"] = it
-    events_roots = EventWriter(run.logs / "mcts_roots.ndjson", iteration=it)
 
     def done(phase: str) -> None:
         phases.append(phase)
         run.write_state(it - 1, phases, partial=record)
 
     if "selfplay" not in phases:
-        games = cfg.selfplay.games_per_iteration
-        seed = cfg.run.seed * 100_003 + it
-        report("selfplay", 0, games)
-        if league is not None:  # league mode: the hero against sampled opponents, in process
-            stats = league.selfplay(
-                it, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
-                games=games, seed=seed, roots_log=events_roots,
-                oracle_values=oracle_values(oracle),
-                progress=lambda n: report("selfplay", n, games),
-            )  # fmt: skip
-        elif cfg.selfplay.workers > 1 or backend.always_workers:
-            stats: SelfPlayStats = backend.selfplay_workers(
-                cfg, run.best, run.replay / f"iter_{it:04d}", games=games, seed=seed,
-                roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
-                progress=lambda n: report("selfplay", n, games),
-            )  # fmt: skip
-        else:
-            stats = selfplay_function(cfg.search.kind)(
-                cfg, make_selfplay_evaluator(cfg, run.best), run.replay / f"iter_{it:04d}",
-                games=games, seed=seed, roots_log=events_roots,
-                oracle_values=oracle_values(oracle),
-                progress=lambda n: report("selfplay", n, games),
-            )  # fmt: skip
+        stats = _selfplay_phase(cfg, run, it, report, oracle, oracle_table, league, backend)
         record["selfplay"] = stats.to_dict()
         done("selfplay")
 
@@ -220,19 +197,7 @@ def run_iteration(
         done("eval")
 
     if "promote" not in phases:
-        promote = bool(record["gate"]["promote"])
-        reason = record["gate"]["reason"]
-        if promote and guardrail_ok(cfg, record.get("eval", {})) is False:
-            promote, reason = False, "guardrail"
-        if promote:
-            _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
-            _copy_atomic(run.candidate(it), run.best)
-        if reason == "rollback":
-            _copy_atomic(run.anchor, run.best)
-        elif reason == "check_passed":  # the new anchor: the best that passed this check
-            _copy_atomic(run.best, run.anchor)
-        record["promoted"] = promote
-        record["promotion_reason"] = reason
+        record["promoted"], record["promotion_reason"] = _promote(cfg, run, it, record)
         done("promote")
 
     EventWriter(run.logs / "iteration_stats.ndjson").emit("iteration", **_flat(record))
@@ -240,6 +205,60 @@ def run_iteration(
     if league is not None:
         league.end_iteration(it)
     return record
+
+
+def _selfplay_phase(
+    cfg: YatzyConfig,
+    run: RunDir,
+    it: int,
+    report: Reporter,
+    oracle,
+    oracle_table: Path | None,
+    league,
+    backend: Backend,
+) -> SelfPlayStats:
+    """The iteration's self-play into ``replay/iter_NNNN``: league games in process (league
+    mode), the backend's worker processes, or the search kind's self-play in this process."""
+    games = cfg.selfplay.games_per_iteration
+    seed = cfg.run.seed * 100_003 + it
+    out = run.replay / f"iter_{it:04d}"
+    roots = EventWriter(run.logs / "mcts_roots.ndjson", iteration=it)
+    report("selfplay", 0, games)
+    if league is not None:  # league mode: the hero against sampled opponents, in process
+        return league.selfplay(
+            it, make_selfplay_evaluator(cfg, run.best), out, games=games, seed=seed,
+            roots_log=roots, oracle_values=oracle_values(oracle),
+            progress=lambda n: report("selfplay", n, games),
+        )  # fmt: skip
+    if cfg.selfplay.workers > 1 or backend.always_workers:
+        return backend.selfplay_workers(
+            cfg, run.best, out, games=games, seed=seed,
+            roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
+            progress=lambda n: report("selfplay", n, games),
+        )  # fmt: skip
+    return selfplay_function(cfg.search.kind)(
+        cfg, make_selfplay_evaluator(cfg, run.best), out, games=games, seed=seed,
+        roots_log=roots, oracle_values=oracle_values(oracle),
+        progress=lambda n: report("selfplay", n, games),
+    )  # fmt: skip
+
+
+def _promote(cfg: YatzyConfig, run: RunDir, it: int, record: dict) -> tuple[bool, str]:
+    """Promote the candidate when the gate said so and the guardrail allows (atomic copies to
+    ``models/best.pt`` and ``best_NNNN.pt``), roll back or move the anchor as the continuous
+    check decided; returns (promoted, reason)."""
+    promote = bool(record["gate"]["promote"])
+    reason = record["gate"]["reason"]
+    if promote and guardrail_ok(cfg, record.get("eval", {})) is False:
+        promote, reason = False, "guardrail"
+    if promote:
+        _copy_atomic(run.candidate(it), run.models / f"best_{it:04d}.pt")
+        _copy_atomic(run.candidate(it), run.best)
+    if reason == "rollback":
+        _copy_atomic(run.anchor, run.best)
+    elif reason == "check_passed":  # the new anchor: the best that passed this check
+        _copy_atomic(run.best, run.anchor)
+    return promote, reason
 
 
 def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
