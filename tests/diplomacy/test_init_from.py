@@ -193,3 +193,18 @@ def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch
     source = lineage.resolve_init_from("pretrained-llm", llm)
     assert source.path == adapter.resolve() and source.record["init_from"]["sha256"]
     assert load_diplomacy_config(None, shipped_base).llm.base_model == str(base)
+
+
+def test_pretrained_smol_names_the_shipped_smollm2_adapter(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
+    llm = HERO_KINDS["llm"]
+    with pytest.raises(lineage.LineageError, match="no SmolLM2 adapter ships"):
+        lineage.resolve_init_from("pretrained-smol", llm)
+    with pytest.raises(lineage.LineageError, match=r"train\.agent=policy starts from pretrained"):
+        lineage.resolve_init_from("pretrained-smol", HERO_KINDS["policy"])
+    adapter = tmp_path / "pretrained" / "llm_smol" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"x")
+    source = lineage.resolve_init_from("pretrained-smol", llm)
+    assert source.path == adapter.resolve() and source.record["init_from"]["sha256"]

@@ -121,16 +121,22 @@ def _locate(text: str, hero: HeroKind) -> Path:
         if hero.llm:
             raise LineageError(
                 "--init-from pretrained is the shipped policy network; train.agent=llm starts "
-                f"from {catalogue.PRETRAINED_LLM}, an adapter folder or a run folder"
+                f"from {catalogue.PRETRAINED_LLM}, {catalogue.PRETRAINED_SMOL}, an adapter folder "
+                "or a run folder"
             )
         return pretrained_path()
-    if text == catalogue.PRETRAINED_LLM:
+    if text in (catalogue.PRETRAINED_LLM, catalogue.PRETRAINED_SMOL):
         if not hero.llm:
             raise LineageError(
-                f"--init-from {text} is the shipped LLM adapter; train.agent=policy starts "
+                f"--init-from {text} is a shipped LLM adapter; train.agent=policy starts "
                 "from pretrained, a checkpoint or a run folder"
             )
-        return pretrained_adapter_path()
+        if text == catalogue.PRETRAINED_LLM:
+            return pretrained_adapter_path()
+        folder = catalogue.pretrained_smol_folder()
+        if folder is None:
+            raise LineageError(f"--init-from {catalogue.not_shipped(text)}")
+        return folder  # on SmolLM2: configs/diplomacy_llm_smol.yaml
     path = Path(text).expanduser()
     if not path.exists():
         raise LineageError(f"--init-from {text}: no such file or folder")
