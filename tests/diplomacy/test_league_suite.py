@@ -16,12 +16,12 @@ from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import DEFAULT_SUITE, suite_gatekeepers, suite_results
-from leaguezero.diplomacy.train.loop import (
+from leaguezero.diplomacy.train.league_eval import (
     BASELINES,
-    LeagueTrainer,
     evaluation_gatekeepers,
     league_baselines,
 )
+from leaguezero.diplomacy.train.loop import LeagueTrainer
 from leaguezero.diplomacy.train.report import summarize_run
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.tracking import elo_series

@@ -17,7 +17,8 @@ import yaml
 pytest.importorskip("diplomacy")
 
 from leaguezero.common.events import read_events
-from leaguezero.diplomacy.train.loop import BASELINES, STATE_FORMAT, TRAIN_STEP_EVENT
+from leaguezero.diplomacy.train.league_eval import BASELINES
+from leaguezero.diplomacy.train.loop import STATE_FORMAT, TRAIN_STEP_EVENT
 from leaguezero.diplomacy.train.report import summarize_run
 from leaguezero.league.registry import LeagueRegistry
 

@@ -1,4 +1,5 @@
-"""The tournament the league's async evaluator runs for Diplomacy.
+"""The league side of a Diplomacy run: its baselines and session, and the tournament the
+league's async evaluator runs.
 
 A league entry with a ``path`` is a policy checkpoint (the ``base_model`` baseline is the initial
 policy saved at step 0) or, in a run with ``train.agent: llm``, a LoRA adapter folder (there
@@ -22,10 +23,17 @@ challenger's win rate against each of them and whether it met the entry's floor
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from leaguezero.diplomacy.agents.resolvers import league_resolver_factory
+from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.bench import suite_gatekeepers
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES
 from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.seats import BASE_MODEL
+from leaguezero.league.evaluator import JobRunner
+from leaguezero.league.session import LeagueSession
 from leaguezero.league.types import AgentInfo, MatchResult, Participant
 
 GAME = "diplomacy"
@@ -149,3 +157,64 @@ def diplomacy_evaluation_summary(
         "suite_max_years": cfg.max_years,
         "suite_informational": True,
     }
+
+
+# The league's fixed opponents: every bot, and the base model second (the registry's order).
+BASELINES = (BOT_NAMES[0], BASE_MODEL, *BOT_NAMES[1:])
+
+
+def evaluation_gatekeepers(cfg: DiplomacyConfig) -> list[str]:
+    """The agents every evaluation adds to the league's own picks (random, best, recent): the
+    benchmark suite's opponents (:func:`~leaguezero.diplomacy.game.bench.suite_gatekeepers`:
+    every bot of ``DEFAULT_SUITE`` and each of ``bench.checkpoints``), always, then with
+    ``league.eval_all_baselines`` every other baseline (``base_model``)."""
+    keepers = suite_gatekeepers(cfg.bench.checkpoints)
+    if cfg.league.eval_all_baselines:
+        keepers += BASELINES
+    return list(dict.fromkeys(keepers))
+
+
+def league_baselines(cfg: DiplomacyConfig) -> dict[str, float]:
+    """Every baseline of the league with its initial rating: the bots (the suite's among them),
+    ``base_model``, and each of ``bench.checkpoints`` (a frozen agent, at ``initial_rating``),
+    so that each suite opponent is an agent the evaluator can rate."""
+    lcfg = cfg.league
+    bots = {
+        "random_bot": lcfg.random_bot_elo,
+        BASE_MODEL: lcfg.base_model_elo,
+        "chaos_bot": lcfg.chaos_bot_elo,
+        "greedy_bot": lcfg.greedy_bot_elo,
+        "dumb_bot": lcfg.dumb_bot_elo,
+    }
+    return {**bots, **{path: cfg.initial_rating for path in cfg.bench.checkpoints}}
+
+
+def league_session(
+    cfg: DiplomacyConfig, run_dir: Path, base_path: str | None, eval_runner: JobRunner | None
+) -> LeagueSession:
+    """The run's league: the baselines, the evaluator's Diplomacy tournament and its suite."""
+    # The suite's frozen agents are league baselines with a file (absolute: the run's
+    # paths are relative to the run directory, the config's to where it was started).
+    baseline_paths = {path: str(Path(path).resolve()) for path in cfg.bench.checkpoints}
+    if base_path is not None:
+        baseline_paths[BASE_MODEL] = base_path
+    lcfg = cfg.league
+    return LeagueSession(
+        run_dir,
+        lcfg,
+        run_name=run_dir.name,
+        baselines=league_baselines(cfg),
+        anchor="random_bot",
+        baseline_paths=baseline_paths,
+        tournament=diplomacy_tournament,
+        tournament_kwargs={
+            "config": cfg.model_dump(mode="json"),
+            "games_per_gatekeeper": lcfg.eval_games,
+            "greedy": lcfg.eval_greedy,
+        },
+        eval_summary=diplomacy_evaluation_summary,
+        seed=cfg.run.seed,
+        extra_gatekeepers=evaluation_gatekeepers(cfg),
+        eval_runner=eval_runner,
+        tracker_config=cfg.model_dump(mode="json"),
+    )

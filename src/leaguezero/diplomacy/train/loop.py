@@ -8,7 +8,7 @@ docs/diplomacy_training.md):
 
 1. for each of ``groups_per_step`` groups the session draws the opponents (PFSP over
    ``league.json``, with the live hero's own rating; cold start: the baselines only,
-   :data:`BASELINES`) and logs each draw as ``league.opponent_sampled``; six
+   :data:`~.league_eval.BASELINES`) and logs each draw as ``league.opponent_sampled``; six
    draws fill the six other seats, or ``max_unique_opponents`` draws are cloned with cluster
    seating;
 2. the group's ``group_size`` games share opponents and seating (the hero's power rotates per
@@ -25,7 +25,8 @@ docs/diplomacy_training.md):
    curriculum snapshots are retired (``league.checkpoints_retired``);
 6. every ``league.eval_every`` steps the session has the async evaluator rate the newest
    checkpoint against the gatekeepers in the background (training goes on): the league's
-   picks plus the fixed benchmark suite's opponents (:func:`evaluation_gatekeepers`), each
+   picks plus the fixed benchmark suite's opponents
+   (:func:`~.league_eval.evaluation_gatekeepers`), each
    evaluation recording the challenger's win rate and floor per suite opponent;
 7. the trainer state (weights, optimizer, matchmaker RNG, win-rate table, the hero's rating,
    the evaluations not finished yet, step) is written atomically to ``state.pt``, so a killed
@@ -65,8 +66,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.bench import suite_gatekeepers
-from leaguezero.diplomacy.game.catalogue import BOT_NAMES, AgentKind, seat_spec
+from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_kl_coef, scheduled_lr
@@ -75,8 +75,7 @@ from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import (
     GAME,
-    diplomacy_evaluation_summary,
-    diplomacy_tournament,
+    league_session,
 )
 from leaguezero.diplomacy.train.lineage import (
     LineageError,
@@ -86,7 +85,6 @@ from leaguezero.diplomacy.train.lineage import (
     write_lineage,
 )
 from leaguezero.league.evaluator import JobRunner
-from leaguezero.league.session import BASE_MODEL, LeagueSession
 from leaguezero.league.types import MatchResult, Participant
 
 STATE_FORMAT = "leaguezero.diplomacy.train_state"
@@ -94,34 +92,6 @@ STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
 NOTHING_TRAINED_EVENT = "diplomacy.train_nothing"  # a step whose groups gave no advantage
 MISMATCH_EVENT = "diplomacy.sampler_mismatch"  # the sampler's log-probs far from the trainer's
-# The league's fixed opponents: every bot, and the base model second (the registry's order).
-BASELINES = (BOT_NAMES[0], BASE_MODEL, *BOT_NAMES[1:])
-
-
-def evaluation_gatekeepers(cfg: DiplomacyConfig) -> list[str]:
-    """The agents every evaluation adds to the league's own picks (random, best, recent): the
-    benchmark suite's opponents (:func:`~leaguezero.diplomacy.game.bench.suite_gatekeepers`:
-    every bot of ``DEFAULT_SUITE`` and each of ``bench.checkpoints``), always, then with
-    ``league.eval_all_baselines`` every other baseline (``base_model``)."""
-    keepers = suite_gatekeepers(cfg.bench.checkpoints)
-    if cfg.league.eval_all_baselines:
-        keepers += BASELINES
-    return list(dict.fromkeys(keepers))
-
-
-def league_baselines(cfg: DiplomacyConfig) -> dict[str, float]:
-    """Every baseline of the league with its initial rating: the bots (the suite's among them),
-    ``base_model``, and each of ``bench.checkpoints`` (a frozen agent, at ``initial_rating``),
-    so that each suite opponent is an agent the evaluator can rate."""
-    lcfg = cfg.league
-    bots = {
-        "random_bot": lcfg.random_bot_elo,
-        BASE_MODEL: lcfg.base_model_elo,
-        "chaos_bot": lcfg.chaos_bot_elo,
-        "greedy_bot": lcfg.greedy_bot_elo,
-        "dumb_bot": lcfg.dumb_bot_elo,
-    }
-    return {**bots, **{path: cfg.initial_rating for path in cfg.bench.checkpoints}}
 
 
 def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
@@ -134,6 +104,24 @@ def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_ma
     from leaguezero.diplomacy.train.network_hero import NetworkHero
 
     return NetworkHero(cfg, ckpt_dir, task_map)
+
+
+def _init_source(cfg: DiplomacyConfig, init_from: str | Path | None, resume: bool):
+    """``--init-from``'s source (None without one) and the config the run uses (a policy
+    network's shape comes from the checkpoint); raises :class:`TrainError` in one line."""
+    if init_from is None:
+        return None, cfg
+    if resume:
+        raise TrainError("--init-from starts a new run; a resumed run keeps its weights")
+    try:
+        source = resolve_init_from(str(init_from), cfg.train.hero)
+    except LineageError as err:
+        raise TrainError(str(err)) from None
+    if not cfg.train.hero.llm:
+        from leaguezero.diplomacy.train.network_hero import init_config
+
+        cfg = init_config(cfg, source.path)  # the network's shape is the run's
+    return source, cfg
 
 
 class LeagueTrainer:
@@ -169,20 +157,9 @@ class LeagueTrainer:
                 f"{self.run_dir} already holds a run (state.pt); pass --resume to continue it "
                 "or choose another --out"
             )
-        source = None
-        if init_from is not None:  # checked before anything is written
-            if resume:
-                raise TrainError("--init-from starts a new run; a resumed run keeps its weights")
-            try:
-                source = resolve_init_from(str(init_from), cfg.train.hero)
-            except LineageError as err:
-                raise TrainError(str(err)) from None
-            if not cfg.train.hero.llm:
-                from leaguezero.diplomacy.train.network_hero import init_config
-
-                cfg = init_config(cfg, source.path)  # the network's shape is the run's
+        source, cfg = _init_source(cfg, init_from, resume)  # checked before anything is written
         self.cfg = cfg
-        tcfg, lcfg = cfg.train, cfg.league
+        tcfg = cfg.train
         fresh = not self.run_dir.exists()
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.hero: Hero = make_hero(cfg, self.ckpt_dir, task_map)
@@ -202,31 +179,7 @@ class LeagueTrainer:
         self._step_games: list[PlayedGame] = []  # this step's games (the hero's step stats)
         self.policy = self.hero.policy
         write_resolved_config(cfg, self.run_dir)
-        base_path = self.hero.base_model_path
-        # The suite's frozen agents are league baselines with a file (absolute: the run's
-        # paths are relative to the run directory, the config's to where it was started).
-        baseline_paths = {path: str(Path(path).resolve()) for path in cfg.bench.checkpoints}
-        if base_path is not None:
-            baseline_paths[BASE_MODEL] = base_path
-        self.session = LeagueSession(
-            self.run_dir,
-            lcfg,
-            run_name=self.run_dir.name,
-            baselines=league_baselines(cfg),
-            anchor="random_bot",
-            baseline_paths=baseline_paths,
-            tournament=diplomacy_tournament,
-            tournament_kwargs={
-                "config": cfg.model_dump(mode="json"),
-                "games_per_gatekeeper": lcfg.eval_games,
-                "greedy": lcfg.eval_greedy,
-            },
-            eval_summary=diplomacy_evaluation_summary,
-            seed=cfg.run.seed,
-            extra_gatekeepers=evaluation_gatekeepers(cfg),
-            eval_runner=eval_runner,
-            tracker_config=cfg.model_dump(mode="json"),
-        )
+        self.session = league_session(cfg, self.run_dir, self.hero.base_model_path, eval_runner)
         self.registry = self.session.registry
         self.evaluator = self.session.evaluator
         self.trainer = GRPOTrainer(
