@@ -4,13 +4,16 @@
     in this process, and the share of wall time spent in the network forward (target >= 60%);
 (b) the same search through the inference server (``yz infer-server``, a subprocess on a Unix
     socket) vs in-process with the same YatzyNet, both in self-play's forward dtype, as
-    ``--pairs`` interleaved rounds (target >= 0.8x); the socket search keeps two groups of games
-    in flight (one at the server while the other selects), and also runs with one group;
+    ``--pairs`` interleaved rounds (target >= 0.8x in wall time), also in CPU time (client +
+    server, from ``/proc``); the socket search sends its leaves as position rows (protocol kind
+    4 with logits: 36 bytes a leaf) and keeps two groups of games in flight (one at the server
+    while the other selects); for comparison, also as features and legal bits (382 bytes), and
+    with one group;
 (c) our search vs the object-per-node Python PUCT (``az/reference_puct.py``, one game at a
     time, one leaf per evaluator call) on the same roots and evaluator (target >= 20x).
 Every ratio is measured within this run. One torch and one numba thread (shared machines).
 
-``--quick`` is the CI ratio guard (``.ci/run``; a few seconds, exit status 1 on a failure). Each
+``--quick`` is the CI ratio guard (``.ci/run``; about 20 seconds, exit status 1 on a failure). Each
 side of a ratio runs in this process, interleaved with the other five times, and keeps its best
 rate in CPU time (``time.process_time``: time spent preempted is not counted), so both see the
 same load: the ratios hold on a busy CI machine where absolute times do
@@ -26,6 +29,11 @@ not. Two ratios, with thresholds far below what the code measures so that noise 
   call (numba increfs the 17 tree arrays around it, and atomics get slower under load) is on
   both sides, so load moves the ratio down, towards passing. (c) alone dilutes a slow
   ``puct_select`` with the network and the rest of the descent; (d) sees it directly.
+* (b) the search through the server (leaves as position rows) over in process, in CPU time of
+  client + server (each side's best of five interleaved runs): fails below
+  ``MIN_SOCKET_CPU_RATIO = 0.25``x, or when the search did not send positions. It measured
+  0.48-0.62x in full pairs on an idle pair; a per-row Python step in the protocol or a server
+  that lost its codec falls far below.
 """
 
 from __future__ import annotations
@@ -106,11 +114,20 @@ class TimedEvaluator:
 
 
 def selfplay_decisions(
-    evaluator, games: int, decisions: int, mcts: MctsSection, pipeline: bool = True
+    evaluator,
+    games: int,
+    decisions: int,
+    mcts: MctsSection,
+    pipeline: bool = True,
+    positions: bool = True,
 ) -> dict:
-    """Run ``decisions`` lockstep self-play decisions over ``games`` games; returns figures."""
+    """Run ``decisions`` lockstep self-play decisions over ``games`` games; returns figures.
+
+    ``positions`` False: send features and legal bits even to an evaluator that takes position
+    rows (the inference client), to compare the two requests."""
     search = make_search(evaluator, mcts, max_games=games, seed=1)
     search.pipeline = pipeline  # only evaluators with evaluate_async (the client) pipeline
+    search.send_positions = search.send_positions and positions
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64), DICE_RNG)
     rows = np.arange(games, dtype=np.int64)
@@ -143,13 +160,16 @@ def bench_in_process(games: int, decisions: int, mcts: MctsSection) -> None:
     )
 
 
-def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) -> None:
-    from leaguezero.az.inference.client import InferenceClient
-    from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
-    from leaguezero.yatzy.train.net import build_net
+def _process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    # Self-play's forward dtype on both sides (bfloat16 on CPUs with native bf16 units).
-    dtype = resolve_dtype("auto")
+
+def _start_server():
+    """A ``yz infer-server`` subprocess of the default YatzyNet on a Unix socket in self-play's
+    forward dtype; returns (process, address)."""
     sock = os.path.join(tempfile.mkdtemp(prefix="lz-bench-"), "infer.sock")
     server = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", "dummy",
@@ -157,32 +177,64 @@ def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) 
          "--dtype", "auto"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    return server, f"unix://{sock}"
+
+
+def _socket_round(client, server_pid: int, games, decisions, mcts, pipeline=True, positions=True):
+    """One socket run: (sims per wall second, sims per CPU second of client + server)."""
+    cpu0 = time.process_time() + _process_cpu_seconds(server_pid)
+    r = selfplay_decisions(client, games, decisions, mcts, pipeline, positions)
+    cpu = time.process_time() + _process_cpu_seconds(server_pid) - cpu0
+    return r["sims"] / r["seconds"], r["sims"] / cpu
+
+
+def _local_round(evaluator, games, decisions, mcts):
+    cpu0 = time.process_time()
+    r = selfplay_decisions(evaluator, games, decisions, mcts)
+    return r["sims"] / r["seconds"], r["sims"] / (time.process_time() - cpu0)
+
+
+def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) -> None:
+    from leaguezero.az.inference.client import InferenceClient
+    from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
+    from leaguezero.yatzy.train.net import build_net
+
+    # Self-play's forward dtype on both sides (bfloat16 on CPUs with native bf16 units).
+    dtype = resolve_dtype("auto")
+    server, address = _start_server()
     local_eval = TorchEvaluator(build_net(seed=0), FEATURE_SCHEMA_ID, dtype=dtype)
-    ratios, plain_ratios = [], []
+    kinds = {"positions": (True, True), "features": (True, False), "one group": (False, True)}
+    wall = {k: [] for k in kinds}
+    cpu = {k: [] for k in kinds}
     try:
-        client = InferenceClient(
-            f"unix://{sock}", feature_schema_id=FEATURE_SCHEMA_ID, num_actions=NUM_ACTIONS
-        )
-        # Interleaved (socket, one-group socket, in process) rounds: each ratio's two sides
-        # share the machine's load.
+        client = InferenceClient(address, feature_schema_id=FEATURE_SCHEMA_ID,
+                                 num_actions=NUM_ACTIONS)  # fmt: skip
+        # Interleaved rounds (each socket kind, then in process): each ratio's two sides share
+        # the machine's load.
         for _ in range(pairs):
-            remote = selfplay_decisions(client, games, decisions, mcts)
-            plain = selfplay_decisions(client, games, decisions, mcts, pipeline=False)
-            local = selfplay_decisions(local_eval, games, decisions, mcts)
-            local_rate = local["sims"] / local["seconds"]
-            ratios.append(remote["sims"] / remote["seconds"] / local_rate)
-            plain_ratios.append(plain["sims"] / plain["seconds"] / local_rate)
+            remote = {
+                k: _socket_round(client, server.pid, games, decisions, mcts, *flags)
+                for k, flags in kinds.items()
+            }
+            local_wall, local_cpu = _local_round(local_eval, games, decisions, mcts)
+            for k, (w, c) in remote.items():
+                wall[k].append(w / local_wall)
+                cpu[k].append(c / local_cpu)
         client.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
-    ratios.sort()
-    plain_ratios.sort()
+
+    def figures(ratios):
+        return " / ".join(f"{r:.2f}" for r in sorted(ratios))
+
     print(
         f"(b) YatzyNet (server default), {games} games, {str(dtype).removeprefix('torch.')} "
-        f"both sides, {pairs} interleaved rounds: socket / in process "
-        f"{' / '.join(f'{r:.2f}' for r in ratios)}x with two groups in flight "
-        f"({' / '.join(f'{r:.2f}' for r in plain_ratios)}x with one) (target >= 0.8x)"
+        f"both sides, {pairs} interleaved rounds, socket / in process: leaves as positions, "
+        f"two groups in flight {figures(wall['positions'])}x in wall time (target >= 0.8x), "
+        f"{figures(cpu['positions'])}x in CPU time (client + server); as features and legal "
+        f"bits {figures(wall['features'])}x wall, {figures(cpu['features'])}x CPU; positions "
+        f"with one group in flight {figures(wall['one group'])}x wall"
     )
 
 
@@ -225,6 +277,7 @@ def bench_reference(roots: int, mcts: MctsSection) -> None:
 
 MIN_VS_REFERENCE = 15.0  # (c) guard, see the module docstring
 MAX_WIDE_VS_NARROW = 10.0  # (d) guard, see the module docstring
+MIN_SOCKET_CPU_RATIO = 0.25  # (b) quick guard, see the module docstring
 # The guard times CPU time of this process: with wall time, a 4 ms measurement on a loaded
 # machine caught whole scheduler slices of other processes (it read 2x, 3x, 4x its true time).
 CLOCK = time.process_time
@@ -292,7 +345,41 @@ def quick_guard(mcts: MctsSection, repeats: int = 5, reference_roots: int = 8) -
         f"(fails above {MAX_WIDE_VS_NARROW:.0f}x): "
         + ("ok" if ok_d else "FAILED: puct_select's per-action loop got slower (see its module)")
     )
-    return ok_c and ok_d
+    return ok_c and ok_d and quick_socket_guard(mcts, repeats)
+
+
+def quick_socket_guard(mcts: MctsSection, repeats: int = 5, games: int = 128) -> bool:
+    """(b) quick: the PUCT search through the server (leaves as positions, two groups in flight)
+    against in process, in CPU time (client + server), each side's best of ``repeats``
+    interleaved runs; fails below ``MIN_SOCKET_CPU_RATIO`` or when the leaves did not go as
+    position rows."""
+    from leaguezero.az.inference.client import InferenceClient
+    from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
+    from leaguezero.yatzy.train.net import build_net
+
+    server, address = _start_server()
+    local_eval = TorchEvaluator(build_net(seed=0), FEATURE_SCHEMA_ID, dtype=resolve_dtype("auto"))
+    best_socket, best_local = 0.0, 0.0
+    try:
+        with InferenceClient(
+            address, feature_schema_id=FEATURE_SCHEMA_ID, num_actions=NUM_ACTIONS
+        ) as client:
+            sends_positions = make_search(client, mcts, max_games=games).send_positions
+            for _ in range(repeats):
+                best_socket = max(best_socket, _socket_round(client, server.pid, games, 2, mcts)[1])
+                best_local = max(best_local, _local_round(local_eval, games, 2, mcts)[1])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ratio = best_socket / best_local
+    ok = ratio >= MIN_SOCKET_CPU_RATIO and sends_positions
+    print(
+        f"(b) quick: PUCT through the server {best_socket:,.0f} sims per CPU second (client + "
+        f"server), in process {best_local:,.0f}: {ratio:.2f}x (fails below "
+        f"{MIN_SOCKET_CPU_RATIO}x); leaves sent as positions: {sends_positions}: "
+        + ("ok" if ok else "FAILED: the socket path got slower (see benchmarks/search.py)")
+    )
+    return ok
 
 
 def main() -> None:

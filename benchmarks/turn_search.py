@@ -172,12 +172,14 @@ def play(evaluator, games: int, rounds: int, seed: int = 0, server_pid: int | No
 MIN_SOCKET_CPU_RATIO = 0.6  # measured 0.83-1.12 (positions), 0.64-0.83 (features), load 3-5
 
 
-def start_server(ckpt: str, sock: str) -> subprocess.Popen:
-    """``yz infer-server`` on ``unix://sock`` (one torch thread, self-play's dtype), once ready."""
+def start_server(ckpt: str, sock: str, settings: list[str] | None = None) -> subprocess.Popen:
+    """``yz infer-server`` on ``unix://sock`` (one torch thread, self-play's dtype, ``--set``
+    each of ``settings``), once ready."""
+    extra = [arg for item in settings or [] for arg in ("--set", item)]
     server = subprocess.Popen(
         [sys.executable, "-m", "leaguezero", "yatzy", "infer-server", "--model", ckpt,
          "--bind", f"unix://{sock}", "--metrics-port", "-1", "--threads", "1",
-         "--dtype", "auto"],
+         "--dtype", "auto", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     for line in server.stdout:
@@ -226,6 +228,13 @@ def main() -> None:
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--quick", action="store_true", help="the CI ratio guard only")
     parser.add_argument(
+        "--server-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server setting for (b), e.g. infer.forward_on=thread (repeatable)",
+    )
+    parser.add_argument(
         "--chunk-rows", type=int, nargs="+", default=[8192],
         help="the socket client's values-only chunk size; several: one socket run each per pair",
     )  # fmt: skip
@@ -257,7 +266,7 @@ def main() -> None:
     from leaguezero.az.inference.client import InferenceClient
 
     sock = os.path.join(folder, "infer.sock")
-    server = start_server(ckpt, sock)
+    server = start_server(ckpt, sock, args.server_set)
     variants = [(kind, rows) for kind in args.request for rows in args.chunk_rows]
     wrappers = {"positions": ChunkedPositions, "features": Chunked}
     ratios = {v: [] for v in variants}

@@ -25,6 +25,7 @@ import pytest
 from leaguezero.az.inference.client import InferenceClient, InferenceError
 from leaguezero.az.inference.protocol import (
     LENGTH,
+    PROTOCOL_VERSION,
     REPLY_HEADER,
     Status,
     decode_reply,
@@ -183,11 +184,12 @@ def test_a_signature_loads_only_what_it_signs(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------- versions
-def test_a_version_1_client_gets_one_line_it_can_read(tmp_path) -> None:
+@pytest.mark.parametrize("old", [1, PROTOCOL_VERSION - 1])
+def test_an_older_client_gets_one_line_it_can_read(tmp_path, old) -> None:
     server = start_server("--model", "dummy", "--bind", f"unix://{tmp_path}/v.sock")
     features, legal = random_batch(np.random.default_rng(0), 2)
     frame = bytearray(encode_eval_request(7, 0, FEATURE_SCHEMA_ID, features, legal))
-    frame[4 + 2] = 1  # what a protocol-1 client sends
+    frame[4 + 2] = old  # what an older client sends
     try:
         with socket.socket(socket.AF_UNIX) as raw:
             raw.connect(f"{tmp_path}/v.sock")
@@ -196,28 +198,30 @@ def test_a_version_1_client_gets_one_line_it_can_read(tmp_path) -> None:
             body = raw.recv(length, socket.MSG_WAITALL)
         # The reply is in the old client's version, so its decoder reads it.
         _, version, kind, request_id, status, _, n, _ = REPLY_HEADER.unpack_from(body, 0)
-        assert (version, kind, request_id, status, n) == (1, 2, 7, Status.UNSUPPORTED_VERSION, 0)
+        assert (version, kind, request_id, status, n) == (old, 2, 7, Status.UNSUPPORTED_VERSION, 0)
         text = body[REPLY_HEADER.size :].decode()
-        assert "\n" not in text and "version 1" in text and "speaks 2" in text
+        assert "\n" not in text and f"version {old}" in text
+        assert f"speaks {PROTOCOL_VERSION}" in text
     finally:
         assert server.stop() == 0
 
 
-def test_this_client_against_a_version_1_server_fails_in_one_line() -> None:
+@pytest.mark.parametrize("old", [1, PROTOCOL_VERSION - 1])
+def test_this_client_against_an_older_server_fails_in_one_line(old) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     received = []
 
-    def old_server() -> None:  # what a protocol-1 server answers every version-2 frame
+    def old_server() -> None:  # what an older server answers every frame of this version
         conn, _ = listener.accept()
         with conn:
             while head := conn.recv(4, socket.MSG_WAITALL):
                 body = conn.recv(LENGTH.unpack(head)[0], socket.MSG_WAITALL)
                 received.append(body)
                 (rid,) = struct.unpack_from("<Q", body, 4)
-                text = "protocol version 2 is not supported; this server speaks 1"
-                conn.sendall(_reply(1, rid, Status.UNSUPPORTED_VERSION, text))
+                text = f"protocol version {PROTOCOL_VERSION} is not supported; server speaks {old}"
+                conn.sendall(_reply(old, rid, Status.UNSUPPORTED_VERSION, text))
 
     threading.Thread(target=old_server, daemon=True).start()
     address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
@@ -231,7 +235,7 @@ def test_this_client_against_a_version_1_server_fails_in_one_line() -> None:
             client.evaluate(features, legal)
         message = str(info.value)
         assert "UNSUPPORTED_VERSION" in message and "\n" not in message
-        assert "speaks 1" in message
+        assert f"speaks {old}" in message
         token = "cd" * 32
         with pytest.raises(InferenceError, match="UNSUPPORTED_VERSION"):
             client.load_model(0, "/x.pt", admin_token=token)  # the challenge fails first

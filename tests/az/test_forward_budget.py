@@ -75,7 +75,10 @@ def test_batches_are_cut_to_the_budget(tmp_path) -> None:
     per_row = forward_bytes_per_row(net, NUM_FEATURES, 47)
     budget_rows = 100
     settings = ServerSettings(
-        max_batch=4096, max_wait_us=200_000, max_forward_bytes=budget_rows * per_row
+        max_batch=4096,
+        max_wait_us=200_000,
+        eager_flush=False,  # hold the lone connection's frames so that they form batches
+        max_forward_bytes=budget_rows * per_row,
     )
     server = _InProcessServer(settings, str(tmp_path / "c.sock"))
     server.server.models[0] = ServedModel(net, FEATURE_SCHEMA_ID, "recording")

@@ -23,7 +23,8 @@ def _server_args(model, port: int) -> list[str]:
     # A long max_wait (2 s) holds requests in the server's queue, so some are surely in flight
     # at the kill, however slow a loaded machine is.
     return ["--model", str(model), "--bind", f"tcp://127.0.0.1:{port}",
-            "--set", "infer.max_wait_us=2000000", "--set", "infer.max_batch=100000"]  # fmt: skip
+            "--set", "infer.max_wait_us=2000000", "--set", "infer.max_batch=100000",
+            "--set", "infer.eager_flush=false"]  # fmt: skip
 
 
 def _wait_for(predicate, timeout_s: float = 60.0) -> None:

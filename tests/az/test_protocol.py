@@ -50,7 +50,7 @@ def test_request_byte_layout_is_as_documented() -> None:
     legal[0, [0, 9]] = True
     frame = encode_eval_request(0x0102, 3, 1, feats, legal)
     expected_body = (
-        b"LZ\x02\x01"
+        b"LZ\x03\x01"
         + struct.pack("<QIIIII", 0x0102, 3, 1, 1, 2, 10)
         + struct.pack("<ff", 1.5, -2.0)
         + bytes([0b00000001, 0b00000010])  # action a -> bit a % 8 of byte a // 8

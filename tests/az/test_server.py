@@ -273,6 +273,8 @@ def test_restart_reconnects_and_resends_in_flight_requests(checkpoints, tmp_path
         "infer.max_wait_us=2000000",
         "--set",
         "infer.max_batch=100000",
+        "--set",
+        "infer.eager_flush=false",  # a lone client's frames are held too
     )
     server = start_server(*args)
     rng = np.random.default_rng(7)
@@ -315,6 +317,8 @@ def test_backpressure_blocks_submit_at_max_pending(checkpoints, tmp_path) -> Non
         "infer.max_wait_us=5000000",  # replies held 5 s: the 9th frame must wait for room
         "--set",
         "infer.max_batch=100000",
+        "--set",
+        "infer.eager_flush=false",
     )
     rng = np.random.default_rng(8)
     batches = [random_batch(rng, 8) for _ in range(20)]

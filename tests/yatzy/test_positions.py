@@ -181,12 +181,14 @@ def test_hostile_position_requests_get_error_replies(turn_server) -> None:
         assert ask(3, pschema=9).status == Status.SCHEMA_MISMATCH
         assert ask(4, schema=1).status == Status.SCHEMA_MISMATCH
         assert ask(5, model_id=1).status == Status.SCHEMA_MISMATCH  # a model without a codec
-        # Sizes that do not add up, and A != 0, are malformed.
+        # Sizes that do not add up are malformed; logits (A != 0) from a values-only codec are
+        # refused as a shape mismatch that says so.
         body = encode_position_request(6, 0, TURN_FEATURE_SCHEMA_ID, 1, positions)[4:]
         short = body[:-4]  # one int short of N x W
         assert _raw_request(raw, LENGTH.pack(len(short)) + short).status == Status.MALFORMED
         body = bytearray(body)
-        body[POSITION_HEADER.size - 4] = 5  # A = 5
-        assert _raw_request(raw, LENGTH.pack(len(body)) + body).status == Status.MALFORMED
+        body[POSITION_HEADER.size - 4] = 47  # A = 47: logits too
+        reply = _raw_request(raw, LENGTH.pack(len(body)) + body)
+        assert reply.status == Status.SHAPE_MISMATCH and "values only" in reply.message
         ok = ask(7)
         assert ok.ok and len(ok.values) == len(positions)

@@ -24,7 +24,7 @@ class Evaluator(Protocol):
     Optional members, each declared by a runtime-checkable protocol below that a caller tests
     with ``isinstance`` (never ``hasattr``/``getattr``): ``evaluate_values``
     (:class:`ValueEvaluator`), ``evaluate_position_values`` (:class:`PositionValueEvaluator`),
-    ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
+    ``evaluate_positions_async`` (:class:`PositionEvaluator`), ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
     (:class:`MarginEvaluator`, read through :func:`margin_weight`) and ``close``
     (:class:`ClosableEvaluator`).
     """
@@ -57,6 +57,22 @@ class PositionValueEvaluator(Protocol):
     def evaluate_position_values(
         self, positions: np.ndarray, position_schema_id: int
     ) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PositionEvaluator(Protocol):
+    """An evaluator that takes a game's compact position rows for priors and values (the
+    inference server's client: protocol kind 4 with A > 0):
+    ``evaluate_positions_async(positions, position_schema_id)`` submits ``positions`` int
+    [N, W] and returns at once a :class:`PendingEvaluation` of what :meth:`Evaluator.evaluate`
+    gives for their features and legal actions, which the server computes from the rows. A
+    search whose game writes position rows (``GameKernels.position_width`` > 0) sends its leaves
+    this way when the evaluator offers it: over a socket a few ints a row instead of F floats
+    and A legal bits."""
+
+    def evaluate_positions_async(
+        self, positions: np.ndarray, position_schema_id: int
+    ) -> PendingEvaluation: ...
 
 
 class PendingEvaluation(Protocol):

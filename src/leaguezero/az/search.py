@@ -1,8 +1,10 @@
 """Lockstep PUCT search over many games with one batched evaluator (the game-agnostic driver).
 
 Each round, the game's ``select`` kernel descends every active tree to up to
-``max_inflight_per_game`` new leaves and writes their features and legal masks into one batch;
-the evaluator scores the whole batch in one call; :func:`leaguezero.az.tree.expand_backup`
+``max_inflight_per_game`` new leaves and writes their features and legal masks (and, for a game
+that has them, their compact position rows) into one batch; the evaluator scores the whole
+batch in one call (given the position rows when it takes them: the inference client, which
+then sends a few ints a leaf instead of features and legal bits); :func:`leaguezero.az.tree.expand_backup`
 expands the leaves and backs the values up. Rounds repeat until every tree has spent its budget.
 Throughput therefore comes from many concurrent games (one network call per round for all of
 them), not from many descents in one tree.
@@ -23,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from leaguezero.az.evaluator import AsyncEvaluator, Evaluator
+from leaguezero.az.evaluator import AsyncEvaluator, Evaluator, PositionEvaluator
 from leaguezero.az.tree import (
     C_COLLISIONS,
     C_DESCENTS,
@@ -51,13 +53,21 @@ class Batch(NamedTuple):
     path_nodes: np.ndarray  # [G, K, D + 1] int32: nodes of each pending descent
     path_actions: np.ndarray  # [G, K, D] int32: actions of each pending descent
     path_depth: np.ndarray  # [G, K] int32: edges in each pending descent
+    positions: np.ndarray  # [G * K, W] int32: the leaves' compact position rows (W may be 0)
 
 
 class GameKernels(Protocol):
-    """What a game supplies to the driver: thin wrappers around its numba kernels."""
+    """What a game supplies to the driver: thin wrappers around its numba kernels.
+
+    ``position_width`` > 0: ``begin`` and ``select`` also write each leaf's compact position
+    row (``position_schema_id``'s layout, which a served model's position codec reads) into
+    ``Batch.positions``; 0: the game has none.
+    """
 
     num_features: int
     num_actions: int
+    position_width: int
+    position_schema_id: int
 
     def budgets(self, root_states: np.ndarray) -> np.ndarray:
         """Simulations per root (int64 [G]) for root states (game-specific [G, S])."""
@@ -140,6 +150,8 @@ class LockstepSearch:
         self.params = params
         self.max_budget = max_budget
         self.pipeline = pipeline  # two groups in flight with an AsyncEvaluator
+        # Leaves go to the evaluator as position rows when both sides can (see _submit).
+        self.send_positions = game.position_width > 0 and isinstance(evaluator, PositionEvaluator)
         self.rng = np.random.default_rng(seed)
         self._allocate(max_games)
 
@@ -164,6 +176,7 @@ class LockstepSearch:
                 path_nodes=path_nodes,
                 path_actions=path_actions,
                 path_depth=path_depth,
+                positions=np.zeros((num_games * k, self.game.position_width), np.int32),
             )
             for _ in range(2)
         ]
@@ -172,9 +185,20 @@ class LockstepSearch:
     def _evaluate(self, rows: int, count_sims: bool) -> None:
         b = self.batch
         start = time.perf_counter()
-        priors, values = self.evaluator.evaluate(b.features[:rows], b.legal[:rows])
+        if self.send_positions:
+            priors, values = self._submit(b, rows).result()
+        else:
+            priors, values = self.evaluator.evaluate(b.features[:rows], b.legal[:rows])
         self.evaluate_seconds += time.perf_counter() - start
         self._expand(b, rows, priors, values, count_sims)
+
+    def _submit(self, b: Batch, rows: int):
+        """The first ``rows`` leaves of ``b`` to an asynchronous evaluator: as position rows
+        when it takes them (:class:`PositionEvaluator`), else as features and legal masks."""
+        if self.send_positions:
+            schema = self.game.position_schema_id
+            return self.evaluator.evaluate_positions_async(b.positions[:rows], schema)
+        return self.evaluator.evaluate_async(b.features[:rows], b.legal[:rows])
 
     def _expand(self, b: Batch, rows: int, priors, values, count_sims: bool) -> None:
         expand_backup(
@@ -219,8 +243,7 @@ class LockstepSearch:
             b = self.batches[i]
             rows = self.game.select(self.tree, self.counters, b, states, seeds, groups[i],
                                     budgets, self.params)  # fmt: skip
-            in_flight[i] = (self.evaluator.evaluate_async(b.features[:rows], b.legal[:rows]),
-                            rows) if rows else None  # fmt: skip
+            in_flight[i] = (self._submit(b, rows), rows) if rows else None
 
         rounds = 0
         send(0)
@@ -284,7 +307,8 @@ class LockstepSearch:
             self._add_root_noise(num_games)
         noisy = tree.prior[:num_games, ROOT_INDEX].copy()
 
-        if self.pipeline and num_games >= 2 and isinstance(self.evaluator, AsyncEvaluator):
+        can_pipeline = self.send_positions or isinstance(self.evaluator, AsyncEvaluator)
+        if self.pipeline and num_games >= 2 and can_pipeline:
             rounds = self._run_pipelined(states, seeds, active, budgets)
         else:
             rounds = self._run_rounds(states, seeds, active, budgets, num_games)

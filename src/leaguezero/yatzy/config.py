@@ -283,6 +283,16 @@ class InferSection(Section):
     )
     max_batch: int = Field(256, ge=1, description="Server flushes a batch at this size...")
     max_wait_us: int = Field(500, ge=0, description="...or when the oldest request is this old.")
+    eager_flush: bool = Field(
+        True,
+        description="...or at once when every connection using the model has a request queued "
+        "(false: a fixed batching window, max_batch / max_wait_us only).",
+    )
+    forward_on: Literal["auto", "loop", "thread"] = Field(
+        "auto",
+        description="Server: run forward passes on the event loop's thread (loop) or on one "
+        "executor thread (thread); auto: loop on a CPU, thread on CUDA (docs/inference.md).",
+    )
     max_pending_total: int = Field(
         4096, ge=1, description="Client backpressure: most requests in flight per worker."
     )

@@ -34,9 +34,12 @@ def refuse_features(request: EvalRequest, num_features: int, num_actions: int) -
     return None
 
 
-def refuse_positions(request: PositionRequest, codec: PositionCodec | None) -> Refusal:
+def refuse_positions(
+    request: PositionRequest, codec: PositionCodec | None, num_actions: int
+) -> Refusal:
     """Why a position request cannot be served by a model with ``codec`` (None: it takes no
-    positions): layout, width, values out of range; or None."""
+    positions) and ``num_actions`` policy outputs: layout, width, actions, values out of range;
+    or None."""
     if codec is None or request.position_schema_id != codec.position_schema_id:
         served_id = "none" if codec is None else codec.position_schema_id
         msg = (
@@ -47,6 +50,11 @@ def refuse_positions(request: PositionRequest, codec: PositionCodec | None) -> R
     if request.positions.shape[1] != codec.width:
         width = request.positions.shape[1]
         msg = f"position rows have W={width}; model {request.model_id} needs W={codec.width}"
+        return Status.SHAPE_MISMATCH, msg
+    wanted = request.num_actions  # 0: values only
+    if wanted and (wanted != num_actions or codec.legal is None):
+        served = num_actions if codec.legal is not None else "0 (values only from positions)"
+        msg = f"position request has A={wanted}; model {request.model_id} serves A={served}"
         return Status.SHAPE_MISMATCH, msg
     bad = codec.check(request.positions)
     if bad >= 0:

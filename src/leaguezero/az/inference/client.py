@@ -193,14 +193,21 @@ class InferenceClient:
         return self._submit_frame(rid, Ticket(Future(), frame, features.shape[0]))
 
     def submit_positions(
-        self, positions: np.ndarray, position_schema_id: int, model_id: int | None = None
+        self,
+        positions: np.ndarray,
+        position_schema_id: int,
+        model_id: int | None = None,
+        with_logits: bool = False,
     ) -> Future:
-        """Send ``positions`` int [N, W] (the game's compact rows, protocol kind 4) for values
-        only; returns a Future of a Reply with ``values`` [N] and ``margins`` [N] or None."""
+        """Send ``positions`` int [N, W] (the game's compact rows, protocol kind 4); returns a
+        Future of a Reply with ``values`` [N] and ``margins`` [N] or None, and with
+        ``with_logits`` also ``logits`` [N, A] (actions the server's codec finds illegal at a
+        row are ``-inf``)."""
         mid = self.model_id if model_id is None else model_id
         rid = next(self._ids)
+        actions = self.num_actions if with_logits else 0
         frame = encode_position_request(
-            rid, mid, self.feature_schema_id, position_schema_id, positions
+            rid, mid, self.feature_schema_id, position_schema_id, positions, actions
         )
         return self._submit_frame(rid, Ticket(Future(), frame, positions.shape[0]))
 
@@ -215,6 +222,16 @@ class InferenceClient:
             for i in range(0, len(positions), chunk_rows)
         ]
         return self._gather_values(pending)
+
+    def evaluate_positions_async(
+        self, positions: np.ndarray, position_schema_id: int, model_id: int | None = None
+    ) -> PendingEvaluation:
+        """PositionEvaluator: send ``positions`` int [N, W] for priors and values and return at
+        once; ``.result()`` gives what :meth:`evaluate` gives for the same positions' features
+        and legal actions, which the server computes from the rows (a PUCT search's leaves:
+        36 bytes a row instead of 382). Encoded (copied) before this returns."""
+        future = self.submit_positions(positions, position_schema_id, model_id, with_logits=True)
+        return PendingEvaluation(future, self.margin_weight)
 
     def _gather_values(self, pending: list[Future]) -> np.ndarray:
         replies = [p.result() for p in pending]
@@ -665,6 +682,11 @@ class ModelEvaluator:
 
     def evaluate_async(self, features: np.ndarray, legal: np.ndarray) -> PendingEvaluation:
         return self.client.evaluate_async(features, legal, self.model_id)
+
+    def evaluate_positions_async(
+        self, positions: np.ndarray, position_schema_id: int
+    ) -> PendingEvaluation:
+        return self.client.evaluate_positions_async(positions, position_schema_id, self.model_id)
 
 
 __all__ = [

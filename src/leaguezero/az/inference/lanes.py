@@ -57,14 +57,27 @@ class Pending:
 @dataclass
 class FairQueue:
     """One model's queued requests: a FIFO lane per connection, in round-robin order (a lane
-    moves to the back when it gives a frame to a batch)."""
+    moves to the back when it gives a frame to a batch).
+
+    ``clients`` are the open connections that have asked this model something. When each of
+    them has a frame queued (:meth:`all_clients_waiting`), no more rows can come before an
+    answer goes out, so the batcher flushes at once instead of waiting ``max_wait_us``: a lone
+    client (a search, a worker) never pays the batching window on every leaf batch, and N
+    clients are still batched together once all N have sent.
+    """
 
     lanes: dict[Connection, deque[Pending]] = field(default_factory=dict)
+    clients: set[Connection] = field(default_factory=set)
     rows: int = 0
     count: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def all_clients_waiting(self) -> bool:
+        """Whether every client of this model has a frame queued (so waiting gains nothing)."""
+        return len(self.lanes) >= len(self.clients)
+
     def push(self, pending: Pending) -> None:
+        self.clients.add(pending.conn)
         lane = self.lanes.get(pending.conn)
         if lane is None:
             lane = self.lanes[pending.conn] = deque()
@@ -102,7 +115,9 @@ class FairQueue:
         return batch, rows
 
     def drop(self, conn: Connection) -> int:
-        """Forget ``conn``'s queued requests; returns how many."""
+        """Forget ``conn`` (closed): its queued requests and its place among the clients;
+        returns how many requests were dropped."""
+        self.clients.discard(conn)
         lane = self.lanes.pop(conn, None)
         if not lane:
             return 0

@@ -10,12 +10,14 @@ floats are little-endian. A body starts with ``b"LZ"``, the protocol version (u8
 * ``CONTROL_REQUEST`` (3): ``op`` + ``model_id`` + UTF-8 argument (load a checkpoint, info, an
   admin challenge);
 * ``POSITION_REQUEST`` (4): N >= 1 positions as the game's compact int32 rows [N, W] (Yatzy: the
-  first 9 fields of its state row) that the server encodes itself, values only: a client sends
-  ~36 bytes a row instead of 4 * F bytes of features, and the server's value path sees the
-  boards it deduplicates.
+  first 9 fields of its state row) that the server encodes itself: a client sends ~36 bytes a
+  row instead of 4 * F bytes of features (and no legal bits). A = 0 asks for values only (the
+  server's value path sees the boards it deduplicates); A > 0 for logits too, masked by the
+  legal actions the server's codec computes from the rows (a PUCT search's leaves).
 
-Version 2 (this one) added kind 4 and the admin challenge; a peer of another version gets one
-error reply, written in *its* version's header so that it can read it.
+Version 2 added kind 4 (values only) and the admin challenge; version 3 (this one) added logits
+to kind 4. A peer of another version gets one error reply, written in *its* version's header so
+that it can read it.
 
 All array work is numpy on whole buffers: no per-row Python.
 """
@@ -28,7 +30,7 @@ from enum import IntEnum
 
 import numpy as np
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MAGIC = b"LZ"
 LENGTH = struct.Struct("<I")  # frame prefix: body length in bytes
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # larger prefixes are treated as garbage
@@ -45,7 +47,7 @@ REPLY_HEADER = struct.Struct("<2sBBQHHII")  # 24 bytes
 # magic, version, kind, request_id, op, model_id
 CONTROL_HEADER = struct.Struct("<2sBBQII")  # 20 bytes
 # magic, version, kind, request_id, model_id, feature_schema_id, position_schema_id, rows N,
-# ints per row W, actions A (0: values only, the one kind served today)
+# ints per row W, actions A (0: values only; else logits too)
 POSITION_HEADER = struct.Struct("<2sBBQIIIIII")  # 36 bytes
 
 FLAG_MARGINS = 1  # reply carries margins [N] after values
@@ -101,14 +103,16 @@ class EvalRequest:
 
 @dataclass
 class PositionRequest:
-    """Values-only request of N positions in the game's compact int32 layout [N, W]; the server
-    encodes them into ``features`` (schema ``feature_schema_id``) before the forward pass."""
+    """Request of N positions in the game's compact int32 layout [N, W]; the server encodes them
+    into features (schema ``feature_schema_id``) before the forward pass. ``num_actions`` 0:
+    values only; A: logits [N, A] too, illegal actions (by the server's codec) ``-inf``."""
 
     request_id: int
     model_id: int
     feature_schema_id: int
     position_schema_id: int
     positions: np.ndarray  # [N, W] int32
+    num_actions: int = 0
 
     @property
     def rows(self) -> int:
@@ -186,14 +190,16 @@ def encode_position_request(
     feature_schema_id: int,
     position_schema_id: int,
     positions: np.ndarray,
+    num_actions: int = 0,
 ) -> bytes:
-    """A framed POSITION_REQUEST (values only) for ``positions`` int [N, W] (sent as int32)."""
+    """A framed POSITION_REQUEST for ``positions`` int [N, W] (sent as int32): values only when
+    ``num_actions`` is 0, else logits over that many actions too."""
     if positions.ndim != 2:
         raise ValueError(f"positions must be [N, W]; got {positions.shape}")
     n, w = positions.shape
     header = POSITION_HEADER.pack(
         MAGIC, PROTOCOL_VERSION, KIND_POSITION_REQUEST, request_id, model_id,
-        feature_schema_id, position_schema_id, n, w, 0,
+        feature_schema_id, position_schema_id, n, w, num_actions,
     )  # fmt: skip
     return _frame(header, np.ascontiguousarray(positions, dtype="<i4").tobytes())
 
@@ -302,10 +308,6 @@ def _decode_positions(body: bytes | memoryview) -> PositionRequest:
     _, _, _, request_id, model_id, schema_id, position_schema_id, n, w, a = header
     if n == 0 or w == 0:
         raise ProtocolError(Status.MALFORMED, f"empty position request (N={n}, W={w})", request_id)
-    if a != 0:
-        raise ProtocolError(
-            Status.MALFORMED, f"position requests are values only (A = 0), got A={a}", request_id
-        )
     expected = POSITION_HEADER.size + 4 * n * w
     if len(body) != expected:
         raise ProtocolError(
@@ -315,7 +317,7 @@ def _decode_positions(body: bytes | memoryview) -> PositionRequest:
         )
     positions = np.frombuffer(body, "<i4", count=n * w, offset=POSITION_HEADER.size)
     return PositionRequest(
-        request_id, model_id, schema_id, position_schema_id, positions.reshape(n, w)
+        request_id, model_id, schema_id, position_schema_id, positions.reshape(n, w), a
     )
 
 

@@ -27,17 +27,20 @@ def forward_and_encode(
     """One forward pass over all ``requests`` (rows concatenated); one reply frame per request
     (None for a request whose outputs are not finite).
 
-    Values-only requests (A = 0, and every position request: ``codec`` encodes its rows first)
-    get values and margins and no logits: through ``value_function`` when the model has one (the
-    board-tower net: each board's tower once, no policy head), else the plain forward without
-    its logits. A batch may mix the kinds.
+    Requests that want logits (features with legal bits, positions with A > 0: ``codec``
+    encodes their rows and gives their legal actions) get logits with illegal actions ``-inf``,
+    values and margins. Values-only requests (A = 0) get values and margins and no logits:
+    through ``value_function`` when the model has one (the board-tower net: each board's tower
+    once, no policy head), else the plain forward without its logits. A batch may mix the kinds.
     """
     frames: list[bytes | None] = [None] * len(requests)
-    full = [i for i, r in enumerate(requests) if isinstance(r, EvalRequest) and r.legal.shape[1]]
-    values_only = [i for i in range(len(requests)) if i not in set(full)]
+    wants = [_wants_logits(r) for r in requests]
+    full = [i for i, w in enumerate(wants) if w]
+    values_only = [i for i, w in enumerate(wants) if not w]
     if full:
         batch = [requests[i] for i in full]
-        out = forward_numpy(model, _rows(batch, "features"), device, _rows(batch, "legal"))
+        features, legal = _policy_inputs(batch, codec)
+        out = forward_numpy(model, features, device, legal)
         _encode(batch, full, out.logits, out.values, out.margins, frames)
     if values_only:
         batch = [requests[i] for i in values_only]
@@ -50,6 +53,34 @@ def forward_and_encode(
         empty = np.zeros((len(features), 0), np.float32)
         _encode(batch, values_only, empty, values, margins, frames)
     return frames
+
+
+def _wants_logits(request: EvalRequest | PositionRequest) -> bool:
+    if isinstance(request, PositionRequest):
+        return request.num_actions > 0
+    return request.legal.shape[1] > 0
+
+
+def _policy_inputs(
+    requests: list[EvalRequest | PositionRequest], codec: PositionCodec | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features [N, F] and legal actions [N, A] of requests that want logits: position rows
+    concatenated, encoded and masked at once when all are positions, else per request."""
+    if all(isinstance(r, EvalRequest) for r in requests):
+        return _rows(requests, "features"), _rows(requests, "legal")
+    assert codec is not None and codec.legal is not None  # admission refuses them otherwise
+    if all(isinstance(r, PositionRequest) for r in requests):
+        rows = _rows(requests, "positions")
+        return codec.encode(rows), codec.legal(rows)
+    features, legal = [], []
+    for r in requests:
+        if isinstance(r, PositionRequest):
+            features.append(codec.encode(r.positions).copy())
+            legal.append(codec.legal(r.positions))
+        else:
+            features.append(r.features)
+            legal.append(r.legal)
+    return np.concatenate(features), np.concatenate(legal)
 
 
 def _value_features(
@@ -70,7 +101,7 @@ def _value_features(
     return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
 
-def _rows(requests: list[EvalRequest], field: str) -> np.ndarray:
+def _rows(requests: list[EvalRequest | PositionRequest], field: str) -> np.ndarray:
     """One request's array (copied: frames are read-only bytes and torch wants writable memory)
     or all requests' rows concatenated."""
     if len(requests) == 1:

@@ -1,26 +1,29 @@
 """The batched, multi-model inference server (asyncio; protocol v2 in docs/protocol.md).
 
 One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
-a batcher task that flushes when the queued rows reach ``max_batch`` or the oldest frame has
-waited ``max_wait_us``. The queue keeps one lane per connection and forms a batch round-robin
-over the lanes (one frame from each connection in turn), so a client with a thousand frames
-queued delays another client's request by at most one frame per connection ahead of it, never
-by its whole backlog. A flush concatenates whole frames (a frame is never split; a frame larger
-than ``max_batch`` is one batch) and runs the forward pass *and* reply encoding on a single
-executor thread, so the loop keeps reading and writing while the model works; one thread also
-serialises forward passes of several models on one device.
+a batcher task that flushes when the queued rows reach ``max_batch``, when every connection that
+uses the model has a frame queued (nothing more can arrive before a reply goes out), or when the
+oldest frame has waited ``max_wait_us``. The queue keeps one lane per connection and forms a
+batch round-robin over the lanes (one frame from each connection in turn), so a client with a
+thousand frames queued delays another client's request by at most one frame per connection
+ahead of it, never by its whole backlog. A flush concatenates whole frames (a frame is never split; a frame larger
+than ``max_batch`` is one batch) and runs the forward pass *and* reply encoding, one batch at a
+time (so forward passes of several models on one device never overlap): on a CPU device on the
+loop's own thread, between socket reads (a hand-off to a thread and back cost more server CPU
+than the IO it would overlap), on an accelerator on one executor thread, so the loop keeps
+reading and writing while the device works (``ServerSettings.forward_on``).
 
 Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
-SIGHUP, see :func:`serve_forever`): the load runs on the executor thread between batches, and the
-next batch uses the new weights. ``LOAD_MODEL`` is an admin operation: over TCP it needs a
-signature under the server's admin token of a nonce the connection asked for just before
-(challenge-response, :mod:`leaguezero.az.inference.admin`; the token never crosses the wire); a
-failed load is answered with one fixed message, so a client learns nothing about the server's
-file system (the log has details).
+SIGHUP, see :func:`serve_forever`): the load runs on the executor thread (between batches when
+forward passes run there too), and the next batch uses the new weights. ``LOAD_MODEL`` is an
+admin operation: over TCP it needs a signature under the server's admin token of a nonce the
+connection asked for just before (challenge-response, :mod:`leaguezero.az.inference.admin`;
+the token never crosses the wire); a failed load is answered with one fixed message, so a
+client learns nothing about the server's file system (the log has details).
 
 Position requests (kind 4) carry a game's compact position rows; the served model's
 :class:`~leaguezero.az.inference.positions.PositionCodec` checks their ranges on the loop and
-encodes them on the executor thread, just before the value path, which then sees the boards it
+encodes them with the forward pass, just before the value path, which then sees the boards it
 deduplicates. Every eval request is refused (``OVER_BUDGET``) when its forward pass would take
 more than ``max_forward_bytes`` (rows times the model's estimated bytes per row), and a batch
 never holds more rows than that budget allows, so one request cannot make the forward pass
@@ -143,8 +146,17 @@ ModelLoader = Callable[[str], ServedModel]
 @dataclass
 class ServerSettings:
     max_batch: int = 256  # flush at this many queued rows...
-    max_wait_us: int = 500  # ...or when the oldest frame is this old
+    max_wait_us: int = 500  # ...or when the oldest frame is this old...
+    # ...or at once when every connection that uses the model has a frame queued (False: only
+    # the two rules above, a fixed batching window).
+    eager_flush: bool = True
     device: str = "cpu"
+    # Where forward passes run: "loop" (the event loop's thread, between socket reads), "thread"
+    # (one executor thread, so the loop reads and writes meanwhile), "auto": loop on a CPU
+    # device, thread on an accelerator. On a CPU the hand-off to a thread and back cost about
+    # 0.4 ms of server CPU per batch (benchmarks/search.py (b)), more than the socket IO it
+    # overlaps; an accelerator's forward leaves the CPU free for that IO.
+    forward_on: str = "auto"
     public: bool = False  # allow TCP binds that other machines can reach
     # Longest request frame (the turn search's 8,192-row values-only frames are ~5.5 MB).
     max_frame_bytes: int = 64 * 1024 * 1024
@@ -164,6 +176,14 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         self.max_frame_bytes = min(self.max_frame_bytes, MAX_FRAME_BYTES)
+        if self.forward_on not in ("auto", "loop", "thread"):
+            raise ValueError(f"forward_on must be auto, loop or thread, not {self.forward_on!r}")
+
+    def forward_on_loop(self) -> bool:
+        """Whether forward passes run on the event loop's thread (see ``forward_on``)."""
+        if self.forward_on == "auto":
+            return torch.device(self.device).type == "cpu"
+        return self.forward_on == "loop"
 
 
 LOAD_FAILED_MESSAGE = (
@@ -188,7 +208,9 @@ class InferenceServer:
         self.device = torch.device(self.settings.device)
         for served in self.models.values():
             served.model.to(self.device).eval()
+        # Loads (and forward passes unless they run on the loop) go to this one thread.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lz-forward")
+        self._forward_on_loop = self.settings.forward_on_loop()
         self._queues: dict[int, FairQueue] = {}
         self._tasks: list[asyncio.Task] = []  # one batcher per model_id
         self._control_tasks: set[asyncio.Task] = set()
@@ -387,7 +409,7 @@ class InferenceServer:
             self._error(conn, rid, Status.SCHEMA_MISMATCH, msg)
             return
         refusal = (
-            refuse_positions(request, served.positions)
+            refuse_positions(request, served.positions, served.num_actions)
             if isinstance(request, PositionRequest)
             else refuse_features(request, served.num_features, served.num_actions)
         ) or refuse_budget(request.rows, served.bytes_per_row, self.settings.max_forward_bytes)
@@ -421,7 +443,8 @@ class InferenceServer:
             max_batch = max(
                 1, min(self.settings.max_batch, self.settings.max_forward_bytes // per_row)
             )
-            if queue.rows < max_batch:
+            eager = self.settings.eager_flush and queue.all_clients_waiting()
+            if queue.rows < max_batch and not eager:
                 delay = queue.oldest_arrival() + max_wait - time.perf_counter()
                 if delay > 0:
                     queue.wake.clear()  # woken early by new frames: re-check the row count
@@ -441,16 +464,13 @@ class InferenceServer:
         requests = [p.request for p in batch]
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
+        value_function = served.value_function if self.device.type == "cpu" else None
+        args = (served.model, requests, self.device, value_function, served.positions)
         try:
-            frames = await loop.run_in_executor(
-                self._executor,
-                forward_and_encode,
-                served.model,
-                requests,
-                self.device,
-                served.value_function if self.device.type == "cpu" else None,
-                served.positions,
-            )
+            if self._forward_on_loop:
+                frames = forward_and_encode(*args)
+            else:
+                frames = await loop.run_in_executor(self._executor, forward_and_encode, *args)
         except Exception as err:  # a model failure answers this batch and keeps serving
             log.exception("forward pass of model %s failed", model_id)
             for p in batch:

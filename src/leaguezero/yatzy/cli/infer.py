@@ -53,19 +53,25 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
     from leaguezero.az.inference.server import ServedModel
     from leaguezero.yatzy.agents.model import load_yatzy_model
     from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
-    from leaguezero.yatzy.game.positions import turn_position_codec
+    from leaguezero.yatzy.game.positions import pov_position_codec, turn_position_codec
     from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
     from leaguezero.yatzy.train.net import build_net
 
     def load(source: str) -> ServedModel:
+        # Both kinds of net also take compact positions (protocol kind 4) and encode them: a
+        # turn-search net for values, a PUCT net for logits and values.
+        forward_dtype = dtype or torch.float32
         if source == "dummy":
             net = build_net(hidden=hidden, blocks=blocks, margin_head=margin_head, seed=seed)
-            return ServedModel(net.eval(), FEATURE_SCHEMA_ID, "dummy", dtype=dtype or torch.float32)
+            codec = pov_position_codec()
+            return ServedModel(
+                net.eval(), FEATURE_SCHEMA_ID, "dummy", dtype=forward_dtype, positions=codec
+            )
         model, meta = load_yatzy_model(source)
         schema = meta.schema.feature_schema_id
-        # A turn-search net also takes compact positions (protocol kind 4) and encodes them.
-        codec = turn_position_codec() if schema == TURN_FEATURE_SCHEMA_ID else None
-        return ServedModel(model, schema, source, dtype=dtype or torch.float32, positions=codec)
+        codecs = {TURN_FEATURE_SCHEMA_ID: turn_position_codec, FEATURE_SCHEMA_ID: pov_position_codec}
+        codec = codecs[schema]() if schema in codecs else None
+        return ServedModel(model, schema, source, dtype=forward_dtype, positions=codec)
 
     return load
 
@@ -153,6 +159,8 @@ def infer_server(
     settings = ServerSettings(
         max_batch=cfg.infer.max_batch,
         max_wait_us=cfg.infer.max_wait_us,
+        eager_flush=cfg.infer.eager_flush,
+        forward_on=cfg.infer.forward_on,
         device=device,
         public=public,
         admin_token=admin_token,

@@ -2,13 +2,17 @@
 
 A position row is the first :data:`POSITION_WIDTH` fields of the match state row (``S_AVAIL`` ..
 ``S_PLAYER``: both boards, the dice, the rerolls left and the player to move) as int32 —
-36 bytes where the schema-2 features of the same turn start are 676. The turn search sends its
-successors this way (:func:`leaguezero.yatzy.search.turn_dp.successor_positions`) and the
-server encodes them with :func:`encode_turn_positions`, the same encoder the search uses in
-process, so the features and the value path's board runs are the same.
+36 bytes where the schema-2 features of the same turn start are 676, and the schema-1 features
+and legal bits of a PUCT leaf 382. Both searches send their leaves this way: the turn search its
+successors (:func:`leaguezero.yatzy.search.turn_dp.successor_positions`), values only; PUCT its
+leaves (the search's ``Batch.positions``), asking for logits too. The server encodes them with
+the encoders the searches use in process (:func:`encode_turn_positions`; the PUCT features'
+``encode_into`` and the policy's ``policy_mask``), so the features, the legal actions and the
+value path's board runs are the in-process ones.
 
-:func:`turn_position_codec` is what the server plugs into a schema-2 model; the range check
-runs on every request first, so a hostile row cannot make the encoder write out of bounds.
+:func:`turn_position_codec` is what the server plugs into a schema-2 model and
+:func:`pov_position_codec` into a schema-1 (PUCT) one; the range check runs on every request
+first, so a hostile row cannot make an encoder read or write out of bounds.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ import numpy as np
 from numba import njit
 
 from leaguezero.az.inference.positions import PositionCodec
-from leaguezero.yatzy.game.rules import S_AVAIL, S_DICE, S_PLAYER, S_REROLLS, S_SCORE, S_UPPER
-from leaguezero.yatzy.game.tables import NUM_DICE_SETS, UPPER_BONUS_THRESHOLD
+from leaguezero.yatzy.game.features import NUM_FEATURES, encode_into
+from leaguezero.yatzy.game.rules import (
+    S_AVAIL,
+    S_DICE,
+    S_PLAYER,
+    S_REROLLS,
+    S_SCORE,
+    S_UPPER,
+    policy_mask,
+)
+from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_DICE_SETS, UPPER_BONUS_THRESHOLD
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, encode_turn_into
 
 POSITION_SCHEMA_ID = 1  # "yatzy_position_v1": state fields S_AVAIL .. S_PLAYER as int32
@@ -58,22 +71,57 @@ def encode_turn_positions(positions, out):
         )  # fmt: skip
 
 
-class _TurnEncoder:
-    """Encodes into a buffer grown to the largest call and reused (the server calls it from one
-    executor thread; a fresh array per batch would pay its page faults every time)."""
+@njit(cache=True, nogil=True)
+def encode_pov_positions(positions, out):
+    """Schema-1 features (float32 [N, 94] into ``out``) of ``positions`` (int32 [N, 9], checked
+    by :func:`check_positions`), each from its player to move's side: PUCT's leaf encoder,
+    which reads only these nine fields of a state row."""
+    for i in range(positions.shape[0]):
+        encode_into(positions[i], out[i])
 
-    def __init__(self) -> None:
-        self._out = np.zeros((0, NUM_TURN_FEATURES), np.float32)
+
+@njit(cache=True, nogil=True)
+def policy_masks(positions, out):
+    """The policy's support (bool [N, 47] into ``out``) at each of ``positions``: PUCT's
+    ``policy_mask``, which reads only these nine fields of a state row."""
+    for i in range(positions.shape[0]):
+        policy_mask(positions[i], out[i])
+
+
+class _BufferedEncoder:
+    """Encodes into a buffer grown to the largest call and reused (the server runs one forward
+    pass at a time; a fresh array per batch would pay its page faults every time)."""
+
+    def __init__(self, kernel, num_features: int) -> None:
+        self._kernel = kernel
+        self._out = np.zeros((0, num_features), np.float32)
 
     def __call__(self, positions: np.ndarray) -> np.ndarray:
         n = positions.shape[0]
         if self._out.shape[0] < n:
-            self._out = np.zeros((max(n, 2 * self._out.shape[0]), NUM_TURN_FEATURES), np.float32)
+            width = self._out.shape[1]
+            self._out = np.zeros((max(n, 2 * self._out.shape[0]), width), np.float32)
         out = self._out[:n]
-        encode_turn_positions(positions, out)
+        self._kernel(positions, out)
         return out
 
 
+def _legal_actions(positions: np.ndarray) -> np.ndarray:
+    out = np.empty((positions.shape[0], NUM_ACTIONS), np.bool_)
+    policy_masks(positions, out)
+    return out
+
+
 def turn_position_codec() -> PositionCodec:
-    """The codec of a schema-2 (turn-search) model: rows -> turn-start features."""
-    return PositionCodec(POSITION_SCHEMA_ID, POSITION_WIDTH, check_positions, _TurnEncoder())
+    """The codec of a schema-2 (turn-search) model: rows -> turn-start features, values only."""
+    encoder = _BufferedEncoder(encode_turn_positions, NUM_TURN_FEATURES)
+    return PositionCodec(POSITION_SCHEMA_ID, POSITION_WIDTH, check_positions, encoder)
+
+
+def pov_position_codec() -> PositionCodec:
+    """The codec of a schema-1 (PUCT) model: rows -> the mover's features and the policy's
+    legal actions (logits or values)."""
+    encoder = _BufferedEncoder(encode_pov_positions, NUM_FEATURES)
+    return PositionCodec(
+        POSITION_SCHEMA_ID, POSITION_WIDTH, check_positions, encoder, _legal_actions
+    )

@@ -47,6 +47,7 @@ from leaguezero.az.tree import (
 )
 from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import NUM_FEATURES, encode_into
+from leaguezero.yatzy.game.positions import POSITION_SCHEMA_ID, POSITION_WIDTH
 from leaguezero.yatzy.game.rules import (
     DICE_RNG,
     S_DICE,
@@ -137,6 +138,8 @@ def begin_roots(tree, counters, batch, root_states, active):
         counters[g, C_PENDING] = 1
         encode_into(root_states[g], batch.features[rows])
         policy_mask(root_states[g], batch.legal[rows])
+        for i in range(batch.positions.shape[1]):  # the position row: the state's first fields
+            batch.positions[rows, i] = root_states[g, i]
         batch.batch_game[rows] = g
         batch.batch_slot[rows] = 0
         rows += 1
@@ -212,6 +215,8 @@ def select_leaves(
             batch.path_depth[g, slot] = depth
             encode_into(sim_state, batch.features[rows])
             policy_mask(sim_state, batch.legal[rows])
+            for i in range(batch.positions.shape[1]):
+                batch.positions[rows, i] = sim_state[i]
             batch.batch_game[rows] = g
             batch.batch_slot[rows] = slot
             rows += 1
@@ -231,6 +236,10 @@ class YatzyKernels:
 
     num_features = NUM_FEATURES
     num_actions = NUM_ACTIONS
+    # Leaves as yatzy_position_v1 rows (the state's first nine fields), which a served PUCT
+    # net's codec encodes and masks exactly as encode_into and policy_mask do here.
+    position_width = POSITION_WIDTH
+    position_schema_id = POSITION_SCHEMA_ID
 
     def __init__(
         self,
