@@ -103,7 +103,7 @@ def test_puct_through_positions_searches_as_in_process(puct_server, pipeline) ->
 
 
 def test_position_logits_are_masked_and_bad_requests_refused(puct_server) -> None:
-    net, address = puct_server
+    _, address = puct_server
     states = _roll_states(6, 3)
     rows = np.ascontiguousarray(states[:, :POSITION_WIDTH], np.int32)
     legal = pov_position_codec().legal(rows)

@@ -24,9 +24,9 @@ class Evaluator(Protocol):
     Optional members, each declared by a runtime-checkable protocol below that a caller tests
     with ``isinstance`` (never ``hasattr``/``getattr``): ``evaluate_values``
     (:class:`ValueEvaluator`), ``evaluate_position_values`` (:class:`PositionValueEvaluator`),
-    ``evaluate_positions_async`` (:class:`PositionEvaluator`), ``evaluate_async`` (:class:`AsyncEvaluator`), ``margin_weight``
-    (:class:`MarginEvaluator`, read through :func:`margin_weight`) and ``close``
-    (:class:`ClosableEvaluator`).
+    ``evaluate_positions_async`` (:class:`PositionEvaluator`), ``evaluate_async``
+    (:class:`AsyncEvaluator`), ``margin_weight`` (:class:`MarginEvaluator`, read through
+    :func:`margin_weight`) and ``close`` (:class:`ClosableEvaluator`).
     """
 
     feature_schema_id: int

@@ -4,10 +4,10 @@ Each round, the game's ``select`` kernel descends every active tree to up to
 ``max_inflight_per_game`` new leaves and writes their features and legal masks (and, for a game
 that has them, their compact position rows) into one batch; the evaluator scores the whole
 batch in one call (given the position rows when it takes them: the inference client, which
-then sends a few ints a leaf instead of features and legal bits); :func:`leaguezero.az.tree.expand_backup`
-expands the leaves and backs the values up. Rounds repeat until every tree has spent its budget.
-Throughput therefore comes from many concurrent games (one network call per round for all of
-them), not from many descents in one tree.
+then sends a few ints a leaf instead of features and legal bits);
+:func:`leaguezero.az.tree.expand_backup` expands the leaves and backs the values up. Rounds
+repeat until every tree has spent its budget. Throughput therefore comes from many concurrent
+games (one network call per round for all of them), not from many descents in one tree.
 
 Games plug in through :class:`GameKernels` (three methods wrapping the game's numba kernels),
 so this module imports no game. Yatzy's are in :mod:`leaguezero.yatzy.search.puct`.

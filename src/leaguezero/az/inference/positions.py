@@ -4,7 +4,8 @@ A game plugs a :class:`PositionCodec` into a served model: the layout of its com
 rows (``position_schema_id``, ``width`` int32 columns), a check of their ranges (a hostile
 client must not make the encoder write out of bounds), the encoder into the model's features
 and, for a model with a policy, the legal actions of each row (a request that asks for logits
-gets them masked, as a features request's are by the legal bits it sends). ``az`` knows no game; Yatzy passes its codec where it builds a served model.
+gets them masked, as a features request's are by the legal bits it sends). ``az`` knows no
+game; Yatzy passes its codec where it builds a served model.
 """
 
 from __future__ import annotations

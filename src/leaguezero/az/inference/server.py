@@ -6,12 +6,13 @@ uses the model has a frame queued (nothing more can arrive before a reply goes o
 oldest frame has waited ``max_wait_us``. The queue keeps one lane per connection and forms a
 batch round-robin over the lanes (one frame from each connection in turn), so a client with a
 thousand frames queued delays another client's request by at most one frame per connection
-ahead of it, never by its whole backlog. A flush concatenates whole frames (a frame is never split; a frame larger
-than ``max_batch`` is one batch) and runs the forward pass *and* reply encoding, one batch at a
-time (so forward passes of several models on one device never overlap): on a CPU device on the
-loop's own thread, between socket reads (a hand-off to a thread and back cost more server CPU
-than the IO it would overlap), on an accelerator on one executor thread, so the loop keeps
-reading and writing while the device works (``ServerSettings.forward_on``).
+ahead of it, never by its whole backlog. A flush concatenates whole frames (a frame is never
+split; a frame larger than ``max_batch`` is one batch) and runs the forward pass *and* reply
+encoding, one batch at a time (so forward passes of several models on one device never
+overlap): on a CPU device on the loop's own thread, between socket reads (a hand-off to a
+thread and back cost more server CPU than the IO it would overlap), on an accelerator on one
+executor thread, so the loop keeps reading and writing while the device works
+(``ServerSettings.forward_on``).
 
 Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
 SIGHUP, see :func:`serve_forever`): the load runs on the executor thread (between batches when

@@ -69,7 +69,10 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
             )
         model, meta = load_yatzy_model(source)
         schema = meta.schema.feature_schema_id
-        codecs = {TURN_FEATURE_SCHEMA_ID: turn_position_codec, FEATURE_SCHEMA_ID: pov_position_codec}
+        codecs = {
+            TURN_FEATURE_SCHEMA_ID: turn_position_codec,
+            FEATURE_SCHEMA_ID: pov_position_codec,
+        }
         codec = codecs[schema]() if schema in codecs else None
         return ServedModel(model, schema, source, dtype=forward_dtype, positions=codec)
 
