@@ -369,6 +369,27 @@ def test_only_the_catalogue_asks_whether_a_name_is_a_bot():
     assert not offenders, "\n".join(offenders)
 
 
+def test_the_elo_curve_is_written_once():
+    """Every rating rule lives in league/rating.py, and the Elo curve they share (and the SPRT's
+    hypotheses) is written once, in common/stats.py: no other module raises 10 to a computed
+    power."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = _rel(path)
+        if rel == "common/stats.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Pow)
+                and isinstance(node.left, ast.Constant)
+                and node.left.value in (10, 10.0)
+                and not isinstance(node.right, ast.Constant)  # 10 ** 6 is a number, not a curve
+            ):
+                offenders.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, "\n".join(offenders)
+
+
 def test_no_large_module_holds_more_than_one_concept():
     sizes = {_rel(p): len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
     too_large = [

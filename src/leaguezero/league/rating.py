@@ -2,9 +2,21 @@
 maximum-likelihood refit over the whole match log (:func:`fit_ratings`).
 
 The scale is the usual Elo one: a 400-point gap means the stronger side is expected to score
-10 times as much as the weaker (expected score 1 / (1 + 10 ** (-gap / 400))).
+10 times as much as the weaker (expected score 1 / (1 + 10 ** (-gap / 400)),
+:func:`leaguezero.common.stats.elo_to_score`, the one place that curve is written).
 :func:`relative_ratings` puts ratings on the scale users read next to the absolute one:
 ``base_model`` (the untrained starting point) = 0.
+
+Every rating rule of the project is here; each caller asks a different question of it:
+
+- a table's games, one after another (:func:`update_elo_multiplayer`): a tournament's
+  ``ratings`` (``diplomacy eval``'s JSON), where every seat's rating moves;
+- a league's evaluation games, one after another (:func:`apply_elo_sequential`): the
+  evaluator's online ratings (``league.rating: elo``);
+- the whole match log at once (:func:`fit_ratings`, Bradley-Terry by maximum likelihood): the
+  evaluator's ``league.rating: refit`` and ``leaguezero league ratings``;
+- the live hero against frozen opponents (:func:`rate_against_fixed`): the training session's
+  rating of the hero from its training games, the opponents' ratings left as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from leaguezero.common.stats import elo_to_score
 from leaguezero.league.types import BASE_MODEL, MatchResult
 
 RELATIVE_TO = BASE_MODEL  # the agent every shown relative rating is measured from
@@ -39,7 +52,7 @@ def relative_ratings(
 
 def expected_score(rating_a: float, rating_b: float) -> float:
     """Elo expected score of A against B."""
-    return 1.0 / (1.0 + 10.0 ** ((rating_b - rating_a) / 400.0))
+    return elo_to_score(rating_a - rating_b)
 
 
 def update_elo_multiplayer(
