@@ -17,6 +17,7 @@ from leaguezero.diplomacy.game.bench import (
     run_bench,
     suite_with_checkpoints,
 )
+from leaguezero.diplomacy.game.catalogue import parse_agents
 
 
 def test_default_suite_tiers_and_checkpoints() -> None:
@@ -30,7 +31,11 @@ def test_bench_rows_pass_and_fail_by_floor() -> None:
     cfg = DiplomacyConfig(run={"seed": 4}, max_years=3, games_dir=None)
     suite = (BenchEntry("random_bot", "trivial", 0.95), BenchEntry("dumb_bot", "heuristic", 0.99))
     seen: list[str] = []
-    rows = run_bench(cfg, "dumb_bot", suite, games=7, on_game=lambda agent, _: seen.append(agent))
+    hero, *opponents = parse_agents(["dumb_bot", *(e.agent for e in suite)])
+    agents = {spec.name: spec for spec in opponents}
+    rows = run_bench(
+        cfg, hero, suite, games=7, agents=agents, on_game=lambda agent, _: seen.append(agent)
+    )
     assert seen == ["random_bot"] * 7 + ["dumb_bot"] * 7
     easy, mirror = rows
     assert easy.games == 7 and easy.win_rate >= 0.95 and easy.passed and easy.survival == 1.0
@@ -45,7 +50,7 @@ def test_bench_rows_pass_and_fail_by_floor() -> None:
 
 def test_empty_suite_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
-        run_bench(DiplomacyConfig(games_dir=None), "dumb_bot", (), games=1)
+        run_bench(DiplomacyConfig(games_dir=None), parse_agents(["dumb_bot"])[0], (), 1, agents={})
 
 
 def test_bench_command_json_and_table(tmp_path) -> None:

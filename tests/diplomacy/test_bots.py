@@ -8,6 +8,7 @@ pytest.importorskip("diplomacy")
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import BOTS, is_move, make_bot, move_destination
+from leaguezero.diplomacy.game.catalogue import seat_spec
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.tournament import run_tournament
 
@@ -105,7 +106,8 @@ def test_greedy_takes_a_neutral_centre_in_1901() -> None:
 
 def test_greedy_beats_random_bots_in_most_games() -> None:
     cfg = DiplomacyConfig(run={"seed": 3}, max_years=6, games_dir=None)
-    report = run_tournament(cfg, "greedy_bot", ["random_bot"], games=7).report()
+    greedy, random_bot = seat_spec("greedy_bot"), seat_spec("random_bot")
+    report = run_tournament(cfg, greedy, [random_bot], games=7).report()
     assert report["hero"]["win_rate"] >= 5 / 7
     assert report["hero"]["rating_change"] > 0
 

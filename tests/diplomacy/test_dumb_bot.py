@@ -8,9 +8,12 @@ pytest.importorskip("diplomacy")
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import is_move, make_bot, move_destination
+from leaguezero.diplomacy.game.catalogue import seat_spec
 from leaguezero.diplomacy.game.dumb_bot import DumbBot, power_size
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.tournament import run_tournament
+
+DUMB, GREEDY = seat_spec("dumb_bot"), seat_spec("greedy_bot")
 
 
 def test_power_size_is_the_originals_quadratic() -> None:
@@ -87,7 +90,7 @@ def test_plays_every_kind_of_order_without_bouncing_itself() -> None:
 
 def test_dumb_bot_beats_six_random_bots() -> None:
     cfg = DiplomacyConfig(run={"seed": 5}, max_years=5, games_dir=None)
-    report = run_tournament(cfg, "dumb_bot", ["random_bot"], games=7).report()
+    report = run_tournament(cfg, DUMB, [seat_spec("random_bot")], games=7).report()
     assert report["hero"]["win_rate"] >= 6 / 7
     # Large powers owe more builds than they have home centres: none may be counted invalid.
     assert report["invalid_orders"] == 0
@@ -96,7 +99,7 @@ def test_dumb_bot_beats_six_random_bots() -> None:
 def test_dumb_bot_is_stronger_than_greedy_bot() -> None:
     # Each one-against-six of the other, seats rotated: dumb_bot wins far more often.
     cfg = DiplomacyConfig(run={"seed": 9}, max_years=8, games_dir=None)
-    dumb = run_tournament(cfg, "dumb_bot", ["greedy_bot"], games=14).report()["hero"]
-    greedy = run_tournament(cfg, "greedy_bot", ["dumb_bot"], games=14).report()["hero"]
+    dumb = run_tournament(cfg, DUMB, [GREEDY], games=14).report()["hero"]
+    greedy = run_tournament(cfg, GREEDY, [DUMB], games=14).report()["hero"]
     assert dumb["win_rate"] > max(1 / 7, greedy["win_rate"])
     assert dumb["mean_score"] > greedy["mean_score"]

@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("diplomacy")
 pytest.importorskip("httpx")
 
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.llm.client import Completion, grammar_alarm
 from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
@@ -85,7 +86,7 @@ class OneBadSeat:
 
 def test_a_failed_seat_holds_is_counted_and_leaves_no_record() -> None:
     env = DiplomacyEnv(max_years=1)
-    seating = {"FRANCE": "hero", "GERMANY": "hero", "ITALY": "random_bot"}
+    seating = parse_seating({"FRANCE": "hero", "GERMANY": "hero", "ITALY": "random_bot"})
     table = LLMTable(OneBadSeat(), seating, record_adapter="hero", decoding=CONSTRAINED)
     france = table.orders(env, "FRANCE")
     assert len(france) == len(env.legal_orders("FRANCE"))

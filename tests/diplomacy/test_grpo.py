@@ -166,10 +166,10 @@ def test_update_from_real_games_changes_only_the_hero() -> None:
     for game_idx in range(4):
         actors = []
 
-        def resolve(name, game_idx=game_idx, actors=actors):
-            policy = hero if name == "hero" else opponent
+        def resolve(spec, game_idx=game_idx, actors=actors):
+            policy = hero if spec.name == "hero" else opponent
             actor = policy.actor(seed=game_idx * 10 + len(actors))
-            actors.append((name, actor))
+            actors.append((spec.name, actor))
             return actor
 
         result = run_rollout(cfg, 0, game_idx, seats, "FRANCE", resolver=resolve)

@@ -224,6 +224,7 @@ def test_llm_hero_scores_at_the_sampling_temperature_as_the_sampler_reports(tmp_
     answer), and the old temperature-1 scoring does not."""
     pytest.importorskip("diplomacy")
     pytest.importorskip("peft")
+    from leaguezero.diplomacy.game.catalogue import parse_seating
     from leaguezero.diplomacy.game.rollout import run_rollout
     from leaguezero.diplomacy.llm.hero import LLMHero
     from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
@@ -234,7 +235,7 @@ def test_llm_hero_scores_at_the_sampling_temperature_as_the_sampler_reports(tmp_
     budget = 12
     hero = LLMHero(backend, max_new_tokens=budget, temperature=0.7, decoding=decoding_named(mode))
     seating = {p: "random_bot" for p in ("ENGLAND", "FRANCE", "GERMANY", "ITALY", "RUSSIA")}
-    table = hero.table({"AUSTRIA": "hero", "TURKEY": "hero", **seating}, seed=3)
+    table = hero.table(parse_seating({"AUSTRIA": "hero", "TURKEY": "hero", **seating}), seed=3)
     game = DiplomacyConfig(max_years=1, games_dir=None)
     run_rollout(game, 0, 0, table.seating, "AUSTRIA", resolver=table.resolver)
     records = table.records

@@ -23,6 +23,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.game.rollout import run_rollout
@@ -146,8 +147,8 @@ def test_regexes_escape_orders_and_bad_ones_fail_in_one_line(backend) -> None:
 def test_constrained_games_give_only_legal_orders_and_trainable_masked_log_probs(backend):
     cfg = DiplomacyConfig(max_years=1)
     hero = LLMHero(backend, max_new_tokens=160, decoding=CONSTRAINED)
-    seating = {p: ("hero" if p == "FRANCE" else "base_model") for p in POWERS}
-    table = hero.table(seating, seed=3, hero_name="hero")
+    seating = parse_seating({p: ("hero" if p == "FRANCE" else "base_model") for p in POWERS})
+    table = hero.table(seating, seed=3)
     run_rollout(cfg, 0, 0, table.seating, "FRANCE", resolver=table.resolver)
     for stats in table.stats.values():
         assert stats.completions > 0 and stats.invalid == 0 and stats.missing == 0
@@ -169,7 +170,7 @@ def test_constrained_games_give_only_legal_orders_and_trainable_masked_log_probs
     assert grads and any(float(g.abs().sum()) > 0 for g in grads)
     # Free generation from the same (random) model writes illegal orders.
     free = LLMHero(backend, max_new_tokens=40)
-    table = free.table(seating, seed=3, hero_name="hero")
+    table = free.table(seating, seed=3)
     env = DiplomacyEnv(max_years=1)
     table.orders(env, "FRANCE")
     assert sum(s.invalid + s.missing for s in table.stats.values()) > 0

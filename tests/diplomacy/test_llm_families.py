@@ -25,6 +25,7 @@ import torch
 
 from leaguezero.common.config import load_config
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format
@@ -249,7 +250,7 @@ def test_constrained_sampling_gives_legal_orders_and_a_grpo_step_trains(family) 
     hero = LLMHero(backend, max_new_tokens=200, decoding=CONSTRAINED, chat=chat)
     games = []
     for seed in (3, 4):
-        table = hero.table({"FRANCE": "hero"}, seed=seed, hero_name="hero")
+        table = hero.table(parse_seating({"FRANCE": "hero"}), seed=seed)
         orders = table.orders(DiplomacyEnv(max_years=1), "FRANCE")
         assert len(orders) == len(legal["FRANCE"])
         assert all(o in legal["FRANCE"][o.split()[1]] for o in orders)

@@ -17,6 +17,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.game.rollout import run_rollout
@@ -110,7 +111,9 @@ def test_each_power_is_sampled_with_its_own_adapter_in_one_call_per_phase(backen
         "RUSSIA": "greedy_bot",
         "TURKEY": "base_model",
     }
-    table = LLMTable(client, seating, record_adapter="a-v0001", max_new_tokens=NEW_TOKENS, seed=5)
+    table = LLMTable(
+        client, parse_seating(seating), record_adapter="a-v0001", max_new_tokens=NEW_TOKENS, seed=5
+    )
     result = run_rollout(GAME, 0, 0, table.seating, "AUSTRIA", resolver=table.resolver)
     assert result.phases >= 2 and client.calls
     first = dict(client.calls[0])
@@ -150,7 +153,7 @@ def test_a_grpo_step_changes_only_the_hero_adapter(backend) -> None:
     }
     games = []
     for game_idx in range(2):
-        table = hero.table(seating, seed=game_idx)
+        table = hero.table(parse_seating(seating), seed=game_idx)
         result = run_rollout(GAME, 0, game_idx, table.seating, "AUSTRIA", resolver=table.resolver)
         records = [r for r in table.records if r.power == "AUSTRIA"]
         assert records
@@ -203,7 +206,7 @@ def test_checkpoint_goes_through_the_registry_loads_back_by_name_and_plays(
         "RUSSIA": None,
         "TURKEY": "greedy_bot",
     }
-    table = LLMTable(other, seating, max_new_tokens=NEW_TOKENS, seed=2)
+    table = LLMTable(other, parse_seating(seating), max_new_tokens=NEW_TOKENS, seed=2)
     result = run_rollout(GAME, 0, 0, table.seating, "GERMANY", resolver=table.resolver)
     assert result.power_agents["GERMANY"] == "hero-v0001" and table.stats["GERMANY"].completions
     # And the hero can be restored from the same folder.

@@ -28,6 +28,7 @@ import torch
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.llm.remote.adapters import run_prefix
 from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
@@ -106,7 +107,7 @@ def test_openai_backend_trains_publishes_hot_loads_and_evaluates(tiny_lm, server
     # of distinct adapters together, and the adapter opponent was hot-loaded by name.
     again = LeagueTrainer(_cfg(tiny_lm, server, "train.steps=3"), run, resume=True)
     seats = (HERO, "ckpt_000001", "base_model", "ckpt_000001", "random_bot", "chaos_bot", HERO)
-    groups, _ = again.play_group(7, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+    groups, _ = again.play_group(7, parse_seating(dict(zip(POWERS, seats, strict=True))), "AUSTRIA")
     assert len(groups) == 2 and all(s.records for g in groups for s in g)  # AUSTRIA, TURKEY
     stats = httpx.get(f"{server}/stats").json()
     assert stats["max_adapters_in_batch"] >= 2 and stats["max_loras"] == 3
@@ -148,7 +149,8 @@ def test_refused_adapter_loads_fall_back_to_cluster_seating(tiny_lm, tmp_path):
             "base_model",
             HERO,
         )
-        groups, results = again.play_group(3, dict(zip(POWERS, seats, strict=True)), "AUSTRIA")
+        seating = parse_seating(dict(zip(POWERS, seats, strict=True)))
+        groups, results = again.play_group(3, seating, "AUSTRIA")
         played = {p.agent for p in results[0].participants}
         adapters = {n for n in played if n.startswith("ckpt_")}
         assert len(adapters) == 1  # the server had room for one opponent adapter

@@ -16,6 +16,7 @@ pytest.importorskip("httpx")
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
@@ -62,7 +63,11 @@ def test_two_adapters_play_one_game_over_http(client, adapter_dirs, tiny_lm) -> 
         "TURKEY": None,
     }
     table = LLMTable(
-        client, seating, record_adapter="austria-v0001", max_new_tokens=NEW_TOKENS, seed=11
+        client,
+        parse_seating(seating),
+        record_adapter="austria-v0001",
+        max_new_tokens=NEW_TOKENS,
+        seed=11,
     )
     cfg = DiplomacyConfig(max_years=1, games_dir=None)
     result = run_rollout(cfg, 0, 0, table.seating, "AUSTRIA", resolver=table.resolver)

@@ -20,6 +20,7 @@ import torch
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.hero import LLMHero
@@ -81,7 +82,7 @@ def test_llm_hero_trains_checkpoints_evaluates_and_resumes(tiny_lm, tmp_path) ->
     assert all(torch.equal(before[n], w) for n, w in trainer.hero.weights().items())
     # A league adapter is seated by name: loaded from its registry folder, played, logged.
     seats = (HERO, "ckpt_000001", "ckpt_000001", "base_model", "random_bot", "chaos_bot", HERO)
-    seating = dict(zip(POWERS, seats, strict=True))
+    seating = parse_seating(dict(zip(POWERS, seats, strict=True)))
     # learn_from=live_seats (the default): the mirror seat at TURKEY trains too
     groups, results = again.play_group(5, seating, "AUSTRIA")
     samples = groups[0]

@@ -8,6 +8,7 @@ pytest.importorskip("diplomacy")
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import make_bot
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec, parse_seating, seat_spec
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, load_saved_game
 from leaguezero.diplomacy.game.rollout import run_rollout, validate_orders
 from leaguezero.diplomacy.game.seats import UnknownAgentError
@@ -46,18 +47,18 @@ SEATING = {
 
 
 def test_mixed_seats_finish_save_and_record_only_the_hero(tmp_path) -> None:
-    made: dict[str | None, list[ScriptedPolicy]] = {}
+    made: dict[str, list[ScriptedPolicy]] = {}
 
-    def resolver(name: str | None) -> ScriptedPolicy:
+    def resolver(spec: AgentSpec) -> ScriptedPolicy:
         policy = ScriptedPolicy(len(made))
-        made.setdefault(name, []).append(policy)
+        made.setdefault(spec.name, []).append(policy)
         return policy
 
     cfg = DiplomacyConfig(max_years=3, games_dir=str(tmp_path / "games"))
     result = run_rollout(cfg, 2, 5, SEATING, "FRANCE", resolver=resolver)
     # Only non-bot seats reach the resolver, one policy per seat.
-    assert sorted(made, key=str) == sorted(["adapter_v1", None], key=str)
-    assert len(made["adapter_v1"]) == 2 and len(made[None]) == 1
+    assert sorted(made) == ["adapter_v1", "base_model"]
+    assert len(made["adapter_v1"]) == 2 and len(made["base_model"]) == 1
     assert result.power_agents["ITALY"] == "base_model"
     assert result.ended_by == "max_years" and result.final_year == 1903
     # Hero-only trajectory: every step is France's, one per phase France had orders.
@@ -120,8 +121,8 @@ def test_unresolvable_agents_fail_clearly() -> None:
     with pytest.raises(UnknownAgentError, match="resolver returned None"):
         run_rollout(cfg, 0, 0, seating, "FRANCE", resolver=lambda name: None)
 
-    def strict(name: str | None):
-        raise KeyError(f"no checkpoint {name}")
+    def strict(spec: AgentSpec):
+        raise KeyError(f"no checkpoint {spec.name}")
 
     with pytest.raises(UnknownAgentError, match="no checkpoint adapter_v9"):
         run_rollout(cfg, 0, 0, seating, "FRANCE", resolver=strict)
@@ -129,3 +130,26 @@ def test_unresolvable_agents_fail_clearly() -> None:
         run_rollout(cfg, 0, 0, {p: "random_bot" for p in POWERS[:6]}, "FRANCE")
     with pytest.raises(ValueError, match="hero_power 'SPAIN'"):
         run_rollout(cfg, 0, 0, dict.fromkeys(POWERS, "random_bot"), "SPAIN")
+
+
+def test_a_seating_is_parsed_once_and_its_specs_reach_the_resolver() -> None:
+    # A seating of specs is played as it is: each resolver call is handed the very spec the
+    # caller seated (no name parsed again on the way), its kind read off it.
+    seating = parse_seating(dict.fromkeys(POWERS, "random_bot") | {"FRANCE": "hero"})
+    hero = seating["FRANCE"]
+    assert hero.kind is AgentKind.HERO and parse_seating(seating)["FRANCE"] is hero
+    handed: list[AgentSpec] = []
+
+    def resolver(spec: AgentSpec) -> ScriptedPolicy:
+        handed.append(spec)
+        return ScriptedPolicy(0)
+
+    cfg = DiplomacyConfig(max_years=1, games_dir=None)
+    result = run_rollout(cfg, 0, 0, seating, "FRANCE", resolver=resolver)
+    assert handed == [hero] and handed[0] is hero
+    assert result.power_agents["FRANCE"] == "hero"
+    # Names (a script's seating) are parsed at the rollout's door, once, into the same specs.
+    by_name: list[AgentSpec] = []
+    names = dict.fromkeys(POWERS, "random_bot") | {"FRANCE": None}
+    run_rollout(cfg, 0, 0, names, "FRANCE", resolver=lambda s: by_name.append(s) or BrokenPolicy())
+    assert by_name == [seat_spec(None)] and by_name[0].kind is AgentKind.BASE_MODEL

@@ -13,26 +13,40 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.tournament import run_tournament, seat_powers
 from leaguezero.league.matchlog import read_matches
 
 
+def _seat_names(hero, opponents, game_idx, max_unique, rng) -> dict[str, str]:
+    seating = seat_powers(
+        seat_spec(hero), [seat_spec(o) for o in opponents], game_idx, max_unique, rng
+    )
+    return {power: spec.name for power, spec in seating.items()}
+
+
 def test_seating_rotates_hero_and_clusters() -> None:
     rng = random.Random(0)
     for game_idx in range(7):
-        seating = seat_powers("hero", ["A", "B"], game_idx, 2, rng)
+        seating = _seat_names("hero", ["A", "B"], game_idx, 2, rng)
         order = [seating[POWERS[(game_idx + k) % 7]] for k in range(7)]
         assert order == ["hero", "A", "A", "A", "B", "B", "B"]
-    six = seat_powers("hero", ["A", "B", "C", "D", "E", "F"], 3, 6, rng)
+    six = _seat_names("hero", ["A", "B", "C", "D", "E", "F"], 3, 6, rng)
     assert six["GERMANY"] == "hero" and sorted(six.values()) == [*sorted("ABCDEF"), "hero"]
-    assert seat_powers("hero", ["A", "B", "C"], 0, 1, rng) == {
+    assert _seat_names("hero", ["A", "B", "C"], 0, 1, rng) == {
         power: ("hero" if power == "AUSTRIA" else "A") for power in POWERS
     }
-    base = seat_powers(None, ["random_bot"], 0, 6, rng)
-    assert base["AUSTRIA"] is None and base["TURKEY"] == "random_bot"
     with pytest.raises(ValueError, match="at least one opponent"):
-        seat_powers("hero", [], 0, 6, rng)
+        _seat_names("hero", [], 0, 6, rng)
+
+
+def test_seating_seats_the_specs_it_is_given() -> None:
+    # Each seat is the very spec the caller parsed (nothing downstream parses a name again).
+    base, bot = seat_spec(None), seat_spec("random_bot")
+    seating = seat_powers(base, [bot], 0, 6, random.Random(0))
+    assert seating["AUSTRIA"] is base and base.kind is AgentKind.BASE_MODEL
+    assert all(seating[p] is bot for p in POWERS[1:])
 
 
 def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
@@ -40,8 +54,8 @@ def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
     log_path = tmp_path / "matches.ndjson"
     result = run_tournament(
         cfg,
-        "greedy_bot",
-        ["random_bot", "chaos_bot"],
+        seat_spec("greedy_bot"),
+        [seat_spec("random_bot"), seat_spec("chaos_bot")],
         games=3,
         matchlog=log_path,
         ratings={"random_bot": 800.0},
@@ -68,7 +82,8 @@ def test_tournament_ratings_matchlog_and_report(tmp_path) -> None:
 
 def test_self_play_moves_no_rating() -> None:
     cfg = DiplomacyConfig(run={"seed": 1}, max_years=2, games_dir=None)
-    report = run_tournament(cfg, "random_bot", ["random_bot"], games=2).report()
+    bot = seat_spec("random_bot")
+    report = run_tournament(cfg, bot, [bot], games=2).report()
     assert report["hero"]["rating_change"] == 0.0
     assert set(report["opponents"]) == {"random_bot"}
 

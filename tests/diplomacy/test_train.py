@@ -197,6 +197,7 @@ def test_cosine_schedule_sets_each_steps_learning_rate(tmp_path) -> None:
 def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None:
     from leaguezero.common.config import load_config
     from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game.catalogue import parse_seating
     from leaguezero.diplomacy.game.env import POWERS
     from leaguezero.diplomacy.train.loop import LeagueTrainer
 
@@ -207,6 +208,7 @@ def test_live_seats_train_every_mirror_seat_with_its_own_score(tmp_path) -> None
         # The hero at FRANCE, its mirrors at ENGLAND and ITALY, bots elsewhere.
         seating = {p: "random_bot" for p in POWERS}
         seating.update(FRANCE="hero", ENGLAND="hero", ITALY="hero")
+        seating = parse_seating(seating)
         groups, results = trainer.play_group(0, seating, "FRANCE")
         assert [{r.power for s in g for r in s.seat_records} for g in groups] == [
             {"FRANCE"}, {"ENGLAND"}, {"ITALY"}

@@ -49,8 +49,9 @@ def shown_name(name: str) -> str:
     return short if len(short) <= 60 else short[:57] + "..."
 
 
-def _resolver(names: list[str], seed: int):
-    """A resolver for the checkpoint files and LLM folders among ``names`` (None: all bots).
+def _agents(names: list[str], seed: int):
+    """``names`` parsed once by the agent catalogue, ``({name: spec}, resolver)``: the resolver
+    plays the checkpoint files and LLM folders among them (None: all bots).
 
     Raises ValueError for a name the agent catalogue does not accept (the message lists what
     it accepts).
@@ -61,7 +62,7 @@ def _resolver(names: list[str], seed: int):
 
     specs = parse_agents(names)  # AgentSpecError is a ValueError
     cfg = load_diplomacy_config(None, [f"run.seed={seed}"])
-    return command_resolver(specs, cfg, greedy=True)
+    return dict(zip(names, specs, strict=True)), command_resolver(specs, cfg, greedy=True)
 
 
 class DiplomacyWebGame:
@@ -252,9 +253,9 @@ def new_game(
         f"load: use {', '.join(BOTS)}, a policy checkpoint file or an LLM folder"
     )
     try:
-        resolver = _resolver(sorted(set(seats.values())), seed)
+        specs, resolver = _agents(sorted(set(seats.values())), seed)
         policies = {
-            p: resolve_agent(name, seat_seed(seed, p), resolver) for p, name in seats.items()
+            p: resolve_agent(specs[name], seat_seed(seed, p), resolver) for p, name in seats.items()
         }
     except Exception:  # the loaders' own messages carry paths and advice meant for programmers
         raise refused from None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
-from leaguezero.diplomacy.game.seats import BASE_MODEL, AgentResolver, UnknownAgentError
+from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 
 # make(paths, *, seed, greedy, temperature) -> a resolver of the league names in ``paths``.
 LeagueResolverFactory = Callable[..., AgentResolver]
@@ -39,15 +39,15 @@ def policy_resolver(
 
     Each checkpoint is loaded once (``loaded``: policies already loaded, by name); every call
     (one per seat) gets its own actor with the next seed, so clones of one agent do not share a
-    random stream. Raises ``UnknownAgentError`` for a name not in ``paths``.
+    random stream. Raises ``UnknownAgentError`` for a seat whose name is not in ``paths``.
     """
     from leaguezero.diplomacy.agents.policy import load_policy
 
     policies: dict[str, Any] = dict(loaded or {})
     counter = itertools.count()
 
-    def resolve(name: str | None) -> Any:
-        key = BASE_MODEL if name is None else name
+    def resolve(spec: AgentSpec) -> Any:
+        key = spec.name
         if key not in paths:
             raise UnknownAgentError(f"no checkpoint for agent {key!r}")
         if key not in policies:
@@ -96,9 +96,8 @@ def command_resolver(
     if llm is None:
         return played
 
-    def resolve(name: str | None):
-        spec = by_name.get(str(name))
-        return llm(name) if spec is not None and spec.is_llm_folder else played(name)
+    def resolve(spec: AgentSpec):
+        return llm(spec) if spec.is_llm_folder else played(spec)
 
     return resolve
 

@@ -120,9 +120,9 @@ def eval_cmd(
     opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
     if not opponent_names:
         raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
-    resolver, cfg = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
+    specs, resolver, cfg = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
     save_dir = None if no_save else out_dir
-    warn_untaught_free_generation([hero, *opponent_names], cfg, rank)
+    warn_untaught_free_generation(specs, cfg, rank)
 
     # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
     # one JSON object: a bar on a terminal, otherwise a plain line every few seconds.
@@ -134,8 +134,8 @@ def eval_cmd(
 
         result = run_tournament(
             cfg,
-            hero,
-            opponent_names,
+            specs[0],
+            specs[1:],
             games,
             matchlog=matchlog,
             save_dir=save_dir,
@@ -191,15 +191,16 @@ class GameResults:
         self._file.flush()
 
 
-def warn_untaught_free_generation(names: list[str], cfg, rank: bool) -> None:
+def warn_untaught_free_generation(specs, cfg, rank: bool) -> None:
     """One line on stderr when an LLM base model that was never taught the answer format
     (not built by ``llm pretrain``: a real instruct model, a .gguf file) plays free text:
-    such a model writes no legal order and runs every answer to the token budget."""
-    from leaguezero.diplomacy.game.catalogue import AgentKind, parse_agents
+    such a model writes no legal order and runs every answer to the token budget. ``specs``:
+    the command's agents (:func:`~.common.command_agents`)."""
+    from leaguezero.diplomacy.game.catalogue import AgentKind
 
     if rank or cfg.llm.mode != "generate":
         return
-    for spec in parse_agents(names):
+    for spec in specs:
         untaught = spec.kind is AgentKind.LLM_BASE and not (
             spec.path is not None and (spec.path / "leaguezero_base.json").is_file()
         )
@@ -280,8 +281,9 @@ def bench_cmd(
     games = games or cfg.bench.games
     suite = suite_with_checkpoints([*cfg.bench.checkpoints, *(checkpoint or [])])
     names = [hero, *(entry.agent for entry in suite)]
-    resolver, cfg = command_agents(names, cfg, sample=sample)
-    warn_untaught_free_generation(names, cfg, False)
+    specs, resolver, cfg = command_agents(names, cfg, sample=sample)
+    warn_untaught_free_generation(specs, cfg, False)
+    agents = dict(zip(names, specs, strict=True))
 
     # On stderr: --json's stdout stays one object while a long run still shows progress.
     total = games * len(suite)
@@ -291,7 +293,9 @@ def bench_cmd(
             log.write(game, opponent=agent)
             bar.advance(note=f"vs six {agent}: {_game_note(game)}")
 
-        rows = run_bench(cfg, hero, suite, games, resolver=resolver, on_game=on_game)
+        rows = run_bench(
+            cfg, agents[hero], suite, games, agents=agents, resolver=resolver, on_game=on_game
+        )
     report = bench_report(hero, cfg.run.seed, games, rows)
     if json_out:
         typer.echo(json.dumps(report))
@@ -356,15 +360,15 @@ def play_cmd(
     names = [name.strip() for name in agents.split(",")]
     if len(names) != len(POWERS):
         raise fail(f"--agents: give {len(POWERS)} agents ({', '.join(POWERS)}), got {len(names)}")
-    resolver, cfg = command_agents(names, cfg, sample=False)
-    warn_untaught_free_generation(names, cfg, False)
+    specs, resolver, cfg = command_agents(names, cfg, sample=False)
+    warn_untaught_free_generation(specs, cfg, False)
     if hero_power.upper() not in POWERS:
         raise fail(f"--hero-power: {hero_power!r} is not one of {', '.join(POWERS)}")
     result = run_rollout(
         cfg,
         0,
         0,
-        dict(zip(POWERS, names, strict=True)),
+        dict(zip(POWERS, specs, strict=True)),
         hero_power.upper(),
         save_dir=out_dir,
         resolver=resolver,

@@ -76,7 +76,8 @@ def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
 
 
 def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
-    """The command's agents parsed by the catalogue: ``(resolver, cfg)``, the resolver None
+    """The command's agents parsed by the catalogue: ``(specs, resolver, cfg)``, ``specs`` one
+    per name (the seats the command plays: nothing parses a name again), the resolver None
     when all are bots, ``cfg`` with the ``llm`` settings a shipped adapter pins for the keys the
     user did not set (``pretrained-smol``'s system prompt, ...), so the report shows what played.
 
@@ -112,4 +113,4 @@ def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):
         )
     except Exception as err:  # LLMError, a bad folder: one line
         raise fail(f"cannot load the LLM agents: {err}") from None
-    return resolver, cfg
+    return specs, resolver, cfg

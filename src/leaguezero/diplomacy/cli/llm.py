@@ -386,7 +386,7 @@ def imitate(
     if out.exists():
         raise fail(f"--out {out} exists; choose another folder")
     cfg = load_diplomacy_config(None, [f"llm.base_model={base_model}"])
-    resolver, cfg = command_agents(list(seated), cfg, sample=False)  # None: all bots
+    _, resolver, cfg = command_agents(list(seated), cfg, sample=False)  # None: all bots
     modules = [t.strip() for t in target_modules.split(",") if t.strip()]
     settings = AdapterImitationSettings(
         teacher=teacher,

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentSpec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.rollout import RolloutResult
 from leaguezero.diplomacy.game.seats import AgentResolver
@@ -144,17 +145,20 @@ def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
 
 def run_bench(
     cfg: DiplomacyConfig,
-    hero: str | None,
+    hero: AgentSpec,
     suite: Sequence[BenchEntry],
     games: int,
     *,
+    agents: Mapping[str, AgentSpec],
     resolver: AgentResolver | None = None,
     on_game: Callable[[str, RolloutResult], None] | None = None,
 ) -> list[BenchRow]:
     """Play ``hero`` against each entry of ``suite`` (``games`` games each) and return the rows.
 
-    Every entry replays the same seeds (``cfg.run.seed``), so two heroes benched with one seed meet
-    the same dice of fate. ``on_game(agent, game)`` is called after each game (progress).
+    ``agents``: each entry's agent parsed (by :attr:`BenchEntry.agent`, as the command line
+    parsed it). Every entry replays the same seeds (``cfg.run.seed``), so two heroes benched
+    with one seed meet the same dice of fate. ``on_game(agent, game)`` is called after each
+    game (progress).
     Raises ``ValueError`` for an empty suite or ``games < 1``.
     """
     if not suite:
@@ -164,7 +168,7 @@ def run_bench(
         result = run_tournament(
             cfg,
             hero,
-            [entry.agent],
+            [agents[entry.agent]],
             games,
             resolver=resolver,
             on_game=None if on_game is None else (lambda g, a=entry.agent: on_game(a, g)),

@@ -26,19 +26,24 @@ What a name can be (:class:`AgentKind`):
 
 :func:`parse_agents` reads command-line names (``leaguezero diplomacy eval/bench/play``, the web
 page) and raises one :class:`AgentSpecError` that lists every unknown name and
-:data:`ACCEPTED`; :func:`seat_spec` reads the names a league table seats (the loop, the
-evaluator, an LLM table). :mod:`leaguezero.diplomacy.agents.resolvers` builds the rollout's
-resolver from specs. This module imports nothing but the game, so every layer may read it.
+:data:`ACCEPTED`; :func:`seat_spec` reads the names a league table seats (the league's draw,
+the evaluator's agents). Each name is parsed once, where it enters the Diplomacy code: from
+there a game's :data:`Seating` holds specs, and the rollout, its resolvers
+(:data:`~leaguezero.diplomacy.game.seats.AgentResolver`) and the LLM tables read kinds and
+adapters off them, never a name again (a name is only shown: logs, ratings, saved games).
+:mod:`leaguezero.diplomacy.agents.resolvers` builds the rollout's resolver from specs. This
+module imports nothing of the engine, so every layer may read it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from leaguezero.diplomacy.game.seats import BASE_MODEL
+from leaguezero.league.types import BASE_MODEL  # the seat value None (no adapter)
 
 HERO = "hero"  # the live hero's league name (leaguezero.league.session.HERO)
 BOT_NAMES = ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
@@ -117,6 +122,12 @@ class AgentSpec:
         """Whether the seat takes one of the sampler's ``llm.max_loras`` adapter slots."""
         return self.kind in (AgentKind.HERO, AgentKind.LEAGUE, AgentKind.LLM_ADAPTER)
 
+    def served_as(self, name: str) -> AgentSpec:
+        """This seat under the name its adapter is served by (a league checkpoint under the
+        run's served name, the live hero under its published version): the kind stays, so a
+        table still knows what the seat is."""
+        return dataclasses.replace(self, name=name)
+
 
 def seat_spec(name: str | None, path: str | Path | None = None) -> AgentSpec:
     """The spec of a name a league table seats: a bot, ``base_model`` (or ``None``), ``hero``,
@@ -128,6 +139,17 @@ def seat_spec(name: str | None, path: str | Path | None = None) -> AgentSpec:
     if name == HERO:
         return AgentSpec(name, AgentKind.HERO)
     return AgentSpec(name, AgentKind.LEAGUE, None if path is None else Path(path))
+
+
+# A game's seating, parsed: {power: the agent at that seat}.
+Seating = dict[str, AgentSpec]
+
+
+def parse_seating(seating: Mapping[str, AgentSpec | str | None]) -> Seating:
+    """``seating`` with every seat an :class:`AgentSpec`: specs as they are (parsed where
+    their names entered), league-table names read once by :func:`seat_spec` (a script or a
+    test seats bots by name)."""
+    return {p: a if isinstance(a, AgentSpec) else seat_spec(a) for p, a in seating.items()}
 
 
 def pretrained_policy_path() -> Path | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # keeps this module importable without the engine
+    from leaguezero.diplomacy.game.catalogue import Seating
     from leaguezero.diplomacy.game.env import DiplomacyEnv
 
 
@@ -63,7 +64,7 @@ class PlayedGame:
     # The LLM hero may reseat a table (cluster seating when the server is full), shape its
     # seats' rewards (llm.format_penalty) and count the hero power's order hygiene (its
     # SeatStats); None: as given / the scores / none.
-    seating: dict[str, str] | None = None
+    seating: Seating | None = None
     rewards: dict[str, float] | None = None
     stats: Any = None
     seat: str | None = None

@@ -2,9 +2,10 @@
 (docs/design.md#rollouts-with-an-agent-per-power).
 
 :func:`run_rollout` plays a no-press game where each power is played by the agent its
-``power_adapters`` entry names: a bot name (built here, never touches a model), ``None`` for the
-base model, or an adapter/checkpoint name (both resolved by the caller's
-:data:`~leaguezero.diplomacy.game.seats.AgentResolver`). Only the hero power's steps are recorded.
+``seating`` entry holds (an :class:`~leaguezero.diplomacy.game.catalogue.AgentSpec`): a bot
+(built here, never touches a model), the base model, or an adapter/checkpoint (both resolved by
+the caller's :data:`~leaguezero.diplomacy.game.seats.AgentResolver`, which is handed the seat's
+spec). Only the hero power's steps are recorded.
 
 Every order an agent returns is checked against the phase's legal orders. An order that is not
 legal for one of the power's orderable locations (or a second order for a location already
@@ -23,6 +24,7 @@ on threads share one batching generator), so this loop needs no asynchronous pat
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,19 +33,14 @@ import numpy as np
 
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import WAIVE
+from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating, parse_seating
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.scoring import (
     calculate_final_scores,
     running_scores,
     sum_of_squares_scores,
 )
-from leaguezero.diplomacy.game.seats import (
-    AgentResolver,
-    Policy,
-    ReportsAnswers,
-    agent_label,
-    resolve_agent,
-)
+from leaguezero.diplomacy.game.seats import AgentResolver, Policy, ReportsAnswers, resolve_agent
 
 
 @dataclass
@@ -152,12 +149,12 @@ def validate_orders(
     return kept, invalid, missing
 
 
-def _check_seats(power_adapters: dict[str, str | None], hero_power: str) -> None:
-    unknown = sorted(set(power_adapters) - set(POWERS))
-    absent = [p for p in POWERS if p not in power_adapters]
+def _check_seats(seating: Seating, hero_power: str) -> None:
+    unknown = sorted(set(seating) - set(POWERS))
+    absent = [p for p in POWERS if p not in seating]
     if unknown or absent:
         raise ValueError(
-            f"power_adapters must name an agent for each of {', '.join(POWERS)}"
+            f"the seating must name an agent for each of {', '.join(POWERS)}"
             + (f"; unknown powers: {', '.join(unknown)}" if unknown else "")
             + (f"; missing: {', '.join(absent)}" if absent else "")
         )
@@ -169,7 +166,7 @@ def run_rollout(
     cfg: DiplomacyConfig,
     group_idx: int,
     game_idx: int,
-    power_adapters: dict[str, str | None],
+    seating: Mapping[str, AgentSpec | str | None],
     hero_power: str,
     *,
     resolver: AgentResolver | None = None,
@@ -178,18 +175,21 @@ def run_rollout(
 ) -> RolloutResult:
     """Play one game to its end (a solo or ``cfg.max_years``) and return its result.
 
-    ``power_adapters``: {power: agent name or None}, all seven powers; ``hero_power``: the power
-    whose steps are recorded. Each seat gets its own policy instance (a bot with its own seed,
-    or ``resolver(name)``). The finished game is saved as saved-game JSON in ``save_dir``
+    ``seating``: {power: agent}, all seven powers, each an
+    :class:`~leaguezero.diplomacy.game.catalogue.AgentSpec` (a league-table name or None, as a
+    script seats bots, is parsed here once); ``hero_power``: the power whose steps are
+    recorded. Each seat gets its own policy instance (a bot with its own seed, or
+    ``resolver(spec)``). The finished game is saved as saved-game JSON in ``save_dir``
     (default ``cfg.games_dir``; no file when both are None) as
     ``group{group_idx:04d}_game{game_idx:04d}.json``. Raises ``ValueError`` for a bad seating
     and :class:`~leaguezero.diplomacy.game.seats.UnknownAgentError` for an agent nobody can play.
     """
-    _check_seats(power_adapters, hero_power)
+    seats = parse_seating(seating)
+    _check_seats(seats, hero_power)
     started = time.perf_counter()
     game_seed = rollout_seed(cfg.run.seed, group_idx, game_idx)
     policies: dict[str, Policy] = {
-        power: resolve_agent(power_adapters[power], seat_seed(game_seed, power), resolver)
+        power: resolve_agent(seats[power], seat_seed(game_seed, power), resolver)
         for power in POWERS
     }
     env = DiplomacyEnv(max_years=cfg.max_years)
@@ -241,7 +241,7 @@ def run_rollout(
         game_idx=game_idx,
         seed=game_seed,
         hero_power=hero_power,
-        power_agents={p: agent_label(power_adapters[p]) for p in POWERS},
+        power_agents={p: seats[p].name for p in POWERS},
         scores=scores,
         sos_scores=sos,
         centers=centers,

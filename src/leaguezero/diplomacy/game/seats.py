@@ -1,9 +1,10 @@
-"""Who plays a power: the policy interface and how an agent name becomes a policy.
+"""Who plays a power: the policy interface and how a seat's agent becomes a policy.
 
-A seat's agent name is one of the bot names (``random_bot``, ``chaos_bot``, ``greedy_bot``),
-``None`` for the base model, or an adapter/checkpoint name. Bots are built here and never touch
-a model; every other name goes through an :data:`AgentResolver` the caller supplies (the LLM and
-learned-policy providers arrive with the training code), so this module knows no model.
+A seat holds an :class:`~leaguezero.diplomacy.game.catalogue.AgentSpec`, its agent's name
+parsed once by the catalogue (a bot, the base model, the hero, a checkpoint or folder). Bots
+are built here and never touch a model; every other spec goes through an :data:`AgentResolver`
+the caller supplies (the LLM and learned-policy providers arrive with the training code), so
+this module knows no model.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from leaguezero.diplomacy.game.catalogue import AgentSpec, seat_spec
 from leaguezero.league.types import BASE_MODEL  # the seat value None (no adapter)
 
 if TYPE_CHECKING:
@@ -52,9 +54,10 @@ class ReportsAnswers(Protocol):
         answers outside their expression: the seat held); None if it played none."""
 
 
-# (agent name or None for the base model) -> a policy for one seat of one game. Called once per
-# non-bot seat of a rollout, so clones of one agent get separate policies (own seeds, records).
-AgentResolver = Callable[[str | None], Policy]
+# A seat's agent (parsed: its kind and name) -> a policy for one seat of one game. Called once
+# per non-bot seat of a rollout, so clones of one agent get separate policies (own seeds,
+# records). A resolver reads the spec it is handed and parses no name again.
+AgentResolver = Callable[[AgentSpec], Policy]
 
 
 class UnknownAgentError(LookupError):
@@ -67,35 +70,38 @@ def agent_label(name: str | None) -> str:
 
 
 def resolve_agent(
-    name: str | None,
+    agent: AgentSpec | str | None,
     seed: int,
     resolver: AgentResolver | None = None,
 ) -> Policy:
-    """The policy for agent ``name``: a fresh seeded bot, or whatever ``resolver`` returns.
+    """The policy for ``agent``: a fresh seeded bot, or whatever ``resolver`` returns for it.
 
-    Raises :class:`UnknownAgentError` with the names that would work when ``name`` is not a bot
-    and there is no resolver, or the resolver cannot provide it (it may raise ``KeyError`` or
+    ``agent``: a seat's spec, or a league-table name (a script's bot, ``None`` for the base
+    model), read here by :func:`~leaguezero.diplomacy.game.catalogue.seat_spec`. Raises
+    :class:`UnknownAgentError` with the names that would work when the agent is not a bot and
+    there is no resolver, or the resolver cannot provide it (it may raise ``KeyError`` or
     :class:`UnknownAgentError`, or return None).
     """
     from leaguezero.diplomacy.game.bots import BOTS, make_bot
 
-    if name in BOTS:
-        return make_bot(name, seed)
+    spec = agent if isinstance(agent, AgentSpec) else seat_spec(agent)
+    if spec.is_bot:
+        return make_bot(spec.name, seed)
     bots = ", ".join(BOTS)
     if resolver is None:
         raise UnknownAgentError(
-            f"agent {agent_label(name)!r} is not a bot ({bots}) and no agent resolver was "
+            f"agent {spec.name!r} is not a bot ({bots}) and no agent resolver was "
             "given to load models or adapters"
         )
     try:
-        policy = resolver(name)
+        policy = resolver(spec)
     except (KeyError, UnknownAgentError) as err:
         raise UnknownAgentError(
-            f"agent {agent_label(name)!r} could not be resolved ({err}); bots are {bots}"
+            f"agent {spec.name!r} could not be resolved ({err}); bots are {bots}"
         ) from None
     if policy is None:
         raise UnknownAgentError(
-            f"agent {agent_label(name)!r} could not be resolved (the resolver returned None); "
+            f"agent {spec.name!r} could not be resolved (the resolver returned None); "
             f"bots are {bots}"
         )
     return policy

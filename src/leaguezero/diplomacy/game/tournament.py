@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.scoring import win_shares
-from leaguezero.diplomacy.game.seats import AgentResolver, agent_label
+from leaguezero.diplomacy.game.seats import AgentResolver
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import cluster_seating
 from leaguezero.league.rating import update_elo_multiplayer
@@ -44,28 +45,28 @@ WIN_DEFINITION = (
 
 
 def seat_powers(
-    hero: str | None,
-    opponents: Sequence[str | None],
+    hero: AgentSpec,
+    opponents: Sequence[AgentSpec],
     game_idx: int,
     max_unique: int,
     rng: random.Random,
-) -> dict[str, str | None]:
+) -> Seating:
     """{power: agent} for game ``game_idx``: cluster seating with the hero rotated to power
     ``game_idx % 7`` and the opponents' blocks rotated with it."""
     if not opponents:
         raise ValueError("a tournament needs at least one opponent")
-    # cluster_seating works on names; None (the base model) travels as its label.
-    labels = {agent_label(name): name for name in [hero, *opponents]}
+    # cluster_seating works on names; each seat gets the spec its name was parsed into.
+    specs = {spec.name: spec for spec in [hero, *opponents]}
     seats = cluster_seating(
-        agent_label(hero),
-        [agent_label(o) for o in opponents],
+        hero.name,
+        [o.name for o in opponents],
         num_seats=len(POWERS),
         max_unique=max_unique,
         rng=rng,
         hero_seat=0,
     )
     shift = game_idx % len(POWERS)
-    return {POWERS[(seat + shift) % len(POWERS)]: labels[seats[seat]] for seat in range(len(seats))}
+    return {POWERS[(seat + shift) % len(POWERS)]: specs[seats[seat]] for seat in range(len(seats))}
 
 
 def most_centres_shares(centers: dict[str, int]) -> dict[str, float]:
@@ -200,8 +201,8 @@ class TournamentResult:
 
 def run_tournament(
     cfg: DiplomacyConfig,
-    hero: str | None,
-    opponents: Sequence[str | None],
+    hero: AgentSpec,
+    opponents: Sequence[AgentSpec],
     games: int,
     *,
     resolver: AgentResolver | None = None,
@@ -213,6 +214,8 @@ def run_tournament(
 ) -> TournamentResult:
     """Play ``games`` games of ``hero`` against ``opponents`` (see module doc).
 
+    The agents come parsed (the command line's, the league evaluator's); reports, ratings and
+    the match log name them by :attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.name`.
     ``cfg.run.seed`` seeds the seating and every game (``group_idx`` = 0, ``game_idx`` = i).
     ``ratings`` are the starting ratings (agents not in it start at ``cfg.initial_rating``);
     ``matchlog`` appends one :class:`~leaguezero.league.types.MatchResult` per game (kind
@@ -221,8 +224,8 @@ def run_tournament(
     """
     if games < 1:
         raise ValueError(f"games must be at least 1, got {games}")
-    hero_label = agent_label(hero)
-    names = [hero_label, *(agent_label(o) for o in opponents)]
+    hero_label = hero.name
+    names = [hero_label, *(o.name for o in opponents)]
     current = {name: float((ratings or {}).get(name, cfg.initial_rating)) for name in names}
     result = TournamentResult(
         hero=hero_label,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.client import GenerationClient
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
@@ -171,16 +172,18 @@ class LLMHero:
 
     def table(
         self,
-        power_adapters: Mapping[str, str | None],
+        seating: Mapping[str, AgentSpec],
         *,
         seed: int,
-        hero_name: str = "hero",
         temperature: float | None = None,
         greedy: bool = False,
     ) -> LLMTable:
-        """All LLM seats of one game, batched; seats named ``hero_name`` play the live hero."""
+        """All LLM seats of one game, batched; the hero's seats (its kind, ``hero``) play the
+        live hero, served as its published version."""
         adapter = self.publish()
-        seating = {p: (adapter if a == hero_name else a) for p, a in power_adapters.items()}
+        seating = {
+            p: s.served_as(adapter) if s.kind is AgentKind.HERO else s for p, s in seating.items()
+        }
         temp = 0.0 if greedy else (self.temperature if temperature is None else temperature)
         return LLMTable(
             self.sampler,

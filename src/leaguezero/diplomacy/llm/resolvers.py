@@ -17,11 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from leaguezero.diplomacy.config import LLMSection
-from leaguezero.diplomacy.game.catalogue import (
-    AgentKind,
-    AgentSpec,
-    seat_spec,
-)
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
 from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
@@ -55,7 +51,7 @@ def adapter_resolver(
     seat of :class:`~.agent.SharedTables`, so a game's LLM seats are sampled together each
     phase (seeds from ``seed`` and the game's number). ``render``: the chat template (see
     :func:`~.prompt.render_prompt`); ``decoding``: a strategy of :mod:`.decoding`. Raises
-    ``UnknownAgentError`` for an adapter name not in ``paths``.
+    ``UnknownAgentError`` for a seat with an adapter whose name is not in ``paths``.
     """
     tables = SharedTables(
         lambda game: LLMTable(
@@ -69,8 +65,8 @@ def adapter_resolver(
         )
     )
 
-    def resolve(name: str | None):
-        adapter = seat_spec(name).adapter
+    def resolve(spec: AgentSpec):
+        adapter, name = spec.adapter, spec.name
         if adapter is not None:
             if name not in paths:
                 raise UnknownAgentError(f"no adapter folder for agent {name!r}")
@@ -194,9 +190,9 @@ def folder_resolver(
         )
     )
 
-    def resolve(name: str | None):
-        if name not in folders:
-            raise UnknownAgentError(f"{name!r} is not a model or adapter folder")
-        return tables.policy(names_on_backend.get(name))
+    def resolve(spec: AgentSpec):
+        if spec.name not in folders:
+            raise UnknownAgentError(f"{spec.name!r} is not a model or adapter folder")
+        return tables.policy(names_on_backend.get(spec.name))
 
     return resolve

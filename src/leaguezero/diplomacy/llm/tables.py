@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from leaguezero.diplomacy.game.catalogue import seat_spec
+from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.llm.client import GenerationClient
@@ -50,10 +50,11 @@ class LLMPolicy:
 class LLMTable:
     """The LLM seats of one game, sampled together each phase (see module doc).
 
-    ``power_adapters``: the game's seating ``{power: agent}``, names read by the catalogue
-    (:func:`~leaguezero.diplomacy.game.catalogue.seat_spec`): bot seats are ignored, ``None``
-    or ``"base_model"`` is the base model, any other name an adapter loaded on ``client``.
-    ``record_adapter``: completions of seats with this adapter are recorded (None: none).
+    ``seating``: the game's seating ``{power: agent}``, parsed (its names are the ones the
+    seats sample under): bot seats are ignored, the base model samples without an adapter,
+    every other seat with its :attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.adapter`
+    loaded on ``client``. ``record_adapter``: completions of seats with this adapter are
+    recorded (None: none).
     ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
     prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
     default: as written). ``decoding``: how prompts become orders (:mod:`.decoding`).
@@ -62,7 +63,7 @@ class LLMTable:
     def __init__(
         self,
         client: GenerationClient,
-        power_adapters: Mapping[str, str | None],
+        seating: Mapping[str, AgentSpec],
         *,
         record_adapter: str | None = None,
         record_base: bool = False,
@@ -77,9 +78,8 @@ class LLMTable:
         self.render = render
         self.decoding = decoding
         # The seating to give run_rollout (its resolver answers every LLM seat from here).
-        self.seating: dict[str, str | None] = dict(power_adapters)
-        specs = {p: seat_spec(a) for p, a in power_adapters.items()}
-        self.seats = {p: s.adapter for p, s in specs.items() if not s.is_bot}
+        self.seating: Seating = dict(seating)
+        self.seats = {p: s.adapter for p, s in seating.items() if not s.is_bot}
         self.record_adapter = record_adapter
         self.record_base = record_base
         self.max_new_tokens = max_new_tokens
@@ -94,10 +94,10 @@ class LLMTable:
         self._key: tuple[int, str, int] | None = None
         self._orders: dict[str, list[str]] = {}
 
-    def resolver(self, name: str | None) -> LLMPolicy:
+    def resolver(self, spec: AgentSpec) -> LLMPolicy:
         """The rollout's resolver: every LLM seat gets a policy backed by this table."""
-        if seat_spec(name).adapter not in set(self.seats.values()):
-            raise KeyError(f"agent {name!r} has no seat at this LLM table")
+        if spec.adapter not in set(self.seats.values()):
+            raise KeyError(f"agent {spec.name!r} has no seat at this LLM table")
         return LLMPolicy(self)
 
     def records_seat(self, adapter: str | None) -> bool:

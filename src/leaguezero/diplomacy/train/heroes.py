@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import Seating
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOPolicy
 from leaguezero.league.registry import LeagueRegistry
@@ -82,14 +83,14 @@ class Hero(Protocol):
 
     def reference(self) -> GRPOPolicy | None: ...
 
-    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]: ...
+    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> Seating: ...
 
     def play_group(
         self,
         cfg: DiplomacyConfig,
         registry: LeagueRegistry,
         group_idx: int,
-        seating: dict[str, str],
+        seating: Seating,
         hero_power: str,
     ) -> list[PlayedGame]: ...
 

@@ -29,7 +29,7 @@ from typing import Any
 from leaguezero.diplomacy.agents.resolvers import league_resolver_factory
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import suite_gatekeepers
-from leaguezero.diplomacy.game.catalogue import BOT_NAMES
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.seats import BASE_MODEL
 from leaguezero.league.evaluator import JobRunner
@@ -97,6 +97,9 @@ def _play_gatekeepers(
     from leaguezero.diplomacy.game.tournament import run_tournament
 
     results: list[MatchResult] = []
+    # The league's agents enter the game here: their names parsed once (the resolvers play
+    # their files from ``paths``).
+    hero = seat_spec(challenger.name)
     for k, keeper in enumerate(gatekeepers):
         cfg = base.model_copy(
             update={
@@ -108,9 +111,8 @@ def _play_gatekeepers(
         resolver = make_resolver(
             paths, seed=seed * 1_000 + k, greedy=greedy, temperature=temperature
         )
-        played = run_tournament(
-            cfg, challenger.name, [keeper.name], games_per_gatekeeper, resolver=resolver
-        )
+        opponent = seat_spec(keeper.name)
+        played = run_tournament(cfg, hero, [opponent], games_per_gatekeeper, resolver=resolver)
         for game in played.games:
             shares = win_shares(game.scores)
             results.append(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from leaguezero.diplomacy.config import DiplomacyConfig
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec, Seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
@@ -42,7 +43,7 @@ def seat_reward(
 def played_game(
     result: RolloutResult,
     table: LLMTable,
-    seating: Mapping[str, str],
+    seating: Mapping[str, AgentSpec],
     hero_power: str,
     format_penalty: float,
 ) -> PlayedGame:
@@ -67,7 +68,6 @@ class RemoteLLMGames:
     endpoint: str
     served_model_name: str | None
     tokenizer_path: str
-    hero_name: str
     hero_adapter: str
     max_new_tokens: int
     temperature: float
@@ -77,9 +77,9 @@ class RemoteLLMGames:
     # The table's adapters and their folders: a worker loads one again if the server
     # restarted under it (names are immutable, so a name is one folder for good).
     adapter_folders: dict[str, str] = field(default_factory=dict)
-    # power -> the name its seat samples under (league checkpoints by the run's served names);
-    # the game is recorded under the league's names (the job's seating).
-    served_seating: dict[str, str] = field(default_factory=dict)
+    # power -> its seat as sampled (league checkpoints under the run's served names); the game
+    # is recorded under the league's names (the job's seating).
+    served_seating: Seating = field(default_factory=dict)
 
 
 def _reloader(client: OpenAIClient, folders: Mapping[str, str]):
@@ -113,12 +113,12 @@ def play_remote_game(
     cfg_json: str,
     group_idx: int,
     game_idx: int,
-    seating: dict[str, str],
+    seating: Seating,
     hero_power: str,
     seed: int,
 ) -> PlayedGame:
     """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
-    on the server, the live hero as ``shared.hero_adapter``."""
+    on the server, the live hero's seats as ``shared.hero_adapter``."""
     cfg = DiplomacyConfig.model_validate_json(cfg_json)
     tokenizer = _tokenizer(shared.tokenizer_path)
     with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
@@ -126,8 +126,10 @@ def play_remote_game(
         table = LLMTable(
             client,
             {
-                p: shared.hero_adapter if a == shared.hero_name else shared.served_seating.get(p, a)
-                for p, a in seating.items()
+                p: s.served_as(shared.hero_adapter)
+                if s.kind is AgentKind.HERO
+                else shared.served_seating.get(p, s)
+                for p, s in seating.items()
             },
             record_adapter=shared.hero_adapter,
             max_new_tokens=shared.max_new_tokens,

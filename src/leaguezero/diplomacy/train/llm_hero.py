@@ -28,7 +28,7 @@ import torch
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.memory import release_freed_memory
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.game.catalogue import AgentKind, Seating, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
@@ -63,10 +63,6 @@ from leaguezero.diplomacy.train.llm_games import (
 from leaguezero.diplomacy.train.llm_memory import hero_pass_plan
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
-
-
-def _holds_slot(name: str | None) -> bool:
-    return seat_spec(name).holds_adapter_slot
 
 
 class LanguageModelHero:
@@ -190,17 +186,18 @@ class LanguageModelHero:
             at_temperature=self.policy.score_at_temperature,
         )
 
-    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
-        # Distinct adapters at the table must fit llm.max_loras.
+    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> Seating:
+        # The league's draw parsed once; distinct adapters at the table must fit llm.max_loras.
+        agents = {name: seat_spec(name) for name in (HERO, *names)}
         seats = fit_seating(
             HERO,
             names,
             max_loras=self.cfg.llm.max_loras,
-            uses_slot=_holds_slot,
+            uses_slot=lambda name: agents[name].holds_adapter_slot,
             rng=rng,
             hero_seat=POWERS.index(hero_power),
         )
-        return dict(zip(POWERS, seats, strict=True))
+        return {power: agents[name] for power, name in zip(POWERS, seats, strict=True)}
 
     # ----- playing a group ------------------------------------------------------------------
     def play_group(
@@ -208,26 +205,29 @@ class LanguageModelHero:
         cfg: DiplomacyConfig,
         registry: LeagueRegistry,
         group_idx: int,
-        seating: dict[str, str],
+        seating: Seating,
         hero_power: str,
     ) -> list[PlayedGame]:
         """The group's games: at once in this process (one thread each, so their requests
         share batches), or one Ray task each on the shared server."""
         agents = registry.load().agents
         adapter_paths: dict[str, Path] = {}
-        for name in set(seating.values()):
-            if seat_spec(name).kind is not AgentKind.LEAGUE:
+        for spec in set(seating.values()):
+            if spec.kind is not AgentKind.LEAGUE:
                 continue
-            agent = agents.get(name)
+            agent = agents.get(spec.name)
             if agent is None or agent.path is None:
-                raise UnknownAgentError(f"league agent {name!r} has no adapter folder")
-            adapter_paths[name] = registry.resolve(agent.path)
+                raise UnknownAgentError(f"league agent {spec.name!r} has no adapter folder")
+            adapter_paths[spec.name] = registry.resolve(agent.path)
         tcfg = self.cfg.train
         seeds = [game_seed(self.cfg.run.seed, group_idx, i) for i in range(tcfg.group_size)]
         seating = self.prepare(seating, hero_power, adapter_paths)
         # The tables sample league opponents by their served names; the games are recorded
         # under the league's own names (`seating`).
-        served = {p: self.served_name(a) if a in adapter_paths else a for p, a in seating.items()}
+        served = {
+            p: s.served_as(self.served_name(s.name)) if s.name in adapter_paths else s
+            for p, s in seating.items()
+        }
         if not self.task_map.in_process:  # Ray: each game a task sampling on the shared server
             shared = self.remote_games(tcfg.temperature, served)
             jobs = [
@@ -236,8 +236,7 @@ class LanguageModelHero:
             ]
             return self.task_map(play_remote_game, shared, jobs)
         tables = [
-            self.policy.table(served, seed=seed, hero_name=HERO, temperature=tcfg.temperature)
-            for seed in seeds
+            self.policy.table(served, seed=seed, temperature=tcfg.temperature) for seed in seeds
         ]
 
         def play(game_idx: int) -> RolloutResult:
@@ -256,8 +255,8 @@ class LanguageModelHero:
         ]
 
     def prepare(
-        self, seating: Mapping[str, str], hero_power: str, adapter_paths: Mapping[str, str | Path]
-    ) -> dict[str, str]:
+        self, seating: Seating, hero_power: str, adapter_paths: Mapping[str, str | Path]
+    ) -> Seating:
         """Publish the live hero and load the table's adapter opponents; returns the seating,
         reseated with fewer distinct adapters when the sampler cannot hold them all."""
         seating = dict(seating)
@@ -273,31 +272,33 @@ class LanguageModelHero:
                 seating, adapter_paths = self._fewer_adapters(seating, hero_power, adapter_paths)
 
     def _fewer_adapters(
-        self, seating: dict[str, str], hero_power: str, paths: dict[str, str | Path]
-    ) -> tuple[dict[str, str], dict[str, str | Path]]:
+        self, seating: Seating, hero_power: str, paths: dict[str, str | Path]
+    ) -> tuple[Seating, dict[str, str | Path]]:
         """The seating with one distinct adapter opponent less (cluster seating)."""
-        opponents = [seating[p] for p in POWERS if p != hero_power]
+        # fit_seating works on names; each seat keeps the spec its name was parsed into.
+        agents = {spec.name: spec for spec in seating.values()}
+        hero = seating[hero_power].name
+        opponents = [seating[p].name for p in POWERS if p != hero_power]
         slots = 1 + len(paths) - 1  # the hero's version + one adapter opponent fewer
         # A stable seed (str hashes differ between processes): the same fallback every run.
         rng = random.Random(zlib.crc32("|".join([hero_power, *opponents]).encode()))
         seats = fit_seating(
-            HERO,
+            hero,
             opponents,
             max_loras=max(1, slots),
-            uses_slot=_holds_slot,
+            uses_slot=lambda name: agents[name].holds_adapter_slot,
             rng=rng,
             hero_seat=POWERS.index(hero_power),
         )
-        new = dict(zip(POWERS, seats, strict=True))
-        return new, {n: p for n, p in paths.items() if n in new.values()}
+        new = {power: agents[name] for power, name in zip(POWERS, seats, strict=True)}
+        kept = {spec.name for spec in new.values()}
+        return new, {n: p for n, p in paths.items() if n in kept}
 
     def served_name(self, league_name: str) -> str:
         """The name a league checkpoint is served under by this run (``{folder}-{run id}-NAME``)."""
         return f"{self.league_prefix}-{league_name}"
 
-    def remote_games(
-        self, temperature: float, served: Mapping[str, str] | None = None
-    ) -> RemoteLLMGames:
+    def remote_games(self, temperature: float, served: Seating | None = None) -> RemoteLLMGames:
         """What a remote worker needs to play the hero's games on the server (after
         :meth:`prepare`): the endpoint, the tokenizer's folder, the live hero's served name."""
         llm = self.cfg.llm
@@ -307,7 +308,6 @@ class LanguageModelHero:
             endpoint=llm.endpoint,
             served_model_name=self.client.base_model,
             tokenizer_path=str(llm.base_model),
-            hero_name=HERO,
             hero_adapter=self.policy.live_adapter,
             max_new_tokens=llm.max_new_tokens,
             temperature=temperature,

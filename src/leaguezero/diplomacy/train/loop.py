@@ -66,7 +66,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_kl_coef, scheduled_lr
@@ -254,7 +254,7 @@ class LeagueTrainer:
 
     # ----- one step -------------------------------------------------------------------------
     def learning_seats(
-        self, games: list[PlayedGame], seating: dict[str, str], hero_power: str
+        self, games: list[PlayedGame], seating: Seating, hero_power: str
     ) -> list[str]:
         """The powers whose records train this group: the hero power, and with
         ``learn_from: live_seats`` every other power the live hero sat at in all its games."""
@@ -264,12 +264,12 @@ class LeagueTrainer:
             p
             for p in POWERS
             if p != hero_power
-            and all(seat_spec((g.seating or seating)[p]).kind is AgentKind.HERO for g in games)
+            and all((g.seating or seating)[p].kind is AgentKind.HERO for g in games)
         ]
         return [hero_power, *mirrors]
 
     def play_group(
-        self, group_idx: int, seating: dict[str, str], hero_power: str
+        self, group_idx: int, seating: Seating, hero_power: str
     ) -> tuple[list[list[PlayedGame]], list[MatchResult]]:
         """One GRPO group: per learning seat (the hero power first, then with
         ``train.learn_from: live_seats`` each mirror seat) the G games read at that seat, and
@@ -283,7 +283,8 @@ class LeagueTrainer:
         results = [
             MatchResult(
                 participants=tuple(
-                    Participant((game.seating or seating)[p], p, game.scores[p]) for p in POWERS
+                    Participant((game.seating or seating)[p].name, p, game.scores[p])
+                    for p in POWERS
                 ),
                 step=self.step,
                 timestamp=time.time(),

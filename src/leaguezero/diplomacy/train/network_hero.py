@@ -24,7 +24,7 @@ from leaguezero.diplomacy.agents.policy import (
     load_policy,
 )
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentKind, seat_spec
+from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec, Seating, parse_seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import run_rollout
@@ -51,7 +51,7 @@ def play_policy_game(
     shared: PolicyGames,
     group_idx: int,
     game_idx: int,
-    seating: dict[str, str],
+    seating: Seating,
     hero_power: str,
 ) -> PlayedGame:
     """One training game of the network hero (a pure function of its arguments).
@@ -67,9 +67,8 @@ def play_policy_game(
     hero_actors = []
     counter = iter(range(len(POWERS)))
 
-    def resolve(name: str | None):
+    def resolve(spec: AgentSpec):
         seed = game_seed(shared.train_seed, group_idx, game_idx, next(counter))
-        spec = seat_spec(name)
         if spec.kind is AgentKind.HERO:
             actor = hero.actor(seed=seed, temperature=shared.temperature)
             hero_actors.append(actor)
@@ -139,7 +138,7 @@ class NetworkHero:
     def reference(self) -> DiplomacyPolicy | None:
         return load_policy(self.base_path) if self.cfg.train.kl_coef > 0 else None
 
-    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> dict[str, str]:
+    def seating(self, names: list[str], hero_power: str, rng: random.Random) -> Seating:
         hero_seat = POWERS.index(hero_power)
         if self.cfg.max_unique_opponents >= len(POWERS) - 1:
             seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
@@ -147,19 +146,19 @@ class NetworkHero:
             seats = cluster_seating(
                 HERO, names, len(POWERS), self.cfg.max_unique_opponents, rng, hero_seat
             )
-        return dict(zip(POWERS, seats, strict=True))
+        return parse_seating(dict(zip(POWERS, seats, strict=True)))  # the league's draw, parsed
 
     def play_group(
         self,
         cfg: DiplomacyConfig,
         registry: LeagueRegistry,
         group_idx: int,
-        seating: dict[str, str],
+        seating: Seating,
         hero_power: str,
     ) -> list[PlayedGame]:
         state = registry.load()
         paths = {}
-        for name in {*seating.values(), BASE_MODEL}:
+        for name in {*(spec.name for spec in seating.values()), BASE_MODEL}:
             agent = state.agents.get(name)
             if agent is not None and agent.path is not None:
                 paths[name] = str(registry.resolve(agent.path).resolve())

@@ -126,18 +126,21 @@ def collect_examples(
 ) -> list[Example]:
     """Play ``games`` games and return the recorded seats' (prompt, answer) pairs.
 
-    ``seat_bots``/``record_bots``: agent names; bots unless ``resolver`` (an
-    :data:`~leaguezero.diplomacy.game.seats.AgentResolver`) builds the others.
+    ``seat_bots``/``record_bots``: agent names as the command line gives them (parsed once
+    here, :func:`~leaguezero.diplomacy.game.catalogue.parse_agents`); bots unless ``resolver``
+    (an :data:`~leaguezero.diplomacy.game.seats.AgentResolver`) builds the others.
     """
+    from leaguezero.diplomacy.game.catalogue import parse_agents
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
     from leaguezero.diplomacy.game.rollout import validate_orders
     from leaguezero.diplomacy.game.seats import resolve_agent
 
+    agents = dict(zip(seat_bots, parse_agents(seat_bots), strict=True))
     rng = random.Random(seed)
     examples: list[Example] = []
     for g in range(games):
         seats = {p: rng.choice(list(seat_bots)) for p in POWERS}
-        bots = {p: resolve_agent(seats[p], rng.getrandbits(32), resolver) for p in POWERS}
+        bots = {p: resolve_agent(agents[seats[p]], rng.getrandbits(32), resolver) for p in POWERS}
         env = DiplomacyEnv(max_years=max_years)
         while not env.done:
             for power in POWERS:
