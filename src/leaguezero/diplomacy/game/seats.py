@@ -24,7 +24,6 @@ __all__ = [
     "Policy",
     "ReportsAnswers",
     "UnknownAgentError",
-    "agent_label",
     "resolve_agent",
 ]
 
@@ -62,11 +61,6 @@ AgentResolver = Callable[[AgentSpec], Policy]
 
 class UnknownAgentError(LookupError):
     """An agent name that is neither a bot nor resolvable by the caller's resolver."""
-
-
-def agent_label(name: str | None) -> str:
-    """The name an agent is rated and logged under (``None`` is the base model)."""
-    return BASE_MODEL if name is None else name
 
 
 def resolve_agent(
