@@ -1,7 +1,7 @@
 """Win rate against six ``dumb_bot``s of a Diplomacy run's checkpoints, measured after training.
 
     python docs/figures/dumb_bot_curve.py --seed S --games 140 --max-years 5 --out FIG.png \\
-        --steps 0,100,200 NAME=RUN [NAME=RUN ...]
+        --steps 0,100,200 NAME=RUN [NAME=RUN ...] [--measured EARLIER.jsonl ...]
 
 For each run and each step in ``--steps`` the run's ``checkpoints/ckpt_NNNNNN.pt`` (step 0: the
 run's ``base_model`` checkpoint, i.e. the agent it started from) plays one against six
@@ -10,7 +10,9 @@ run's ``base_model`` checkpoint, i.e. the agent it started from) plays one again
 checkpoint on the same seeds (``S``, chosen after training). The x axis counts training steps
 from the run's own start plus ``--offset`` (steps of the agent it was initialised from). Prints
 one JSON line per checkpoint (win rate, its binomial SE, mean supply centres) and draws win rate
-± 1 SE with the parity line 1/7 and the 2 × parity goal.
+± 1 SE with the parity line 1/7 and the 2 × parity goal. ``--measured`` takes the JSON lines of
+earlier invocations on the same seed (a curve measured in parts, while the run still trained)
+and draws those points without playing them again.
 """
 
 from __future__ import annotations
@@ -59,14 +61,32 @@ def main() -> None:
     parser.add_argument("--max-years", type=int, default=5)
     parser.add_argument("--offset", type=int, default=0, help="steps before the run's start")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--measured",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSON lines an earlier run of this script printed (same seed, games, years): "
+        "their points are drawn, not measured again (repeatable)",
+    )
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
+    measured = {}
+    for path in args.measured:
+        for line in path.read_text().splitlines():
+            if line.startswith("{"):
+                row = json.loads(line)
+                measured[row["run"], row["step"]] = row
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for spec in args.runs:
         name, _, folder = spec.partition("=")
         rows = []
         for step in steps:
+            if (name, step) in measured:
+                rows.append(measured[name, step])
+                print(json.dumps(measured[name, step]), flush=True)
+                continue
             ckpt = _checkpoint(Path(folder), step)
             if not ckpt.exists():
                 print(f"{ckpt} does not exist; skipped", file=sys.stderr)
