@@ -15,7 +15,7 @@ from leaguezero.yatzy.train.selfplay.tower_values import (
     ME_COLS,
     OPP_COLS,
     TowerValues,
-    board_runs_pair,
+    board_ids_pair,
 )
 
 
@@ -70,21 +70,42 @@ def successor_batches() -> list[np.ndarray]:
     return recorder.batches
 
 
-def test_board_runs_numbers_consecutive_equal_rows() -> None:
-    x = np.zeros((6, 169), np.float32)
+def board_ids(x: np.ndarray) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
+    ids, starts = np.empty((2, len(x)), np.int64), np.empty((2, len(x)), np.int64)
+    table = np.empty((2, 2 << (len(x) - 1).bit_length()), np.int64)
+    counts = board_ids_pair(x.view(np.uint32), ME_COLS, OPP_COLS, ids, starts, table)
+    return counts, ids, starts
+
+
+def test_board_ids_number_distinct_boards_in_order_of_appearance() -> None:
+    x = np.zeros((7, 169), np.float32)
     x[2:4, ME_COLS[0]] = 1.0
-    x[5, ME_COLS[-1]] = 1.0
-    x[:, 160] = np.arange(6)  # a shared column does not split a board's run
-    runs, starts = np.empty((2, 6), np.int64), np.empty((2, 6), np.int64)
-    assert board_runs_pair(x, ME_COLS, OPP_COLS, runs, starts) == (4, 1)
-    assert runs[0].tolist() == [0, 0, 1, 1, 2, 3] and starts[0, :4].tolist() == [0, 2, 4, 5]
+    x[5, ME_COLS[-1]] = 1.0  # rows 0, 1, 4 and 6 share a board that rows 2-3 and 5 break
+    x[3, OPP_COLS[3]] = 0.5
+    x[:, 160] = np.arange(7)  # a shared column does not split a board
+    (u_me, u_opp), ids, starts = board_ids(x)
+    assert (u_me, u_opp) == (3, 2)
+    assert ids[0].tolist() == [0, 0, 1, 1, 0, 2, 0] and starts[0, :3].tolist() == [0, 2, 5]
+    assert ids[1].tolist() == [0, 0, 0, 1, 0, 0, 0] and starts[1, :2].tolist() == [0, 3]
+
+
+def test_board_ids_agree_with_numpy_unique_on_random_boards() -> None:
+    # Many rows, few distinct boards in no order: hash collisions and probing are exercised.
+    rng = np.random.default_rng(3)
+    palette = rng.integers(0, 3, size=(40, 169)).astype(np.float32)
+    x = palette[rng.integers(0, 40, size=5000)]
+    (u_me, u_opp), ids, starts = board_ids(x)
+    for k, cols, count in ((0, ME_COLS, u_me), (1, OPP_COLS, u_opp)):
+        boards = x[:, cols]
+        assert count == len(np.unique(boards, axis=0))
+        np.testing.assert_array_equal(boards[starts[k, ids[k]]], boards)  # each row's own board
+        assert len(np.unique(boards[starts[k, :count]], axis=0)) == count  # no board twice
 
 
 def test_successor_batches_repeat_boards(successor_batches) -> None:
     # What makes the value-only forward pay: few distinct boards per call.
     x = max(successor_batches, key=len)
-    runs, starts = np.empty((2, len(x)), np.int64), np.empty((2, len(x)), np.int64)
-    assert board_runs_pair(x, ME_COLS, OPP_COLS, runs, starts)[0] <= len(x) // 50
+    assert board_ids(x)[0][0] <= len(x) // 50
 
 
 @pytest.mark.parametrize("seed", [5, 6])

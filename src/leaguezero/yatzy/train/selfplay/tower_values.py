@@ -3,16 +3,18 @@
 A turn-search call holds every successor of many turns (about 120 rows a game). All rows of a game
 share the board of the player about to roll (``me``: the mover's opponent), and the mover's board
 after a mark (``opp``) depends only on the category and, for the upper section, the points — so a
-27k-row call holds ~250 distinct ``me`` boards and ~10k distinct ``opp`` boards. The successors
-of a game are written slot by slot (category, then points), so equal boards sit in consecutive
-rows: :func:`board_runs_pair` finds them, for both boards, in one pass.
+27k-row call holds ~250 distinct ``me`` boards and ~10k distinct ``opp`` boards. Two turns deep
+(``depth=2``) a call holds the opponent's successors of each of the mover's ~120 successors: the
+same ~45 ``opp`` boards come back for every one of them, ~100x fewer than rows.
+:func:`board_ids_pair` numbers the distinct boards of both kinds in one pass (an equal previous
+row first, then a hash table), so each tower runs once per distinct board of the call.
 
 The forward then computes, exactly as :meth:`BoardTowerNet.forward` up to float rounding:
 
 - each tower once per distinct board, and its first head layer's share right away:
   ``A = tower(me_u) @ W1[:, :E]ᵀ`` [U₁, H], ``B = tower(opp_u) @ W1[:, E:2E]ᵀ`` [U₂, H]
   (the head's first layer is linear in the concatenation ``[me, opp, shared]``);
-- ``h₁ = relu(b₁ + shared · W1[:, 2E:]ᵀ + A[run_me] + B[run_opp])`` per row in one fused numba
+- ``h₁ = relu(b₁ + shared · W1[:, 2E:]ᵀ + A[id_me] + B[id_opp])`` per row in one fused numba
   pass over float32, written straight in the network's dtype (bfloat16 as its upper 16 bits,
   rounded to nearest even like torch) — no column gathers, ``cat`` or separate ReLUs;
 - the second head layer, and the value and margin heads as one ``[2, H]`` matmul; the policy
@@ -36,50 +38,82 @@ OPP_COLS = np.array(turn_features.OPP_BOARD_COLS, np.int64)
 SHARED_COLS = np.array(turn_features.SHARED_COLS, np.int64)
 
 
-@njit(cache=True, nogil=True)
-def board_runs_pair(features, cols_a, cols_b, runs, starts):
-    """Number the runs of consecutive rows equal on ``cols_a``, and on ``cols_b``, in one pass.
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
-    ``features`` float32 [N, F]; ``cols_a``, ``cols_b`` int64 [C]; writes ``runs`` int64
-    [2, >= N] (row -> its run, per column set) and ``starts`` int64 [2, >= N] (run -> its first
-    row); returns ``(runs of cols_a, runs of cols_b)``.
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_board(bits, cols, i, j):
+    for c in cols:
+        if bits[i, c] != bits[j, c]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _board_id(bits, cols, i, ids, starts, table, mask, count):
+    """Row ``i``'s board id on ``cols`` (see :func:`board_ids_pair`); returns the new count."""
+    if i > 0 and _same_board(bits, cols, i, i - 1):  # most rows repeat the row before
+        ids[i] = ids[i - 1]
+        return count
+    h = _FNV_OFFSET
+    for c in cols:
+        h = (h ^ np.uint64(bits[i, c])) * _FNV_PRIME
+    # FNV's low bits only see the inputs' low bits, and a small float's are zeros (1.0f is
+    # 0x3F800000): fold the high half down before the table's mask reads the low bits.
+    h ^= h >> np.uint64(32)
+    h *= _MIX
+    h ^= h >> np.uint64(29)
+    slot = np.int64(h & mask)
+    while True:
+        u = table[slot]
+        if u < 0:  # a board not seen in this call
+            table[slot] = count
+            starts[count] = i
+            ids[i] = count
+            return count + 1
+        if _same_board(bits, cols, i, starts[u]):
+            ids[i] = u
+            return count
+        slot = (slot + 1) & np.int64(mask)
+
+
+@njit(cache=True, nogil=True)
+def board_ids_pair(bits, cols_a, cols_b, ids, starts, table):
+    """Number the distinct boards of the rows of ``bits`` on ``cols_a``, and on ``cols_b``.
+
+    ``bits`` uint32 [N, F]: the features' float32 bits (``features.view(np.uint32)``: equal
+    bits, equal board); ``cols_a``, ``cols_b`` int64 [C]. Writes ``ids`` int64 [2, >= N] (row ->
+    its board, numbered in order of first appearance, per column set) and ``starts`` int64
+    [2, >= N] (board -> its first row); ``table`` int64 [2, T] is scratch, T a power of two
+    >= 2N. Returns ``(boards on cols_a, boards on cols_b)``.
     """
+    n = bits.shape[0]
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    table[:, :size] = -1
+    mask = np.uint64(size - 1)
     count_a = 0
     count_b = 0
-    for i in range(features.shape[0]):
-        new_a = i == 0
-        new_b = i == 0
-        if i > 0:
-            for c in cols_a:
-                if features[i, c] != features[i - 1, c]:
-                    new_a = True
-                    break
-            for c in cols_b:
-                if features[i, c] != features[i - 1, c]:
-                    new_b = True
-                    break
-        if new_a:
-            starts[0, count_a] = i
-            count_a += 1
-        if new_b:
-            starts[1, count_b] = i
-            count_b += 1
-        runs[0, i] = count_a - 1
-        runs[1, i] = count_b - 1
+    for i in range(n):
+        count_a = _board_id(bits, cols_a, i, ids[0], starts[0], table[0], mask, count_a)
+        count_b = _board_id(bits, cols_b, i, ids[1], starts[1], table[1], mask, count_b)
     return count_a, count_b
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _first_layer_f32(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out):
-    """``out[n] = relu(bias + Σ_k features[n, shared_k] w_shared[k] + a[run_a[n]] + b[run_b[n]])``.
+def _first_layer_f32(features, shared_cols, w_shared, bias, a, id_a, b, id_b, out):
+    """``out[n] = relu(bias + Σ_k features[n, shared_k] w_shared[k] + a[id_a[n]] + b[id_b[n]])``.
 
     ``w_shared`` float32 [S, H] (the shared columns' weights, transposed), ``bias`` [H],
     ``a`` [U1, H], ``b`` [U2, H]; ``out`` float32 [N, H].
     """
     hidden = bias.shape[0]
     for n in range(features.shape[0]):
-        ra = a[run_a[n]]
-        rb = b[run_b[n]]
+        ra = a[id_a[n]]
+        rb = b[id_b[n]]
         row = out[n]
         for h in range(hidden):
             row[h] = bias[h] + ra[h] + rb[h]
@@ -97,14 +131,14 @@ def _first_layer_f32(features, shared_cols, w_shared, bias, a, run_a, b, run_b, 
 # The bfloat16 kernel repeats the float32 one's sum on purpose: sharing it through an inlined
 # helper measured 0.89 / 0.95 / 1.02x the self-play rate (benchmarks/selfplay_cpu.py, pairs).
 @njit(cache=True, nogil=True, fastmath=True)
-def _first_layer_bf16(features, shared_cols, w_shared, bias, a, run_a, b, run_b, out, scratch):
+def _first_layer_bf16(features, shared_cols, w_shared, bias, a, id_a, b, id_b, out, scratch):
     """As :func:`_first_layer_f32`, but ``out`` is uint16 [N, H]: the bfloat16 bits of each value
     (round to nearest even, as ``torch.Tensor.to(torch.bfloat16)``); ``scratch`` float32 [H]."""
     hidden = bias.shape[0]
     bits = scratch.view(np.uint32)
     for n in range(features.shape[0]):
-        ra = a[run_a[n]]
-        rb = b[run_b[n]]
+        ra = a[id_a[n]]
+        rb = b[id_b[n]]
         for h in range(hidden):
             scratch[h] = bias[h] + ra[h] + rb[h]
         for k in range(shared_cols.shape[0]):
@@ -207,8 +241,9 @@ class TowerValues:
             return
         self._rows = max(rows, 2 * self._rows)
         n, hidden = self._rows, self.hidden
-        self._runs = np.empty((2, n), np.int64)  # row -> run: me, opp
-        self._starts = np.empty((2, n), np.int64)  # run -> first row: me, opp
+        self._ids = np.empty((2, n), np.int64)  # row -> its board: me, opp
+        self._starts = np.empty((2, n), np.int64)  # board -> its first row: me, opp
+        self._table = np.empty((2, 2 << (n - 1).bit_length()), np.int64)  # board_ids_pair scratch
         # Rows past a call's count are padding that the next layer reads and the caller drops:
         # zeros at first, an earlier call's finite values later.
         padded = bucket_rows(n)
@@ -248,14 +283,16 @@ class TowerValues:
         features = np.ascontiguousarray(features, dtype=np.float32)
         n = features.shape[0]
         self._grow(n)
-        u_me, u_opp = board_runs_pair(features, ME_COLS, OPP_COLS, self._runs, self._starts)
-        run_me, run_opp = self._runs[0, :n], self._runs[1, :n]
+        u_me, u_opp = board_ids_pair(
+            features.view(np.uint32), ME_COLS, OPP_COLS, self._ids, self._starts, self._table
+        )
+        id_me, id_opp = self._ids[0, :n], self._ids[1, :n]
         starts_me, starts_opp = self._starts[0, :u_me], self._starts[1, :u_opp]
         with torch.inference_mode():
             x = torch.from_numpy(features)
             a = self._tower_share(x, starts_me, self.tower_me)
             b = self._tower_share(x, starts_opp, self.tower_opp)
-            args = (features, SHARED_COLS, self.w_shared, self.bias1, a, run_me, b, run_opp)
+            args = (features, SHARED_COLS, self.w_shared, self.bias1, a, id_me, b, id_opp)
             padded = bucket_rows(n)  # rows n.. of the buffers are padding (see bucket_rows)
             if self._h1_f32 is None:
                 _first_layer_bf16(*args, self._h1_bits[:n], self._scratch)

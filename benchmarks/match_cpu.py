@@ -1,0 +1,102 @@
+"""CPU time of a match, this code against another checkout (figures, never pass/fail).
+
+``python benchmarks/match_cpu.py --baseline-src DIR`` plays ``yz match --a A --b B`` (default:
+the shipped ``pretrained``, two turns deep, against the exact ``oracle``) over ``--games``
+paired games (default 200) on one seed, once with this checkout's ``src`` and once with
+``DIR/src`` (e.g. ``git archive HEAD | tar -x -C /tmp/base``), each in a fresh subprocess
+pinned to one core (``taskset -c 0`` when available) with one torch and one numba thread, as
+``--pairs`` interleaved pairs (new, baseline, new, baseline, ...) so both sides of each ratio
+share the machine's load. Each child reports its own CPU time (``time.process_time``) for the
+match after a 4-game warm-up that loads the network and compiles the kernels; the ratio is
+baseline CPU time ÷ new. Both sides must play the same games: each line says whether their
+wins and points agree (a change of float rounding may flip a near tie now and then; a change
+of play would show in every pair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+from leaguezero.yatzy.agents.match import play_match
+from leaguezero.yatzy.agents.registry import make_agent
+
+a_name, b_name, games, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+a, b = make_agent(a_name), make_agent(b_name)
+play_match(a, b, 4, seed + 1)
+t0 = time.process_time()
+s = play_match(a, b, games, seed).summary
+cpu = time.process_time() - t0
+print(json.dumps({"cpu_seconds": cpu, "games": s.games, "a_wins": s.a_wins,
+                  "score_diff_mean": s.score_diff_mean}))
+"""
+
+
+def run_child(src: Path, args: argparse.Namespace) -> dict:
+    """One match with the code under ``src``; its JSON line."""
+    digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(src),
+        "OMP_NUM_THREADS": "1",
+        "NUMBA_NUM_THREADS": "1",
+        # A numba cache per checkout: kernels of one version must not serve the other.
+        "NUMBA_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"lz-bench-numba-{digest}"),
+    }
+    cmd = [sys.executable, "-c", CHILD, args.a, args.b, str(args.games), str(args.seed)]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0", *cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"the match under {src} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-src", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--a", default="pretrained", help="agent A (default: two turns deep)")
+    parser.add_argument("--b", default="oracle")
+    parser.add_argument("--games", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
+    baseline = args.baseline_src.resolve() / "src"
+    if not (baseline / "leaguezero").is_dir():
+        raise SystemExit(f"--baseline-src: {baseline} holds no leaguezero package")
+    ratios = []
+    for pair in range(args.pairs):
+        new = run_child(HERE / "src", args)
+        old = run_child(baseline, args)
+        ratio = old["cpu_seconds"] / new["cpu_seconds"]
+        ratios.append(ratio)
+        same = (new["a_wins"], new["score_diff_mean"]) == (old["a_wins"], old["score_diff_mean"])
+        print(
+            f"pair {pair}: this code {new['cpu_seconds'] / new['games']:.3f} CPU-s a game, "
+            f"baseline {old['cpu_seconds'] / old['games']:.3f}: {ratio:.2f}x; "
+            f"{'the same games' if same else 'RESULTS DIFFER'} (A won {new['a_wins']} vs "
+            f"{old['a_wins']}, diff {new['score_diff_mean']:+.3f} vs {old['score_diff_mean']:+.3f})",
+            flush=True,
+        )
+    ratios.sort()
+    print(
+        f"{args.a} vs {args.b}, CPU time baseline / this code, {args.pairs} interleaved pairs: "
+        f"min {ratios[0]:.2f} / median {ratios[len(ratios) // 2]:.2f} / max {ratios[-1]:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
