@@ -84,11 +84,12 @@ def main() -> None:
         ratio = old["cpu_seconds"] / new["cpu_seconds"]
         ratios.append(ratio)
         same = (new["a_wins"], new["score_diff_mean"]) == (old["a_wins"], old["score_diff_mean"])
+        diffs = f"{new['score_diff_mean']:+.3f} vs {old['score_diff_mean']:+.3f}"
         print(
             f"pair {pair}: this code {new['cpu_seconds'] / new['games']:.3f} CPU-s a game, "
             f"baseline {old['cpu_seconds'] / old['games']:.3f}: {ratio:.2f}x; "
             f"{'the same games' if same else 'RESULTS DIFFER'} (A won {new['a_wins']} vs "
-            f"{old['a_wins']}, diff {new['score_diff_mean']:+.3f} vs {old['score_diff_mean']:+.3f})",
+            f"{old['a_wins']}, points a game {diffs})",
             flush=True,
         )
     ratios.sort()

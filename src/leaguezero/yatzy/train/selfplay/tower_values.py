@@ -45,7 +45,7 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 @njit(cache=True, nogil=True, inline="always")
 def _same_board(bits, cols, i, j):
-    for c in cols:
+    for c in cols:  # noqa: SIM110 (numba compiles no generator passed to all())
         if bits[i, c] != bits[j, c]:
             return False
     return True
