@@ -11,6 +11,11 @@ match after a 4-game warm-up that loads the network and compiles the kernels; th
 baseline CPU time ÷ new. Both sides must play the same games: each line says whether their
 wins and points agree (a change of float rounding may flip a near tie now and then; a change
 of play would show in every pair).
+
+``--latency N`` measures instead how long A takes to decide for a single game: each child
+plays N pairs one at a time (two side-swapped games in lockstep, A to move in one of them at a
+time) and times every call of A's ``act`` in CPU time; it prints the median and the slowest
+call of each side (the issue's bar for ``pretrained``: under a second a decision on one core).
 """
 
 from __future__ import annotations
@@ -35,8 +40,23 @@ from leaguezero.yatzy.agents.match import play_match
 from leaguezero.yatzy.agents.registry import make_agent
 
 a_name, b_name, games, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+latency = int(sys.argv[5])
 a, b = make_agent(a_name), make_agent(b_name)
 play_match(a, b, 4, seed + 1)
+if latency:
+    calls = []
+    act = a.act
+    def timed(states, rows):
+        t0 = time.process_time()
+        out = act(states, rows)
+        calls.append(time.process_time() - t0)
+        return out
+    a.act = timed
+    for k in range(latency):
+        play_match(a, b, 2, seed + 2 + k)
+    calls.sort()
+    print(json.dumps({"calls": len(calls), "median": calls[len(calls) // 2], "max": calls[-1]}))
+    sys.exit(0)
 t0 = time.process_time()
 s = play_match(a, b, games, seed).summary
 cpu = time.process_time() - t0
@@ -57,6 +77,7 @@ def run_child(src: Path, args: argparse.Namespace) -> dict:
         "NUMBA_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"lz-bench-numba-{digest}"),
     }
     cmd = [sys.executable, "-c", CHILD, args.a, args.b, str(args.games), str(args.seed)]
+    cmd.append(str(args.latency))
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -73,10 +94,21 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--latency", type=int, default=0, help="single-game pairs per child")
     args = parser.parse_args()
     baseline = args.baseline_src.resolve() / "src"
     if not (baseline / "leaguezero").is_dir():
         raise SystemExit(f"--baseline-src: {baseline} holds no leaguezero package")
+    if args.latency:
+        for pair in range(args.pairs):
+            for label, src in (("this code", HERE / "src"), ("baseline", baseline)):
+                r = run_child(src, args)
+                print(
+                    f"pair {pair}, {label}: {r['calls']} decisions of {args.a} for one game, "
+                    f"CPU-s median {r['median']:.4f}, slowest {r['max']:.3f}",
+                    flush=True,
+                )
+        return
     ratios = []
     for pair in range(args.pairs):
         new = run_child(HERE / "src", args)
