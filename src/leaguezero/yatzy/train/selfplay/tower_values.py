@@ -5,7 +5,7 @@ share the board of the player about to roll (``me``: the mover's opponent), and 
 after a mark (``opp``) depends only on the category and, for the upper section, the points — so a
 27k-row call holds ~250 distinct ``me`` boards and ~10k distinct ``opp`` boards. Two turns deep
 (``depth=2``) a call holds the opponent's successors of each of the mover's ~120 successors: the
-same ~45 ``opp`` boards come back for every one of them, ~100x fewer than rows.
+same ~45 ``opp`` boards come back for every one of them (one 57,600-row call: 45 of each).
 :func:`board_ids_pair` numbers the distinct boards of both kinds in one pass (an equal previous
 row first, then a hash table), so each tower runs once per distinct board of the call.
 
