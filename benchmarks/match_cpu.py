@@ -21,14 +21,10 @@ call of each side (the issue's bar for ``pretrained``: under a second a decision
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+# Run as a script, this folder is on sys.path: the pinned child runner is selfplay_cpu's.
+from selfplay_cpu import baseline_src, run_pinned_child
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -67,23 +63,8 @@ print(json.dumps({"cpu_seconds": cpu, "games": s.games, "a_wins": s.a_wins,
 
 def run_child(src: Path, args: argparse.Namespace) -> dict:
     """One match with the code under ``src``; its JSON line."""
-    digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(src),
-        "OMP_NUM_THREADS": "1",
-        "NUMBA_NUM_THREADS": "1",
-        # A numba cache per checkout: kernels of one version must not serve the other.
-        "NUMBA_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"lz-bench-numba-{digest}"),
-    }
-    cmd = [sys.executable, "-c", CHILD, args.a, args.b, str(args.games), str(args.seed)]
-    cmd.append(str(args.latency))
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0", *cmd]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"the match under {src} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    argv = [args.a, args.b, str(args.games), str(args.seed), str(args.latency)]
+    return run_pinned_child(src, CHILD, argv, "the match")
 
 
 def main() -> None:
@@ -96,9 +77,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--latency", type=int, default=0, help="single-game pairs per child")
     args = parser.parse_args()
-    baseline = args.baseline_src.resolve() / "src"
-    if not (baseline / "leaguezero").is_dir():
-        raise SystemExit(f"--baseline-src: {baseline} holds no leaguezero package")
+    baseline = baseline_src(args.baseline_src)
     if args.latency:
         for pair in range(args.pairs):
             for label, src in (("this code", HERE / "src"), ("baseline", baseline)):

@@ -55,8 +55,18 @@ print(json.dumps({"cpu_seconds": cpu, "games": games, "dtype": str(dtype)}))
 """
 
 
-def run_child(src: Path, games: int) -> dict:
-    """One self-play run of ``games`` games with the code under ``src``; its JSON line."""
+def baseline_src(checkout: Path) -> Path:
+    """``checkout/src``, the other checkout's package root; exits with a clear line if absent."""
+    src = checkout.resolve() / "src"
+    if not (src / "leaguezero").is_dir():
+        raise SystemExit(f"--baseline-src: {src} holds no leaguezero package")
+    return src
+
+
+def run_pinned_child(src: Path, code: str, argv: list[str], what: str) -> dict:
+    """Run ``code`` (``python -c``) with the package under ``src``, pinned to one core with one
+    torch and one numba thread; returns its last stdout line as JSON (``what`` names it in the
+    error when it fails)."""
     digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
     env = {
         **os.environ,
@@ -66,13 +76,18 @@ def run_child(src: Path, games: int) -> dict:
         # A numba cache per checkout: kernels of one version must not serve the other.
         "NUMBA_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"lz-bench-numba-{digest}"),
     }
-    cmd = [sys.executable, "-c", CHILD, str(games)]
+    cmd = [sys.executable, "-c", code, *argv]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        raise SystemExit(f"self-play under {src} failed:\n{out.stderr[-2000:]}")
+        raise SystemExit(f"{what} under {src} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_child(src: Path, games: int) -> dict:
+    """One self-play run of ``games`` games with the code under ``src``; its JSON line."""
+    return run_pinned_child(src, CHILD, [str(games)], "self-play")
 
 
 def rows_per_cpu_second() -> None:
@@ -152,9 +167,7 @@ def main() -> None:
         rows_per_cpu_second()
     if args.baseline_src is None:
         return
-    baseline = args.baseline_src.resolve() / "src"
-    if not (baseline / "leaguezero").is_dir():
-        raise SystemExit(f"--baseline-src: {baseline} holds no leaguezero package")
+    baseline = baseline_src(args.baseline_src)
     ratios, rates = [], []
     for pair in range(args.pairs):
         new = run_child(HERE / "src", args.games)
