@@ -111,27 +111,31 @@ def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, mon
     assert spec.kind is AgentKind.LLM_ADAPTER and spec.is_llm_folder
     assert (spec.path, spec.base) == (tmp_path / "llm" / "adapter", tmp_path / "llm" / "base")
 
-    # Played as if llm.base_model were the shipped base (a fake backend records what it got).
+    # Played as if llm.base_model were the shipped base (a fake runtime records what it got).
     from leaguezero.diplomacy.config import LLMSection
     from leaguezero.diplomacy.llm import resolvers
     from leaguezero.diplomacy.llm.client import LLMError
+    from leaguezero.diplomacy.llm.runtime import folder_adapter_name
 
     loaded: dict[str, object] = {}
 
-    class Backend:
-        def load_adapter(self, name: str, folder: str) -> None:
-            loaded[name] = folder
+    class Runtime:
+        sampler = tokenizer = None
 
-    def backend_from_config(llm: LLMSection) -> Backend:
+        def ensure_adapters(self, folders) -> None:
+            loaded.update(folders)
+
+    def shared_runtime(llm: LLMSection) -> Runtime:
         loaded["base"] = llm.base_model
         loaded["mode"] = llm.mode
-        return Backend()
+        return Runtime()
 
-    monkeypatch.setattr(resolvers, "backend_from_config", backend_from_config)
+    monkeypatch.setattr(resolvers, "shared_runtime", shared_runtime)
     assert resolvers.folder_resolver([spec], LLMSection(), seed=0, greedy=True) is not None
     base = str(tmp_path / "llm" / "base")
-    # The mode it was trained in unless llm.mode is set.
-    assert loaded == {"base": base, "mode": "constrained", "agent0": str(spec.path)}
+    # The mode it was trained in unless llm.mode is set; the adapter under its folder's name.
+    name = folder_adapter_name(spec.path)
+    assert loaded == {"base": base, "mode": "constrained", name: str(spec.path)}
     resolvers.folder_resolver([spec], LLMSection(mode="generate"), seed=0, greedy=True)
     assert loaded["mode"] == "generate"
     other = LLMSection(base_model=str(tmp_path / "elsewhere"))

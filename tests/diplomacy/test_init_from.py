@@ -134,7 +134,7 @@ def test_pretrained_fails_cleanly_when_absent_and_works_when_shipped(tmp_path, m
 
 def test_init_from_adapter_folder(tmp_path) -> None:
     pytest.importorskip("peft")
-    from leaguezero.diplomacy.llm.backends import backend_from_config
+    from leaguezero.diplomacy.llm.runtime import backend_from_config
     from tests.diplomacy.tiny_lm import build_tiny_lm
 
     tiny = build_tiny_lm(tmp_path / "tiny_lm")

@@ -28,7 +28,6 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import parse_seating
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.records import seat_game
-from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.hero import LLMHero
 from leaguezero.diplomacy.llm.model.hf_backend import (
@@ -45,6 +44,7 @@ from leaguezero.diplomacy.llm.orders.prompt import (
     extract_orders,
     render_prompt,
 )
+from leaguezero.diplomacy.llm.runtime import backend_from_config, chat_format
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from tests.diplomacy.tiny_lm import diplomacy_corpus
 

@@ -44,14 +44,14 @@ def load_backend(
     import torch
 
     from leaguezero.diplomacy.llm.client import LLMError
-    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.runtime import load_backend as load
 
     if device == "cpu":
         # shared 2-core machines: docs/design.md#one-torch-thread-per-process
         torch.set_num_threads(1)
     base_model = base_model_path(base_model)
     try:
-        return HFBackend.from_pretrained(
+        return load(
             base_model,
             lora=lora,
             model_name=name,

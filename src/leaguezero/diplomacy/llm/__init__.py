@@ -4,8 +4,9 @@ At the top, what a game and the trainer use:
 
 - :mod:`.client` — the one generation interface (:class:`~.client.GenerationClient`) and
   :class:`~.client.Completion` (text, token ids, per-token log-probs), errors;
-- :mod:`.backends` — the config's base model in process, the server client, the in-process
-  sampler (``llm.backend`` read once);
+- :mod:`.runtime` — :class:`~.runtime.LLMRuntime`, the one place a process's model is built
+  from the config: the base model in process or the server client (``llm.backend`` read
+  once), tokenizer, chat format, adapter slots, batcher;
 - :mod:`.tables` — :class:`~.tables.LLMTable` (a game's LLM seats, batched per phase);
 - :mod:`.hero` — :class:`~.hero.LLMHero` (the GRPO policy of the hero's adapter);
 - :mod:`.resolvers` — league adapters and LLM folders as the rollout's resolver.

@@ -6,7 +6,10 @@ the LLM seats of the kinds it names:
 - :func:`adapter_resolver`: league adapters (and the base model) on one client, in process or
   on the run's server; :func:`evaluation_resolver_factory` builds one per evaluation in the
   league evaluator's process;
-- :func:`folder_resolver`: LLM folders (a base model, adapters on it) given on the command line.
+- :func:`folder_resolver`: LLM folders (a base model, adapters on it) given on the command line,
+  in process or on a server.
+
+Both take their model from the process's :class:`~.runtime.LLMRuntime`.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from pathlib import Path
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec
 from leaguezero.diplomacy.game.seats import AgentResolver, UnknownAgentError
-from leaguezero.diplomacy.llm.backends import backend_from_config, chat_format, server_client
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
-from leaguezero.diplomacy.llm.model.gguf import base_model_folder
 from leaguezero.diplomacy.llm.orders.decoding import GENERATE, Decoding, decoding_named
 from leaguezero.diplomacy.llm.remote.adapters import AdapterSlots
+from leaguezero.diplomacy.llm.runtime import (
+    LLMRuntime,
+    chat_format,
+    folder_adapter_name,
+    shared_runtime,
+)
 from leaguezero.diplomacy.llm.tables import LLMTable, SharedTables
 
 
@@ -85,40 +92,29 @@ def adapter_resolver(
 def evaluation_resolver_factory(llm: LLMSection):
     """For the evaluator's process: ``(make_resolver(paths, seed, greedy, temperature), close)``.
 
-    ``hf``: the base model loaded here; ``openai``: the run's server, adapters loaded as
+    The process's :class:`~.runtime.LLMRuntime`: ``hf``, the base model loaded here;
+    ``openai``, the run's server (the tokenizer only is loaded here), adapters loaded as
     ``eval-NAME-HASH`` within ``llm.max_loras`` and never unloading the trainer's. Prompts go
-    through the base model's chat template either way (:func:`~.backends.chat_format`).
+    through the base model's chat template either way (:func:`~.runtime.chat_format`).
     """
-    if llm.sampling.shared_server:
-        from transformers import AutoTokenizer
-
-        client = server_client(llm)
-        tokenizer = AutoTokenizer.from_pretrained(
-            base_model_folder(llm.base_model), local_files_only=True
-        )
-        slots = AdapterSlots(client, llm.max_loras, owned_only=True)
-        client.reloader = slots.reload  # a restarted server: load what a game names again
-        prefix, close = "eval-", client.close
-        target: GenerationClient = client
-    else:
-        backend = backend_from_config(llm)
-        tokenizer, slots, prefix, close, target = backend.tokenizer, None, "", lambda: None, backend
+    runtime = LLMRuntime(llm)
+    prefix = "eval-" if runtime.remote else ""
 
     def make(paths: Mapping[str, str | Path], *, seed: int, greedy: bool, temperature: float):
         return adapter_resolver(
-            target,
+            runtime.sampler,
             paths,
             seed=seed,
             greedy=greedy,
             temperature=temperature,
             max_new_tokens=llm.max_new_tokens,
-            render=chat_format(llm).renderer(tokenizer),
-            slots=slots,
+            render=runtime.render,
+            slots=runtime.slots,
             prefix=prefix,
             decoding=decoding_named(llm.mode),
         )
 
-    return make, close
+    return make, runtime.close
 
 
 def pinned_llm(specs: Sequence[AgentSpec], llm: LLMSection) -> LLMSection:
@@ -149,8 +145,11 @@ def folder_resolver(
     The base model is the one an adapter spec pins (``pretrained-llm``: the shipped base, as if
     ``llm.base_model`` were it), else ``llm.base_model``, else the one folder with a
     ``config.json`` among ``names``, else the base an adapter was saved from (its
-    ``leaguezero_adapter.json``). Adapters are loaded once each; every seat is a standalone LLM
-    actor with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
+    ``leaguezero_adapter.json``). They play on this process's
+    :func:`~.runtime.shared_runtime`: the base model loaded here once per process (``hf``),
+    or the server's (``openai``: the tokenizer only is loaded here). Each adapter is loaded
+    once, under :func:`~.runtime.folder_adapter_name`; every seat is a standalone LLM actor
+    with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
     ``llm.mode`` names). A shipped adapter's pinned settings
     (:attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.llm_settings`: constrained decoding
     for both, SmolLM2's system prompt and answer budget for ``pretrained-smol``) apply to the
@@ -172,21 +171,22 @@ def folder_resolver(
     named = [*pinned, *bases, *([llm.base_model] if pinned and llm.base_model else [])]
     if len(bases) > 1 or any(Path(str(p)).resolve() != Path(base).resolve() for p in named):
         raise LLMError("one base model per evaluation: the folders name different bases")
-    llm = pinned_llm(adapters, llm)
-    backend = backend_from_config(llm.model_copy(update={"base_model": str(base)}))
-    names_on_backend = {}
-    for i, spec in enumerate(adapters):
-        names_on_backend[spec.name] = f"agent{i}"
-        backend.load_adapter(f"agent{i}", str(spec.path))
+    llm = pinned_llm(adapters, llm).model_copy(update={"base_model": str(base)})
+    decoding = decoding or decoding_named(llm.mode)
+    runtime = shared_runtime(llm)
+    decoding.check_client(runtime.sampler)  # ranking needs the weights here: say so now
+    names_on_backend = {spec.name: folder_adapter_name(spec.path) for spec in adapters}
+    runtime.ensure_adapters({names_on_backend[s.name]: str(s.path) for s in adapters})
+    render = chat_format(llm).renderer(runtime.tokenizer)
     tables = SharedTables(
         lambda game: LLMTable(
-            backend,
+            runtime.sampler,
             {},
             max_new_tokens=llm.max_new_tokens,
             temperature=0.0 if greedy else llm.temperature,
             seed=seed * 1_000_003 + game,
-            render=chat_format(llm).renderer(backend.tokenizer),
-            decoding=decoding or decoding_named(llm.mode),
+            render=render,
+            decoding=decoding,
         )
     )
 

@@ -9,7 +9,6 @@ the table's adapters again from their folders (:func:`_reloader`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.orders.decoding import Decoding, SeatStats
 from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
 from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.runtime import worker_sampler
 from leaguezero.diplomacy.llm.tables import LLMTable
 
 
@@ -99,15 +99,6 @@ def _reloader(client: OpenAIClient, folders: Mapping[str, str]):
     return reload
 
 
-@functools.cache
-def _tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    from leaguezero.diplomacy.llm.model.gguf import base_model_folder
-
-    return AutoTokenizer.from_pretrained(base_model_folder(path), local_files_only=True)
-
-
 def play_remote_game(
     shared: RemoteLLMGames,
     cfg_json: str,
@@ -120,8 +111,10 @@ def play_remote_game(
     """One hero game on a worker (a pure function of its arguments): every LLM seat sampled
     on the server, the live hero's seats as ``shared.hero_adapter``."""
     cfg = DiplomacyConfig.model_validate_json(cfg_json)
-    tokenizer = _tokenizer(shared.tokenizer_path)
-    with OpenAIClient(shared.endpoint, base_model=shared.served_model_name) as client:
+    client, tokenizer = worker_sampler(
+        shared.endpoint, shared.served_model_name, shared.tokenizer_path
+    )
+    with client:
         client.reloader = _reloader(client, shared.adapter_folders)
         table = LLMTable(
             client,

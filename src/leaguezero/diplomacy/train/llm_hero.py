@@ -33,26 +33,18 @@ from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import RolloutResult, run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
-from leaguezero.diplomacy.llm.backends import (
-    InProcessSampler,
-    backend_from_config,
-    chat_format,
-    server_client,
-)
-from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, grammar_alarm
+from leaguezero.diplomacy.llm.client import LLMError, grammar_alarm
 from leaguezero.diplomacy.llm.hero import BasePolicy, LLMHero
 from leaguezero.diplomacy.llm.model.adapter_files import adapter_file_mode
-from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.orders.decoding import Decoding, decoding_named
 from leaguezero.diplomacy.llm.remote.adapters import (
-    AdapterSlots,
     SlotsExceededError,
     check_adapter_fits,
     fit_seating,
     parse_versioned_name,
     run_prefix,
 )
-from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
+from leaguezero.diplomacy.llm.runtime import LLMRuntime
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
 from leaguezero.diplomacy.train.lineage import LINEAGE_FILE
 from leaguezero.diplomacy.train.llm_games import (
@@ -60,7 +52,7 @@ from leaguezero.diplomacy.train.llm_games import (
     play_remote_game,
     played_game,
 )
-from leaguezero.diplomacy.train.llm_memory import hero_pass_plan
+from leaguezero.diplomacy.train.llm_memory import PassPlan, hero_pass_plan
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 
@@ -90,35 +82,32 @@ class LanguageModelHero:
         self.cfg = cfg
         self.task_map = task_map
         self.decoding: Decoding = decoding_named(llm.mode)
-        self.client: OpenAIClient | None = None
+        sized: list[PassPlan] = []
+
+        def sampling_rows(backend) -> int:  # asked once the weights are in, if sampled here
+            sized.append(hero_pass_plan(backend, cfg, sampled_here=True))
+            return sized[0].sampling_rows
+
         try:
-            self.backend = backend_from_config(llm)
-            if self.remote:
-                self.client = server_client(llm)
+            # The weights (the gradients need them), the sampler and the adapter slots: in
+            # process through a batcher, or the shared server.
+            self.runtime = LLMRuntime(
+                llm,
+                trainer=True,
+                gradient_checkpointing=cfg.train.gradient_checkpointing,
+                sampling_rows=sampling_rows,
+                pinned={LLMHero.TRAIN_ADAPTER},  # the training adapter's slot, for good
+            )
         except LLMError as err:
             raise TrainError(str(err)) from None
-        if cfg.train.gradient_checkpointing:
-            self.backend.enable_gradient_checkpointing()
-        plan = hero_pass_plan(self.backend, cfg, sampled_here=not self.remote)
+        assert self.runtime.backend is not None
+        self.backend = self.runtime.backend
+        self.client = self.runtime.client
+        plan = sized[0] if sized else hero_pass_plan(self.backend, cfg, sampled_here=False)
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
-        if self.client is not None:
-            sampler: GenerationClient = self.client
-            self.slots = AdapterSlots(self.client, llm.max_loras, owned_only=True)
-            # A restarted server has forgotten every adapter: a completion that names one
-            # loads it again (from the folder it was ensured with) and goes on.
-            self.client.reloader = self.slots.reload
-        else:
-            # Games of a group run in threads; their rows meet in one batch per forward pass
-            # (as many as the memory plan leaves room for).
-            self.batcher = BatchingGenerator(
-                self.backend, max_batch=plan.sampling_rows, wait_s=0.05
-            )
-            sampler = InProcessSampler(self.batcher, self.backend)
-            # The training adapter takes one of the max_loras slots for good.
-            self.slots = AdapterSlots(
-                self.backend, llm.max_loras, pinned={LLMHero.TRAIN_ADAPTER}, owned_only=True
-            )
+        assert self.runtime.slots is not None
+        self.slots = self.runtime.slots
         adapters_dir = Path(run_dir) / llm.adapters_dir
         # Served names are unique per run (several runs may share one server; vLLM caches an
         # adapter by its name forever) and go on counting after a resume.
@@ -131,7 +120,7 @@ class LanguageModelHero:
         self.league_prefix = prefix.removesuffix("-hero")
         self.policy = LLMHero(
             self.backend,
-            sampler=sampler,
+            sampler=self.runtime.sampler,
             adapters_dir=adapters_dir,
             prefix=prefix,
             slots=self.slots,
@@ -139,7 +128,7 @@ class LanguageModelHero:
             temperature=cfg.train.temperature,
             in_process=not self.remote,
             decoding=self.decoding,
-            chat=chat_format(llm),
+            chat=self.runtime.chat,
             score_at_temperature=cfg.train.score_temperature == "sampling",
         )
         self.init_folder = Path(run_dir) / self.INIT_FOLDER
@@ -313,7 +302,7 @@ class LanguageModelHero:
             temperature=temperature,
             decoding=self.decoding,
             format_penalty=llm.format_penalty,
-            chat=chat_format(llm),
+            chat=self.runtime.chat,
             adapter_folders=dict(self.slots.folders),
             served_seating=dict(served or {}),
         )
@@ -366,7 +355,4 @@ class LanguageModelHero:
 
     def close(self) -> None:
         """Stop the batcher or close the server connection."""
-        if self.client is not None:
-            self.client.close()
-        else:
-            self.batcher.close()
+        self.runtime.close()

@@ -123,8 +123,8 @@ def hero_pass_plan(backend, cfg, *, sampled_here: bool) -> PassPlan:
     import psutil
 
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
-    from leaguezero.diplomacy.llm.backends import chat_format
     from leaguezero.diplomacy.llm.orders.prompt import build_prompt
+    from leaguezero.diplomacy.llm.runtime import chat_format
 
     env = DiplomacyEnv(max_years=1)
     render = chat_format(cfg.llm).renderer(backend.tokenizer)

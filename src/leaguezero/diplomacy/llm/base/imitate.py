@@ -140,7 +140,8 @@ def imitate(
     ``resolver``: builds the non-bot agents of ``settings.seats`` (the command's resolver,
     :func:`~leaguezero.diplomacy.agents.resolvers.command_resolver`); None when all are bots.
     """
-    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
+    from leaguezero.diplomacy.llm.model.hf_backend import LoraSettings
+    from leaguezero.diplomacy.llm.runtime import load_backend
 
     folder = Path(out)
     if folder.exists():
@@ -161,7 +162,7 @@ def imitate(
         target_modules=targets if isinstance(targets, str) else list(targets),
         max_lora_rank=max(16, settings.lora_rank),
     )
-    backend = HFBackend.from_pretrained(base_model, lora=lora, model_name="base")
+    backend = load_backend(base_model, lora=lora, model_name="base")
     settings = settings.sized_for(sum(p.numel() for p in backend.model.parameters()))
     render = ChatFormat(settings.system_prompt).renderer(backend.tokenizer)
     backend.add_adapter(settings.name)

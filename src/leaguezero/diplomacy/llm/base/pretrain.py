@@ -431,7 +431,7 @@ def pretrain(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Build the base model into ``out`` (see module doc) and return its report."""
-    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.runtime import load_backend
 
     folder = Path(out)
     if folder.exists() and any(folder.iterdir()) and not overwrite:
@@ -509,7 +509,7 @@ def pretrain(
     # Saved before the check: the check loads the folder back, as every user of it will
     # (and the LoRA wrapping of the check's backend must not reach the saved weights).
     _save(folder, model, tokenizer, report)
-    backend = HFBackend.from_pretrained(folder, model_name="base")
+    backend = load_backend(folder, model_name="base")
     validity = order_validity(backend, held)
     log(
         f"held-out order validity {validity.valid_rate:.3f} ({validity.valid}/{validity.owed}; "

@@ -78,6 +78,17 @@ def base_model_folder(path: str | os.PathLike) -> Path:
     return target
 
 
+def converted_folder(path: str | os.PathLike) -> Path | None:
+    """The finished conversion of the GGUF file ``path``, or None when it has none yet
+    (:class:`~.client.LLMError` for a missing file). Converts nothing."""
+    source = Path(path)
+    if not source.is_file():
+        raise LLMError(f"GGUF file {source} does not exist")
+    digest = file_digest(source)
+    target = cache_root() / "gguf" / digest[:16]
+    return target if _finished(target, digest) else None
+
+
 def _finished(target: Path, digest: str) -> bool:
     try:
         meta = json.loads((target / MARKER).read_text())

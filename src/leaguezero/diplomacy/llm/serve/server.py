@@ -62,9 +62,9 @@ from leaguezero.diplomacy.llm.client import (
     UnknownAdapterError,
 )
 from leaguezero.diplomacy.llm.model.adapter_files import check_adapter_name
-from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.orders.constrained import choice_regex
+from leaguezero.diplomacy.llm.runtime import make_batcher
 from leaguezero.diplomacy.llm.serve.regex_sandbox import (
     CompileLimits,
     CompilerBusy,
@@ -177,7 +177,7 @@ class LLMServer:
         # Each loaded adapter's lora_path, listed as its model card's `root` (as vLLM lists
         # it: a client checks that a name it expects serves the folder it expects).
         self._adapter_paths: dict[str, str] = {}
-        self.batcher = BatchingGenerator(backend, max_adapters=max_loras)
+        self.batcher = make_batcher(backend, max_adapters=max_loras)
         server = self
 
         class Handler(LLMRequestHandler):
