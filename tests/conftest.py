@@ -8,6 +8,9 @@ import pytest
 # Worker processes share 2 cores in CI: keep torch and numba to one thread each.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+# llm.dtype: auto is float32 in the suite on every machine (bf16 where the CPU has bf16 units
+# otherwise): tests compare numbers to goldens; the bf16 tests ask for bfloat16 by name.
+os.environ.setdefault("LEAGUEZERO_LLM_DTYPE", "float32")
 # Inference servers started by tests keep their admin token here, not in the user's home.
 os.environ.setdefault(
     "LEAGUEZERO_ADMIN_TOKEN_FILE",

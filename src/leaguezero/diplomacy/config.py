@@ -288,8 +288,8 @@ class LLMSection(Section):
         "http://127.0.0.1:8000", description="Server URL for backend openai (no /v1 suffix)."
     )
     device: str = Field("cpu", description="hf backend device: cpu or cuda.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="hf backend weights dtype (bfloat16 on GPUs)."
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="hf base weights (auto: bf16 on CUDA and bf16 CPUs, else fp32)."
     )
     max_loras: int = Field(
         8,

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from leaguezero.az.evaluator import mix_utility
+from leaguezero.common.hardware import cpu_has_native_bf16
 
 
 @dataclass
@@ -105,12 +106,7 @@ def resolve_dtype(name: str, device: torch.device | str = "cpu") -> torch.dtype:
         raise ValueError(f"unknown inference dtype {name!r}: use auto, float32 or bfloat16")
     if torch.device(device).type == "cuda":
         return torch.bfloat16
-    cpu = torch.cpu
-    native = (
-        getattr(cpu, "_is_amx_tile_supported", lambda: False)()
-        or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
-    )
-    return torch.bfloat16 if native else torch.float32
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
 class TorchEvaluator:

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from leaguezero.common.atomic import atomic_folder, atomic_write_json
+from leaguezero.common.hardware import cpu_has_native_bf16
 from leaguezero.diplomacy.llm.orders.prompt import (
     END_MARK,
     PROMPT_VERSION,
@@ -239,15 +240,6 @@ def _batches(lengths: Sequence[int], batch_tokens: int, rng: np.random.Generator
     return batches
 
 
-def bf16_fast() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AMX / AVX512-BF16)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
 def train_model(
     model,
     encoded: Sequence[tuple[list[int], list[int]]],
@@ -276,7 +268,7 @@ def train_model(
         frac = (step - settings.warmup) / max(1, settings.steps - settings.warmup)
         return settings.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
-    autocast = bf16_fast()
+    autocast = cpu_has_native_bf16()
     pad = model.config.pad_token_id
     if pad is None:
         pad = model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 0

@@ -41,8 +41,15 @@ from leaguezero.diplomacy.llm.model.adapter_files import (
     read_adapter_folder,
     share_with_group,
 )
+from leaguezero.diplomacy.llm.model.cpu_speed import (
+    fast_lora,
+    float32_adapters,
+    float32_head,
+    pack_linears,
+    resolve_dtype,
+)
 from leaguezero.diplomacy.llm.model.gguf import base_model_folder
-from leaguezero.diplomacy.llm.model.sampler import cache_argument, sample_batch
+from leaguezero.diplomacy.llm.model.sampler import cache_argument, growing_cache, sample_batch
 from leaguezero.diplomacy.llm.orders.constrained import (
     ConstraintCompiler,
     OrderChoices,
@@ -190,6 +197,7 @@ class HFBackend:
         self._trainable: str | None = None
         self._pending: set[str] = set()  # adapters being loaded (see load_adapter)
         model.to(self.device)
+        float32_head(model)  # float32 logits from a bf16 body (.cpu_speed)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         with warnings.catch_warnings():
             # peft (0.21) reads transformers' deprecated `is_gradient_checkpointing`; the
@@ -197,6 +205,10 @@ class HFBackend:
             deprecated = "`is_gradient_checkpointing` is deprecated"
             warnings.filterwarnings("ignore", message=deprecated, category=FutureWarning)
             self.model = get_peft_model(model, _lora_config(self.lora), adapter_name=_PLACEHOLDER)
+        float32_adapters(self.model)  # LoRA weights are master weights: float32 on any base
+        # The frozen base's linears use prepacked oneDNN weights on a CPU (.cpu_speed).
+        self.packed_linears = pack_linears(self.model) if self.device.type == "cpu" else 0
+        fast_lora(self.model)  # LoRA in the base's dtype, adapters mixed per row (.cpu_speed)
         self.model.eval()  # always: no dropout, and peft only mixes adapters in eval mode
         self._freeze()
         eos = getattr(model.config, "eos_token_id", None)
@@ -213,6 +225,9 @@ class HFBackend:
         # pass per token (the same completions; the reference of a test and the benchmark).
         self.jump_forward = True
         self.cache_arg = cache_argument(model)
+        # Sampling's KV cache grows in place instead of concatenating every step (.sampler);
+        # False: the model's own cache (the reference of a test and the benchmark).
+        self.growing_cache = True
         self.gradient_checkpointing = False  # see enable_gradient_checkpointing
 
     @classmethod
@@ -223,12 +238,14 @@ class HFBackend:
         lora: LoraSettings | None = None,
         model_name: str | None = None,
         device: str = "cpu",
-        dtype: str = "float32",
+        dtype: str = "auto",
         max_batch_size: int = 16,
         bf16_autocast: bool = False,
     ) -> HFBackend:
         """Load a base model and tokenizer from a local folder or a ``.gguf`` file (converted
-        once into a cached folder, :mod:`.gguf`); never downloads."""
+        once into a cached folder, :mod:`.gguf`); never downloads. ``dtype``: the base weights'
+        (``auto``: bfloat16 on CUDA and on CPUs with bf16 units, else float32,
+        :func:`.cpu_speed.resolve_dtype`); adapters are float32 whatever it is."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         folder = base_model_folder(path)
@@ -238,7 +255,7 @@ class HFBackend:
                 "save_pretrained (model and tokenizer files) or a .gguf file; nothing is "
                 "downloaded"
             )
-        torch_dtype = getattr(torch, dtype)
+        torch_dtype = getattr(torch, resolve_dtype(dtype, device))
         model = AutoModelForCausalLM.from_pretrained(
             folder, local_files_only=True, dtype=torch_dtype
         )
@@ -271,6 +288,7 @@ class HFBackend:
             if name in self.model.peft_config:
                 raise ValueError(f"adapter {name!r} is already loaded")
             self.model.add_adapter(name, _lora_config(self.lora))
+            float32_adapters(self.model)
             self._freeze()
 
     def load_adapter(self, name: str, path: str | os.PathLike) -> None:
@@ -299,6 +317,7 @@ class HFBackend:
             try:
                 try:
                     self.model.add_adapter(name, files.config)
+                    float32_adapters(self.model)  # before the weights go in: no bf16 rounding
                     result = set_peft_model_state_dict(self.model, files.weights, adapter_name=name)
                 except (RuntimeError, ValueError, KeyError, TypeError) as err:
                     detail = str(err).strip().splitlines()[0][:160] if str(err) else ""
@@ -523,8 +542,14 @@ class HFBackend:
         """Sample one batch over the KV cache (:func:`.sampler.sample_batch`) and decode it;
         ``names``: each row's adapter for peft's per-row path, None when the active adapter
         serves all."""
+
+        def forward(adapter_rows, **kwargs):
+            row_names = None if names is None else [names[i] for i in adapter_rows]
+            return self._forward(adapter_names=row_names, **kwargs)
+
+        config = self.model.get_base_model().config
         tokens, logprobs, finish = sample_batch(
-            lambda **kwargs: self._forward(adapter_names=names, **kwargs),
+            forward,
             rows,
             encoded,
             [self._machine(r) for r in rows],
@@ -533,6 +558,7 @@ class HFBackend:
             jump_forward=self.jump_forward,
             device=self.device,
             cache_arg=self.cache_arg,
+            new_cache=(lambda: growing_cache(config)) if self.growing_cache else None,
         )
         completions = []
         for b, r in enumerate(rows):

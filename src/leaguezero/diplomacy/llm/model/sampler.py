@@ -17,7 +17,13 @@ import torch
 from leaguezero.diplomacy.llm.client import GenerationRequest
 from leaguezero.diplomacy.llm.orders.constrained import RegexMachine
 
-__all__ = ["cache_argument", "constrained_token", "sample_batch", "sample_index"]
+__all__ = [
+    "cache_argument",
+    "constrained_token",
+    "growing_cache",
+    "sample_batch",
+    "sample_index",
+]
 
 
 def cache_argument(model: torch.nn.Module) -> str:
@@ -62,6 +68,99 @@ def constrained_token(
     return token, float(torch.log_softmax(scaled, dim=-1)[pick])
 
 
+class GrowingLayer:
+    """Marker base: see :func:`growing_cache`."""
+
+
+def growing_cache(config: Any) -> Any | None:
+    """A KV cache that does not copy itself at every step: each layer preallocates its keys and
+    values (``[B, H, capacity, D]``, the capacity doubled when a step would overflow it),
+    writes a step's new entries in place and hands attention a view of the filled part.
+    transformers' ``DynamicCache`` concatenates the whole cache at every step (at batch 28 and
+    ~600 positions, ~0.8 GB copied a step); its ``StaticCache`` attends over every preallocated
+    position. Rows leave by ``batch_select_indices`` (a copy of the kept rows, done rarely: see
+    :func:`sample_batch`). None when the model's cache is not plain full attention at every
+    layer (sliding windows, linear attention): then the model's own cache is used.
+    """
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:  # pragma: no cover - transformers without the layered cache
+        return None
+
+    class _Growing(DynamicLayer, GrowingLayer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.length = 0
+
+        def lazy_initialization(self, key_states, value_states) -> None:
+            self.device = key_states.device
+            self._kbuf = key_states.new_empty((*key_states.shape[:2], 0, key_states.shape[-1]))
+            self._vbuf = value_states.new_empty(
+                (*value_states.shape[:2], 0, value_states.shape[-1])
+            )
+            self.is_initialized = True
+
+        def _reserve(self, needed: int) -> None:
+            capacity = self._kbuf.shape[2]
+            if needed <= capacity:
+                return
+            capacity = max(needed, 2 * capacity, 64)
+            for name in ("_kbuf", "_vbuf"):
+                old = getattr(self, name)
+                buf = old.new_empty((*old.shape[:2], capacity, old.shape[-1]))
+                buf[:, :, : self.length] = old[:, :, : self.length]
+                setattr(self, name, buf)
+
+        def reserve(self, needed: int) -> None:
+            if self.is_initialized:
+                self._reserve(needed)
+            else:
+                self._pending_capacity = needed
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            end = self.length + key_states.shape[-2]
+            self._reserve(max(end, getattr(self, "_pending_capacity", 0)))
+            self._kbuf[:, :, self.length : end] = key_states
+            self._vbuf[:, :, self.length : end] = value_states
+            self.length = end
+            self.keys = self._kbuf[:, :, :end]
+            self.values = self._vbuf[:, :, :end]
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if not self.is_initialized:
+                return
+            self._kbuf = self._kbuf.index_select(0, indices)
+            self._vbuf = self._vbuf.index_select(0, indices)
+            self.keys = self._kbuf[:, :, : self.length]
+            self.values = self._vbuf[:, :, : self.length]
+
+        def crop(self, tokens_to_remove: int) -> None:  # pragma: no cover - not used here
+            raise NotImplementedError("a growing cache is not cropped")
+
+    cache = DynamicCache(config=config)
+    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    cache.layers = [_Growing() for _ in cache.layers]
+    return cache
+
+
+def _reserve(cache: Any, needed: int) -> None:
+    for layer in getattr(cache, "layers", ()):
+        if isinstance(layer, GrowingLayer):
+            layer.reserve(needed)
+
+
+# Rows that finished leave the batch once they are at least this share of it (each removal
+# copies the kept rows' cache; a finished row left in costs attention over its cache).
+LEAVE_SHARE = 0.25
+
+
 def sample_batch(
     forward: Callable[..., Any],
     rows: list[GenerationRequest],
@@ -73,11 +172,14 @@ def sample_batch(
     jump_forward: bool,
     device: torch.device,
     cache_arg: str = "cache",
+    new_cache: Callable[[], Any] | None = None,
 ) -> tuple[list[list[int]], list[list[float]], list[str]]:
     """Sample one left-padded batch over the KV cache.
 
     Args:
-        forward: one forward pass of the model (keyword arguments of a transformers causal LM).
+        forward: one forward pass of the model (keyword arguments of a transformers causal LM)
+            and ``adapter_rows``: the batch positions' row indices (into ``rows``), for a
+            caller that chooses adapters per row.
         rows: the requests (seed, temperature, max_new_tokens of each row).
         encoded: each row's prompt token ids.
         machines: each row's constraint, or None for free decoding.
@@ -85,6 +187,12 @@ def sample_batch(
         jump_forward: feed a constrained row's forced tokens in one pass.
         device: where the model runs.
         cache_arg: the forward's KV-cache keyword (:func:`cache_argument`).
+        new_cache: an empty KV cache for the first pass (:func:`growing_cache`); None or a
+            None result: the model's own.
+
+    Rows that finished leave the batch (:data:`LEAVE_SHARE`), so the slowest row does not
+    keep every finished one in each pass; a row's tokens and log-probs do not depend on which
+    rows share its batch (its own seeded generator, positions counted from its first token).
 
     Returns:
         ``(tokens, logprobs, finish)`` per row: the sampled token ids, each one's log-prob
@@ -111,31 +219,40 @@ def sample_batch(
     logprobs: list[list[float]] = [[] for _ in rows]
     finish = ["length"] * batch
     active = [True] * batch
+    live = list(range(batch))  # the row at each batch position
+    cache = new_cache() if new_cache is not None else None
+    if cache is not None:
+        _reserve(cache, width + max(r.max_new_tokens for r in rows))
     out = forward(
         input_ids=input_ids,
         attention_mask=mask,
         position_ids=positions,
         use_cache=True,
         logits_to_keep=1,
+        adapter_rows=live,
+        **({cache_arg: cache} if cache is not None else {}),
     )
-    logits_next = out.logits[:, -1, :]  # [B, V] each row's next-token logits
-    next_pos = positions[:, -1] + 1  # [B]
+    logits_next = out.logits[:, -1, :]  # [B', V] each live row's next-token logits
+    next_pos = positions[:, -1] + 1  # [B']
     temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in rows])
     temps = temps.to(device)[:, None]
     while True:
         logits = logits_next.float()
         log_p = torch.log_softmax(logits / temps, dim=-1)
-        chunks: list[list[int]] = [[] for _ in rows]
-        for b, r in enumerate(rows):
+        chunks: list[list[int]] = [[] for _ in live]
+        for pos, b in enumerate(live):
             if not active[b]:
                 continue
+            r = rows[b]
             machine = machines[b]
             if machine is not None:
-                token, logprob = constrained_token(machine, logits[b], r.temperature, generators[b])
+                token, logprob = constrained_token(
+                    machine, logits[pos], r.temperature, generators[b]
+                )
             else:
-                token = sample_index(logits[b], r.temperature, generators[b])
-                logprob = float(log_p[b, token])
-            chunk = chunks[b]
+                token = sample_index(logits[pos], r.temperature, generators[b])
+                logprob = float(log_p[pos, token])
+            chunk = chunks[pos]
             while True:
                 chunk.append(token)
                 tokens[b].append(token)
@@ -153,28 +270,37 @@ def sample_batch(
                     break
                 token, logprob = allowed[0], 0.0
                 machine.step(token)
-        if not any(active):
+        alive = [pos for pos, b in enumerate(live) if active[b]]
+        if not alive:
             break
+        cache = _returned_cache(out)
+        if len(live) - len(alive) >= max(1, LEAVE_SHARE * len(live)):
+            keep = torch.tensor(alive, device=device)
+            cache.batch_select_indices(keep)
+            mask, next_pos, temps = mask[keep], next_pos[keep], temps[keep]
+            chunks = [chunks[pos] for pos in alive]
+            live = [live[pos] for pos in alive]
         # Feed each live row its chunk; rows differ in length, the rest is masked padding.
-        lengths = [len(chunks[b]) if active[b] else 0 for b in range(batch)]
+        lengths = [len(chunks[pos]) if active[b] else 0 for pos, b in enumerate(live)]
         width = max(lengths)
-        step_ids = torch.full((batch, width), pad_id, dtype=torch.long)
-        step_mask = torch.zeros((batch, width), dtype=torch.long)
-        for b, n in enumerate(lengths):
+        step_ids = torch.full((len(live), width), pad_id, dtype=torch.long)
+        step_mask = torch.zeros((len(live), width), dtype=torch.long)
+        for pos, n in enumerate(lengths):
             if n:
-                step_ids[b, :n] = torch.tensor(chunks[b], dtype=torch.long)
-                step_mask[b, :n] = 1
+                step_ids[pos, :n] = torch.tensor(chunks[pos], dtype=torch.long)
+                step_mask[pos, :n] = 1
         mask = torch.cat([mask, step_mask.to(device)], dim=1)
         step_pos = next_pos[:, None] + torch.arange(width, device=device)[None, :]
         out = forward(
             input_ids=step_ids.to(device),
             attention_mask=mask,
             position_ids=step_pos,
-            **{cache_arg: _returned_cache(out)},
+            **{cache_arg: cache},
             use_cache=True,
             logits_to_keep=width,
+            adapter_rows=live,
         )
         last = torch.tensor([max(n - 1, 0) for n in lengths], device=device)
-        logits_next = out.logits[torch.arange(batch, device=device), last]
+        logits_next = out.logits[torch.arange(len(live), device=device), last]
         next_pos = next_pos + torch.tensor(lengths, device=device)
     return tokens, logprobs, finish
