@@ -7,7 +7,9 @@ logprobs` never builds the whole ``[B, L, V]``). Measured on SmolLM2-135M-Instru
 hidden 576, vocabulary 49,152; a 549-token prompt and a 31-token answer; float32, one thread;
 ``python benchmarks/llm_memory.py``, and passes of 1, 4 and 8 records): 1.4-1.6 GB a
 record when the activations are kept, 0.5 GB with gradient checkpointing plus 0.6 GB a pass,
-i.e. about 140 and 50 bytes per token x layer x hidden unit. :func:`auto_records_per_pass`
+i.e. about 140 and 50 bytes per token x layer x hidden unit, in float32; a bf16 base keeps
+activations and KV entries at half that (the answer logits stay float32: the head computes in
+float32, :mod:`~leaguezero.diplomacy.llm.model.cpu_speed`). :func:`auto_records_per_pass`
 divides what the budget leaves after the process as it is (model, adapters, optimizer) and the
 sampling's KV cache by that cost (at least 1).
 """
@@ -69,6 +71,7 @@ def auto_records_per_pass(
     answer_tokens: int,
     sampling_rows: int,
     checkpointing: bool,
+    activation_bytes: int = 4,
 ) -> PassPlan:
     """Records per backward pass that keep the process within ``budget_gb``.
 
@@ -79,7 +82,8 @@ def auto_records_per_pass(
     sampling batch would hold (0: a server samples). A row's KV cache and its prefill's
     transient activations (one layer's attention scores and MLP at a time) are capped at
     :data:`SAMPLING_SHARE` of the budget (at least one game's seven seats); the rest, less
-    what the process holds, goes to the backward passes.
+    what the process holds, goes to the backward passes. ``activation_bytes``: the size of
+    one activation (4: float32, 2: a bf16 base), which scales the activation and KV terms.
     """
     layers = int(getattr(model_config, "num_hidden_layers", 1))
     hidden = int(getattr(model_config, "hidden_size", 1))
@@ -90,13 +94,14 @@ def auto_records_per_pass(
     # Later phases' prompts are longer than the opening's (more units, builds): a pass sorted
     # by length holds the longest records together.
     tokens = int(LATE_PROMPT_FACTOR * prompt_tokens) + answer_tokens
-    kept = BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT
+    scale = activation_bytes / 4.0
+    kept = (BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT) * scale
     record = tokens * layers * hidden * kept + answer_tokens * vocab * BYTES_PER_ANSWER_LOGIT
     intermediate = int(getattr(model_config, "intermediate_size", 4 * hidden))
     # Per row: keys and values of every layer and token (float32), and the prefill's largest
     # transient (one layer's attention scores, MLP and projections).
-    kv = tokens * layers * 2 * kv_heads * head_dim * 4.0
-    prefill = 4.0 * (heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden))
+    kv = tokens * layers * 2 * kv_heads * head_dim * float(activation_bytes)
+    prefill = float(activation_bytes) * (heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden))
     if sampling_rows:
         fit = int(SAMPLING_SHARE * budget_gb * GB // (kv + prefill))
         sampling_rows = max(7, min(sampling_rows, fit))
@@ -139,4 +144,5 @@ def hero_pass_plan(backend, cfg, *, sampled_here: bool) -> PassPlan:
         answer_tokens=min(cfg.llm.max_new_tokens, 64),
         sampling_rows=min(64, 7 * cfg.train.group_size) if sampled_here else 0,
         checkpointing=cfg.train.gradient_checkpointing,
+        activation_bytes=next(backend.model.get_base_model().parameters()).element_size(),
     )
