@@ -77,7 +77,8 @@ def test_answer_positions_keep_only_the_answers_logits(backend, monkeypatch):
 
     monkeypatch.setattr(backend, "_forward", spy)
     prompt = "Spring 1901 FRANCE orders: " * 8
-    backend.logprobs([prompt, prompt + "x"], [[4, 5, 6], [7]], None)
+    with torch.no_grad():  # one padded batch (with gradients, rows of one length per pass)
+        backend.logprobs([prompt, prompt + "x"], [[4, 5, 6], [7]], None)
     ((ids_shape, logits_shape),) = seen
     assert logits_shape[:2] == (2, 4)  # the longest answer + 1 positions
     assert ids_shape[1] > 40
