@@ -185,6 +185,7 @@ def test_eval_of_pretrained_smol_through_vllm(server):
     assert report["llm_grammar_violations"] == 0
 
 
+@pytest.mark.timeout(1800)  # two steps of two 2-year games: ~7 min on a shared 2-core machine
 def test_grpo_steps_publish_to_vllm_with_the_gap_under_the_alarm(server, tmp_path):
     run = tmp_path / "run"
     result = _run(
@@ -192,7 +193,7 @@ def test_grpo_steps_publish_to_vllm_with_the_gap_under_the_alarm(server, tmp_pat
             "diplomacy", "train", "--config", "configs/diplomacy_llm_smol.yaml", "--out",
             str(run), "--init-from", "pretrained-smol", "--set", "llm.backend=openai",
             "--set", f"llm.endpoint={server.url}", "--set", "train.steps=2",
-            "--set", "train.group_size=3", "--set", "max_years=1", "--set", "run.seed=2",
+            "--set", "train.group_size=2", "--set", "max_years=2", "--set", "run.seed=2",
             "--set", "league.eval_every=100", "--quiet",
         ]
     )  # fmt: skip
@@ -200,8 +201,10 @@ def test_grpo_steps_publish_to_vllm_with_the_gap_under_the_alarm(server, tmp_pat
     events = [json.loads(line) for line in (run / "events.ndjson").read_text().splitlines()]
     steps = [e for e in events if e["event"] == "diplomacy.train_step"]
     assert len(steps) == 2
+    # Two-year games: a group rarely ties (one-year games did, about one step in three), and a
+    # step whose games all tie trains nothing and publishes no new version.
     trained = [s for s in steps if s["records"]]
-    assert trained, "no step had a reward spread: pick another run.seed"
+    assert trained, "neither step had a reward spread (every game of each group tied)"
     for step in trained:
         print(
             f"\nstep {step['step']}: records {step['records']:.0f}, old_log_prob_gap "
@@ -216,11 +219,14 @@ def test_grpo_steps_publish_to_vllm_with_the_gap_under_the_alarm(server, tmp_pat
         assert step["llm_grammar_violations"] == 0
         assert step["epoch2_ratio_mean"] == pytest.approx(1.0, abs=0.2)
     assert not [e for e in events if e["event"] == "diplomacy.sampler_mismatch"]
-    # Every hero version the trainer published was loaded by the server from the run's folder,
-    # the updated one (a step that trained publishes the next version) among them.
+    # Every hero version the trainer published was loaded by the server from the run's folder:
+    # the first (the init adapter) before step 1's games, the next one before step 2's when
+    # step 1 trained, its predecessor then removed.
     adapters = run / "adapters"
     published = sorted(p.name for p in adapters.iterdir())
     loaded = dict(server.loaded_adapters())
     for name in published:
         assert Path(loaded[name]) == adapters / name
-    assert len(published) >= 2, published
+    assert len(published) == 1 + bool(steps[0]["records"]), published
+    if len(published) == 2:
+        assert f"Removed LoRA adapter: name '{published[0]}'" in server.tail(2_000_000)
