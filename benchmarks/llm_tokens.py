@@ -185,7 +185,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base-model", default="smollm2", help="folder, .gguf file or smollm2")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtypes", default="bfloat16,float32", help="comma-separated")
+    parser.add_argument("--dtypes", "--dtype", default="bfloat16,float32", help="comma-separated")
     parser.add_argument("--batches", default="1,7,28", help="rows per call, comma-separated")
     parser.add_argument("--pairs", type=int, default=1, help="interleaved pairs (A/B runs)")
     parser.add_argument("--train-rows", type=int, default=7, help="records a backward pass")

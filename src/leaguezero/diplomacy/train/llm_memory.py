@@ -101,7 +101,9 @@ def auto_records_per_pass(
     # Per row: keys and values of every layer and token (float32), and the prefill's largest
     # transient (one layer's attention scores, MLP and projections).
     kv = tokens * layers * 2 * kv_heads * head_dim * float(activation_bytes)
-    prefill = float(activation_bytes) * (heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden))
+    prefill = float(activation_bytes) * (
+        heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden)
+    )
     if sampling_rows:
         fit = int(SAMPLING_SHARE * budget_gb * GB // (kv + prefill))
         sampling_rows = max(7, min(sampling_rows, fit))
