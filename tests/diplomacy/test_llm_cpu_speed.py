@@ -3,9 +3,9 @@
 Shows: a prepacked linear equals ``F.linear`` (values and input gradients); the fast LoRA
 layer equals peft's own forward at float32, per row with mixed adapters too; bf16 weights give
 log-probs within 0.75 nats a token (0.1 on average) of float32's on the tiny random model
-(whose near-uniform logits make greedy answers flip, so only log-probs are compared); the growing KV cache with finished rows leaving the batch
-gives the same answers and log-probs as the model's own cache, and (float32) as each row
-sampled alone.
+(whose near-uniform logits make greedy answers flip, so only log-probs are compared); the
+growing KV cache with finished rows leaving the batch gives the same answers and log-probs as
+the model's own cache, and (float32) as each row sampled alone.
 """
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ def test_one_worker_compiles_many_expressions_in_a_row() -> None:
     """Each expression gets its own CPU-time bound on top of what the worker spent: a hard
     limit set for the first could never be raised for the second (the first real GRPO step
     through llm serve failed on its second request, "worker exit 1")."""
-    compiler = sandbox(workers=1)
+    # A wall bound far above the work (the default 20 s ran out at load ~7 on 2 cores): the
+    # point is the CPU bound, which grows with what the worker spent, not the clock.
+    compiler = sandbox(workers=1, time_s=300)
     try:
         # Each takes ~0.5-1 CPU-s (2^15-2^16 DFA states), so the worker's CPU time crosses
         # whole seconds between expressions and each new soft limit is higher than the last.

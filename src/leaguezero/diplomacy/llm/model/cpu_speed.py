@@ -1,28 +1,27 @@
-"""The base model's arithmetic at the CPU's rate: the weights' dtype and prepacked linears.
+"""The base model's arithmetic at the CPU's rate: dtype, prepacked linears, LoRA, the head.
 
-Two measured facts about a 135M Llama on one core of this machine kind (AMD EPYC, AVX-512
-with BF16 and AMX; ``benchmarks/llm_tokens.py`` prints them again on every run):
+Measured on a 135M Llama (SmolLM2), one core of the 2-core machine (AVX-512 BF16 and AMX;
+``benchmarks/llm_tokens.py`` measures the limit again on every run, docs/llm.md):
 
-- **bfloat16 weights**: a prompt's matmuls run 4-5x faster than in float32 where the CPU has
-  bf16 units (``avx512_bf16`` or ``amx_bf16``); without them oneDNN emulates bf16 and float32
-  is the right choice. :func:`resolve_dtype` turns ``llm.dtype: auto`` into one of the two
-  (bfloat16 on CUDA). LoRA weights stay float32 whatever the base's dtype
-  (:func:`float32_adapters`): they are the trained master weights.
-- **Prepacked weights**: ``F.linear`` on a CPU reorders the weight into oneDNN's blocked layout
-  on every call; at the few rows of a decoding step that costs half the time (a 576 x 1536
-  bf16 projection: 137 us plain, 70 us packed, 25 GB/s: the memory bandwidth). :class:`PackedLinear`
-  keeps the packed copy (one more copy of the base weights: 270 MB for SmolLM2 in bf16) and
-  uses it for every forward pass; its backward is the plain ``grad @ W`` (the base is frozen,
-  so no weight gradient), so training gains too. Packed and plain agree to rounding (oneDNN
-  may block the sum differently).
-- **LoRA in the base's dtype**: peft adds a float32 adapter to a bf16 layer by casting the
-  whole input to float32, promoting the output to float32, scaling it and casting it back: a
-  real prompt's prefill ran 2.7x slower with the hero's adapter than without it. :class:`FastLora`
-  runs the same ``base(x) + scale * B(A(x))`` in the base layer's dtype, the float32 master
-  weights cast on the fly (bf16 compute, float32 master weights and gradients, as mixed-precision
-  training does), and mixes adapters row by row as peft's ``adapter_names`` does; at float32 it
-  is the same arithmetic as peft's. Dropout, DoRA and the other LoRA variants go to peft's own
-  forward.
+- **bfloat16 weights**: a prompt's matmuls run ~7x faster than in float32 where the CPU has
+  bf16 units (AMX or AVX-512 BF16); without them oneDNN emulates bf16 and float32 is the
+  right choice. :func:`resolve_dtype` turns ``llm.dtype: auto`` into one of the two (bfloat16
+  on CUDA). LoRA weights stay float32 whatever the base's dtype (:func:`float32_adapters`):
+  they are the trained master weights.
+- **Prepacked weights** (bf16 only, :func:`pack_linears`): ``F.linear`` on a CPU reorders the
+  weight into oneDNN's blocked layout on every call; at a decoding step's few rows that is
+  half the time (a 576 x 1536 bf16 projection: 137 us plain, 70 us packed). :class:`PackedLinear`
+  keeps the packed copy (one more copy of the base weights: 270 MB for SmolLM2) for every
+  forward pass; its backward is the plain ``grad @ W`` (the base is frozen: no weight
+  gradient). Packed and plain agree to rounding (oneDNN may block the sum differently).
+- **LoRA in the base's dtype** (:func:`fast_lora`): peft adds a float32 adapter to a bf16
+  layer by casting the whole input to float32, promoting the output to float32, scaling it and
+  casting it back: a 7-row prefill ran 2.7x slower with the hero's adapter than without it.
+  The swapped layers compute the same ``base(x) + scale * B(A(x))`` in the base layer's dtype
+  from the float32 master weights (bf16 compute, float32 master weights and gradients, as
+  mixed-precision training does), in float32 at a decoding step's few rows, and mix adapters
+  row by row as peft's ``adapter_names`` does; at float32 it is peft's arithmetic. Dropout,
+  DoRA and the other LoRA variants go to peft's own forward.
 - **Logits in float32**: a bf16 head rounds logits of magnitude 16-32 to steps of 0.125, the
   largest error of a bf16 log-prob. :func:`float32_head` gives the head a float32 copy of its
   weight (113 MB for SmolLM2's tied 49k x 576 embedding), so only the body's hidden states are
@@ -156,9 +155,12 @@ def mkldnn_linear_available() -> bool:
 
 
 def pack_linears(model: nn.Module) -> int:
-    """Swap every plain ``nn.Linear`` of ``model`` (on the CPU, float32 or bfloat16) for a
-    :class:`PackedLinear`; returns how many. LoRA's own small linears are left plain (they
-    train). Call after the model is peft-wrapped; adapters added later wrap packed layers."""
+    """Swap every plain bfloat16 ``nn.Linear`` of ``model`` on the CPU for a
+    :class:`PackedLinear`; returns how many. Float32 layers stay plain: packed float32 was
+    1.8x faster at 7 rows but 1.2x slower at one (MKL's own small-matrix path), and a whole
+    batch-1 generation measured slower, so nothing is claimed there. LoRA's own small linears
+    are left plain (they train). Call after the model is peft-wrapped; adapters added later
+    wrap packed layers."""
     if not mkldnn_linear_available():
         return 0
     count = 0
@@ -166,7 +168,7 @@ def pack_linears(model: nn.Module) -> int:
         if type(module) is not nn.Linear or "lora_" in name:
             continue
         weight = module.weight
-        if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
+        if weight.device.type != "cpu" or weight.dtype != torch.bfloat16:
             continue
         module.__class__ = PackedLinear
         count += 1
