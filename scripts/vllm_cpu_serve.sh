@@ -11,7 +11,7 @@
 # Environment: VLLM_VENV (.venv-vllm), VLLM_PORT (8000), VLLM_HOST (127.0.0.1),
 # VLLM_CPU_OMP_THREADS_BIND (the cores of the engine's OpenMP threads; default: the last CPU
 # alone, one thread, beside a trainer on the other core), VLLM_CPU_KVCACHE_SPACE (GiB of KV
-# cache, 2), VLLM_MAX_LORAS (8), VLLM_DTYPE (bfloat16).
+# cache, 2), VLLM_MAX_LORAS (8), VLLM_DTYPE (bfloat16 on CPUs with bf16 units, else float32).
 #
 # Why chunked prefill is off: vllm-cpu 0.32.0 rewinds a seeded request's generator when the token
 # sampled after a partial prefill is discarded (v1/worker/gpu_model_runner.py, _bookkeeping_sync:
@@ -55,8 +55,14 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLIN
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # The vllm console script asks for the metadata of a package named "vllm" (this one is
 # "vllm-cpu"): the module entry point starts the same server.
+# bf16 where the CPU has bf16 units (AMX or AVX-512 BF16), as llm.dtype: auto; float32 on one
+# without them (emulated bf16 is slower than float32 there).
+default_dtype=float32
+if grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then
+  default_dtype=bfloat16
+fi
 exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
-  --model "$MODEL" --dtype "${VLLM_DTYPE:-bfloat16}" \
+  --model "$MODEL" --dtype "${VLLM_DTYPE:-$default_dtype}" \
   --host "${VLLM_HOST:-127.0.0.1}" --port "${VLLM_PORT:-8000}" \
   --enable-lora --max-loras "${VLLM_MAX_LORAS:-8}" --max-lora-rank 16 \
   --max-model-len 4096 --no-enable-chunked-prefill --max-num-batched-tokens 8192 \
