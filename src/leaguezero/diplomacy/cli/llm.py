@@ -50,7 +50,12 @@ def serve(
         typer.Option("--lora", help="NAME=PATH adapter to load at start (repeatable)."),
     ] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            help="auto (bf16 on CUDA and bf16 CPUs, else float32), float32, bfloat16 or float16."
+        ),
+    ] = "auto",
     bf16_autocast: Annotated[
         bool,
         typer.Option(help="Forward passes in bfloat16 autocast (~2x on CPUs with AMX)."),
