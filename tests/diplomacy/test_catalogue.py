@@ -125,6 +125,9 @@ def test_pretrained_llm_is_the_shipped_adapter_on_its_shipped_base(tmp_path, mon
         def ensure_adapters(self, folders) -> None:
             loaded.update(folders)
 
+        def client_for(self, decoding):
+            return self.sampler
+
     def shared_runtime(llm: LLMSection) -> Runtime:
         loaded["base"] = llm.base_model
         loaded["mode"] = llm.mode

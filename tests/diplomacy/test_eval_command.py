@@ -95,3 +95,42 @@ def test_eval_counts_an_llm_seats_own_faults(tmp_path, restore_threads):
     assert game["hero_llm_answers"] == hero_llm
     # The warning for a model never taught the answer format that writes free text.
     assert "llm.mode=constrained" in result.stderr
+
+
+def test_concurrent_games_share_batches_reproducibly_and_play_the_same_games(
+    tmp_path, restore_threads, monkeypatch
+):
+    """``--concurrent-games 3``: the LLM hero's rows of three games meet in one batch a phase
+    (a Lockstep group), twice the same report, and in float32 the same games as in turn (each
+    game's table is seeded by the game, not by which game asked first)."""
+    pytest.importorskip("peft")
+    from leaguezero.common import lockstep
+    from tests.diplomacy.tiny_lm import build_tiny_lm
+
+    model = build_tiny_lm(tmp_path / "tiny")
+    sizes: list[int] = []
+    call = lockstep.Lockstep.call
+
+    def spy(self, number, rows, run):
+        return call(self, number, rows, lambda batch: (sizes.append(len(batch)), run(batch))[1])
+
+    monkeypatch.setattr(lockstep.Lockstep, "call", spy)
+
+    def report(at_once: int) -> dict:
+        args = [
+            "diplomacy", "eval", "--hero", str(model), "--opponents", "random_bot",
+            "--games", "4", "--set", "max_years=1", "--set", "llm.mode=constrained",
+            "--set", "llm.max_new_tokens=48", "--no-save", "--json", "--per-game",
+            "--concurrent-games", str(at_once),
+        ]  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        return {"hero": out["hero"], "games": [g["scores"] for g in out["per_game"]]}
+
+    first, second = report(3), report(3)
+    assert first == second
+    assert max(sizes) > 1  # rows of different games shared a batch
+    sizes.clear()
+    assert report(1) == first  # float32 (the suite's pin): the same games
+    assert not sizes  # in turn: no group

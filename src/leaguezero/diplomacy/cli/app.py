@@ -95,6 +95,17 @@ def eval_cmd(
         bool,
         typer.Option("--rank", help="LLM agents score each unit's legal orders (ranking mode)."),
     ] = False,
+    concurrent_games: Annotated[
+        int,
+        typer.Option(
+            "--concurrent-games",
+            min=1,
+            max=16,
+            help="Games played at once: their in-process LLM seats share one batch a phase (far "
+            "less CPU a game; reproducible for a given N, but bf16 rounds by batch, so a near "
+            "tie may go otherwise than at N=1; docs/llm.md).",
+        ),
+    ] = 1,
     threads: ThreadsOpt = None,
     results: ResultsOpt = None,
 ) -> None:
@@ -141,6 +152,7 @@ def eval_cmd(
             save_dir=save_dir,
             on_game=on_game,
             resolver=resolver,
+            concurrent_games=concurrent_games,
         )
     report = result.report()
     if not per_game:

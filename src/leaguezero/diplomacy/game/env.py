@@ -63,6 +63,9 @@ class DiplomacyEnv:
         if max_years is not None and max_years < 1:
             raise ValueError(f"max_years must be at least 1 (or None), got {max_years}")
         self.max_years = max_years
+        # The rollout's game seed (run_rollout sets it): per-game state elsewhere (an LLM
+        # table's sampling seed) follows from the game, not from the order games ask.
+        self.seed: int | None = None
         self.game: Game = game if game is not None else Game(map_name=MAP_NAME)
         for rule in NO_PRESS_RULES:
             if rule not in self.game.rules:

@@ -193,6 +193,7 @@ def run_rollout(
         for power in POWERS
     }
     env = DiplomacyEnv(max_years=cfg.max_years)
+    env.seed = game_seed
     invalid = dict.fromkeys(POWERS, 0)
     missing = dict.fromkeys(POWERS, 0)
     steps: list[HeroStep] = []

@@ -20,12 +20,15 @@ zero-sum, as in the league's own match-log fit.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leaguezero.common.lockstep import Lockstep
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating
 from leaguezero.diplomacy.game.env import POWERS
@@ -211,6 +214,7 @@ def run_tournament(
     save_dir: str | Path | None = None,
     step: int = 0,
     on_game: Callable[[RolloutResult], None] | None = None,
+    concurrent_games: int = 1,
 ) -> TournamentResult:
     """Play ``games`` games of ``hero`` against ``opponents`` (see module doc).
 
@@ -221,6 +225,10 @@ def run_tournament(
     ``matchlog`` appends one :class:`~leaguezero.league.types.MatchResult` per game (kind
     ``"evaluation"``, seats are powers, scores the final scores); ``save_dir`` overrides
     ``cfg.games_dir`` for the saved games; ``on_game`` is called after each game (progress).
+    ``concurrent_games``: games played at once in threads, as one
+    :class:`~leaguezero.common.lockstep.Lockstep` group (the in-process LLM seats of all of
+    them share one batch a phase, reproducibly); the seating, seeds, ratings, log and callbacks
+    follow the game order as when played in turn.
     """
     if games < 1:
         raise ValueError(f"games must be at least 1, got {games}")
@@ -236,64 +244,96 @@ def run_tournament(
     )
     rng = random.Random(cfg.run.seed)
     log = MatchLog(matchlog) if matchlog is not None else None
-    for game_idx in range(games):
-        seating = seat_powers(hero, opponents, game_idx, cfg.max_unique_opponents, rng)
-        hero_power = POWERS[game_idx % len(POWERS)]
-        played = run_rollout(
-            cfg,
-            0,
-            game_idx,
-            seating,
-            hero_power,
-            resolver=resolver,
-            save_dir=save_dir,
-            metadata={"hero": hero_label, "kind": "evaluation"},
-        )
-        result.games.append(played)
-        shares = win_shares(played.scores)
-        most = most_centres_shares(played.centers)
-        for power in POWERS:
-            agent = played.power_agents[power]
-            tally = (
-                result.hero_tally
-                if power == hero_power
-                else result.opponent_tallies.setdefault(agent, _Tally())
+    seatings = [
+        seat_powers(hero, opponents, game_idx, cfg.max_unique_opponents, rng)
+        for game_idx in range(games)
+    ]
+
+    group = Lockstep(games, concurrent_games) if concurrent_games > 1 else None
+
+    def play(game_idx: int) -> RolloutResult:
+        member = group.game(game_idx) if group is not None else contextlib.nullcontext()
+        with member:
+            return run_rollout(
+                cfg,
+                0,
+                game_idx,
+                seatings[game_idx],
+                POWERS[game_idx % len(POWERS)],
+                resolver=resolver,
+                save_dir=save_dir,
+                metadata={"hero": hero_label, "kind": "evaluation"},
             )
-            tally.add(
-                shares[power],
-                played.scores[power],
-                played.sos_scores[power],
-                played.centers[power],
-                played.centers[power] >= cfg.solo_sc,
-                most[power],
-            )
-        seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
-        updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)
-        for power in POWERS:
-            current[played.power_agents[power]] += updated[power] - seat_ratings[power]
-        if log is not None:
-            log.append(
-                MatchResult(
-                    participants=tuple(
-                        Participant(played.power_agents[p], p, played.scores[p]) for p in POWERS
-                    ),
-                    step=step,
-                    game="diplomacy",
-                    kind="evaluation",
-                    meta={
-                        "seed": played.seed,
-                        "game_idx": game_idx,
-                        "hero": hero_label,
-                        "hero_power": hero_power,
-                        "sos_scores": played.sos_scores,
-                        "centers": played.centers,
-                        "final_year": played.final_year,
-                        "ended_by": played.ended_by,
-                        "saved_game": played.saved_game,
-                    },
-                )
-            )
-        if on_game is not None:
-            on_game(played)
+
+    pool = ThreadPoolExecutor(concurrent_games) if concurrent_games > 1 else None
+    try:
+        # In game order either way (a pool's map yields results in the order asked).
+        played_games = pool.map(play, range(games)) if pool is not None else map(play, range(games))
+        for game_idx, played in enumerate(played_games):
+            _record_game(result, played, game_idx, cfg, current, log, step, hero_label, on_game)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     result.ratings_after = dict(current)
     return result
+
+
+def _record_game(
+    result: TournamentResult,
+    played: RolloutResult,
+    game_idx: int,
+    cfg: DiplomacyConfig,
+    current: dict[str, float],
+    log: MatchLog | None,
+    step: int,
+    hero_label: str,
+    on_game: Callable[[RolloutResult], None] | None,
+) -> None:
+    """One finished game into the tallies, the ratings, the match log and the callback."""
+    hero_power = POWERS[game_idx % len(POWERS)]
+    result.games.append(played)
+    shares = win_shares(played.scores)
+    most = most_centres_shares(played.centers)
+    for power in POWERS:
+        agent = played.power_agents[power]
+        tally = (
+            result.hero_tally
+            if power == hero_power
+            else result.opponent_tallies.setdefault(agent, _Tally())
+        )
+        tally.add(
+            shares[power],
+            played.scores[power],
+            played.sos_scores[power],
+            played.centers[power],
+            played.centers[power] >= cfg.solo_sc,
+            most[power],
+        )
+    seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
+    updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)
+    for power in POWERS:
+        current[played.power_agents[power]] += updated[power] - seat_ratings[power]
+    if log is not None:
+        log.append(
+            MatchResult(
+                participants=tuple(
+                    Participant(played.power_agents[p], p, played.scores[p]) for p in POWERS
+                ),
+                step=step,
+                game="diplomacy",
+                kind="evaluation",
+                meta={
+                    "seed": played.seed,
+                    "game_idx": game_idx,
+                    "hero": hero_label,
+                    "hero_power": hero_power,
+                    "sos_scores": played.sos_scores,
+                    "centers": played.centers,
+                    "final_year": played.final_year,
+                    "ended_by": played.ended_by,
+                    "saved_game": played.saved_game,
+                },
+            )
+        )
+    if on_game is not None:
+        on_game(played)

@@ -102,7 +102,7 @@ def evaluation_resolver_factory(llm: LLMSection):
 
     def make(paths: Mapping[str, str | Path], *, seed: int, greedy: bool, temperature: float):
         return adapter_resolver(
-            runtime.sampler,
+            runtime.client_for(decoding_named(llm.mode)),
             paths,
             seed=seed,
             greedy=greedy,
@@ -174,13 +174,13 @@ def folder_resolver(
     llm = pinned_llm(adapters, llm).model_copy(update={"base_model": str(base)})
     decoding = decoding or decoding_named(llm.mode)
     runtime = shared_runtime(llm)
-    decoding.check_client(runtime.sampler)  # ranking needs the weights here: say so now
+    client = runtime.client_for(decoding)  # ranking needs the weights here: say so now
     names_on_backend = {spec.name: folder_adapter_name(spec.path) for spec in adapters}
     runtime.ensure_adapters({names_on_backend[s.name]: str(s.path) for s in adapters})
     render = chat_format(llm).renderer(runtime.tokenizer)
     tables = SharedTables(
         lambda game: LLMTable(
-            runtime.sampler,
+            client,
             {},
             max_new_tokens=llm.max_new_tokens,
             temperature=0.0 if greedy else llm.temperature,

@@ -15,7 +15,7 @@ samples on:
   :class:`~.model.batching.BatchingGenerator` (:class:`InProcessSampler`: the games of a group
   meet in one batch per forward pass, as many rows as its memory plan allows) with the
   training adapter pinned in its :class:`~.remote.adapters.AdapterSlots`; others sample on the
-  backend itself;
+  backend itself, games played at once sharing batches (:class:`LockstepSampler`);
 - ``openai``: an :class:`~.remote.openai_client.OpenAIClient` for ``llm.endpoint`` (vLLM or
   ``leaguezero llm serve``), checked to answer, adapters within ``llm.max_loras`` and loaded
   again after a server restart. Only a trainer loads the base model's weights too (it computes
@@ -41,8 +41,9 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from leaguezero.common import lockstep
 from leaguezero.diplomacy.config import LLMSection
-from leaguezero.diplomacy.llm.client import GenerationClient, LLMError
+from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, make_requests
 from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
 from leaguezero.diplomacy.llm.model.gguf import converted_folder, is_gguf
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
@@ -173,6 +174,33 @@ class InProcessSampler:
         return self.backend.list_adapters()
 
 
+class LockstepSampler:
+    """The in-process backend for callers that play games at once: a call from a game of a
+    :class:`~leaguezero.common.lockstep.Lockstep` group (``run_tournament``'s
+    ``concurrent_games``) waits for the group's other games and shares one batch with them,
+    reproducibly; any other call goes to the backend as it is."""
+
+    def __init__(self, backend: HFBackend) -> None:
+        self.backend = backend
+
+    def generate(self, prompts, adapters, max_new_tokens, temperature, seed, choices=None):
+        rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
+        member = lockstep.current()
+        if member is None:
+            return self.backend.generate_rows(rows)
+        group, number = member
+        return group.call(number, rows, self.backend.generate_rows)
+
+    def load_adapter(self, name: str, path: str) -> None:
+        self.backend.load_adapter(name, path)
+
+    def unload_adapter(self, name: str) -> None:
+        self.backend.unload_adapter(name)
+
+    def list_adapters(self) -> list[str]:
+        return self.backend.list_adapters()
+
+
 # ----- the runtime ----------------------------------------------------------------------------
 class LLMRuntime:
     """The model LLM seats sample on in this process, and the weights a trainer holds.
@@ -246,7 +274,20 @@ class LLMRuntime:
             )
         else:
             assert self.backend is not None
-            self.sampler = self.backend
+            self.sampler = LockstepSampler(self.backend)
+
+    def client_for(self, decoding) -> GenerationClient:
+        """What an LLM table of ``decoding`` samples through: the sampler, or the backend
+        itself for a decoding that scores in process (ranking), checked (``ValueError``, one
+        line, when neither can)."""
+        try:
+            decoding.check_client(self.sampler)
+            return self.sampler
+        except ValueError:
+            if self.backend is None:
+                raise
+            decoding.check_client(self.backend)
+            return self.backend
 
     @property
     def render(self) -> Callable[[str], str]:

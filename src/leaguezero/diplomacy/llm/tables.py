@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -154,12 +155,16 @@ class SharedTables:
     A resolver hands each seat a :meth:`policy` that knows only its adapter; a seat joins its
     game's table the first time it is asked for orders, so from the second phase on every LLM
     seat of a game is sampled in one call (the first phase samples seats as they join). The
-    last few games' tables are kept (games played in turn or a few at once).
+    last few games' tables are kept (games played in turn or a few at once). ``make_table``
+    gets the game's number: its seed when the env carries one (:func:`.rollout.run_rollout`
+    sets it), so games played at once get the tables they would get in turn; else the count
+    of games seen.
     """
 
-    def __init__(self, make_table: Callable[[int], LLMTable], keep: int = 8) -> None:
+    def __init__(self, make_table: Callable[[int], LLMTable], keep: int = 16) -> None:
         self.make_table = make_table
         self.keep = keep
+        self._lock = threading.Lock()  # games played in threads (run_tournament's concurrency)
         self._tables: dict[int, tuple[DiplomacyEnv, LLMTable]] = {}
         self._games = 0
 
@@ -168,13 +173,14 @@ class SharedTables:
         return _SharedSeat(self, adapter)
 
     def orders(self, env: DiplomacyEnv, power: str, adapter: str | None) -> list[str]:
-        entry = self._tables.get(id(env))
-        if entry is None or entry[0] is not env:
-            self._games += 1
-            entry = (env, self.make_table(self._games))
-            self._tables[id(env)] = entry
-            while len(self._tables) > self.keep:
-                self._tables.pop(next(iter(self._tables)))
+        with self._lock:
+            entry = self._tables.get(id(env))
+            if entry is None or entry[0] is not env:
+                self._games += 1
+                entry = (env, self.make_table(env.seed if env.seed is not None else self._games))
+                self._tables[id(env)] = entry
+                while len(self._tables) > self.keep:
+                    self._tables.pop(next(iter(self._tables)))
         table = entry[1]
         table.seats.setdefault(power, adapter)
         table.stats.setdefault(power, SeatStats())
