@@ -191,8 +191,9 @@ def sample_batch(
             None result: the model's own.
 
     Rows that finished leave the batch (:data:`LEAVE_SHARE`), so the slowest row does not
-    keep every finished one in each pass; a row's tokens and log-probs do not depend on which
-    rows share its batch (its own seeded generator, positions counted from its first token).
+    keep every finished one in each pass; a row's draws do not depend on which rows share its
+    batch (its own seeded generator, positions counted from its first token), and in float32
+    neither do its numbers (in bf16 the rounding does, so a near tie may go otherwise).
 
     Returns:
         ``(tokens, logprobs, finish)`` per row: the sampled token ids, each one's log-prob
