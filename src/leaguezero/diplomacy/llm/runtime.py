@@ -154,15 +154,10 @@ def folder_adapter_name(folder: str | Path) -> str:
     return f"folder-{digest[:12]}"
 
 
-class InProcessSampler:
-    """The in-process sampler: generation through the batcher, adapters on the backend."""
+class _BackendAdapters:
+    """A sampler whose adapters live on the in-process backend (``self.backend``)."""
 
-    def __init__(self, batcher: BatchingGenerator, backend: HFBackend) -> None:
-        self.batcher = batcher
-        self.backend = backend
-
-    def generate(self, prompts, adapters, max_new_tokens, temperature, seed, choices=None):
-        return self.batcher.generate(prompts, adapters, max_new_tokens, temperature, seed, choices)
+    backend: HFBackend
 
     def load_adapter(self, name: str, path: str) -> None:
         self.backend.load_adapter(name, path)
@@ -174,7 +169,18 @@ class InProcessSampler:
         return self.backend.list_adapters()
 
 
-class LockstepSampler:
+class InProcessSampler(_BackendAdapters):
+    """The in-process sampler: generation through the batcher, adapters on the backend."""
+
+    def __init__(self, batcher: BatchingGenerator, backend: HFBackend) -> None:
+        self.batcher = batcher
+        self.backend = backend
+
+    def generate(self, prompts, adapters, max_new_tokens, temperature, seed, choices=None):
+        return self.batcher.generate(prompts, adapters, max_new_tokens, temperature, seed, choices)
+
+
+class LockstepSampler(_BackendAdapters):
     """The in-process backend for callers that play games at once: a call from a game of a
     :class:`~leaguezero.common.lockstep.Lockstep` group (``run_tournament``'s
     ``concurrent_games``) waits for the group's other games and shares one batch with them,
@@ -190,15 +196,6 @@ class LockstepSampler:
             return self.backend.generate_rows(rows)
         group, number = member
         return group.call(number, rows, self.backend.generate_rows)
-
-    def load_adapter(self, name: str, path: str) -> None:
-        self.backend.load_adapter(name, path)
-
-    def unload_adapter(self, name: str) -> None:
-        self.backend.unload_adapter(name)
-
-    def list_adapters(self) -> list[str]:
-        return self.backend.list_adapters()
 
 
 # ----- the runtime ----------------------------------------------------------------------------
