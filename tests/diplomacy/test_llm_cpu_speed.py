@@ -5,7 +5,9 @@ layer equals peft's own forward at float32, per row with mixed adapters too; bf1
 log-probs within 0.75 nats a token (0.1 on average) of float32's on the tiny random model
 (whose near-uniform logits make greedy answers flip, so only log-probs are compared); the
 growing KV cache with finished rows leaving the batch gives the same answers and log-probs as
-the model's own cache, and (float32) as each row sampled alone.
+the model's own cache and sdpa attention, and (float32) as each row sampled alone; the
+float32 attention of a few queries equals sdpa's under every mask transformers hands it; a
+LoRA layer's cached weights follow in-place updates of its parameters.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ import leaguezero.diplomacy.llm.model.sampler as sampler
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.llm.client import GenerationRequest
 from leaguezero.diplomacy.llm.model.cpu_speed import (
+    CPU_ATTENTION,
+    SHORT_QUERY,
     PackedLinear,
+    cpu_attention,
     mkldnn_linear_available,
     resolve_dtype,
 )
@@ -154,13 +159,18 @@ def test_growing_cache_and_leaving_rows_give_each_rows_own_answer(tiny_lm, dtype
     def run() -> list:
         return backend.generate_rows([request(k) for k in range(9)])
 
+    base = backend.model.get_base_model()
+    assert base.config._attn_implementation == CPU_ATTENTION
     backend.growing_cache, sampler.LEAVE_SHARE = True, 0.1
     fast = run()
-    backend.growing_cache, sampler.LEAVE_SHARE = False, 2.0  # the model's cache, nobody leaves
+    # The model's own cache and attention, nobody leaves.
+    backend.growing_cache, sampler.LEAVE_SHARE = False, 2.0
+    base.set_attn_implementation("sdpa")
     try:
         plain = run()
     finally:
         backend.growing_cache, sampler.LEAVE_SHARE = True, 0.25
+        base.set_attn_implementation(CPU_ATTENTION)
     assert [c.finish_reason for c in fast] == [c.finish_reason for c in plain]
     assert len({len(c.token_ids) for c in fast}) > 1  # rows did finish at different steps
     tolerance = 1e-4 if dtype == "float32" else 0.15
@@ -177,3 +187,71 @@ def test_growing_cache_and_leaving_rows_give_each_rows_own_answer(tiny_lm, dtype
         assert alone.token_ids == fast[k].token_ids
         gaps = [abs(x - y) for x, y in zip(alone.logprobs, fast[k].logprobs, strict=True)]
         assert max(gaps, default=0) < tolerance
+
+
+class _Module(torch.nn.Module):
+    num_key_value_groups = 3
+    is_causal = True
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_attention_equals_sdpa_under_every_mask(dtype) -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    gen = torch.Generator().manual_seed(3)
+    batch, heads, kv_heads, length, dim = 3, 6, 2, 40, 16
+    module = _Module()
+    for q_len in (1, 4, SHORT_QUERY):
+        query = torch.randn((batch, heads, q_len, dim), generator=gen).to(dtype)
+        key = torch.randn((batch, kv_heads, length, dim), generator=gen).to(dtype)
+        value = torch.randn((batch, kv_heads, length, dim), generator=gen).to(dtype)
+        # Left padding (row 1 starts at 5, row 2 at 12) and causal within the new queries.
+        allowed = torch.ones((batch, 1, q_len, length), dtype=torch.bool)
+        allowed[1, ..., :5] = False
+        allowed[2, ..., :12] = False
+        allowed &= torch.ones((q_len, length), dtype=torch.bool).tril(length - q_len)
+        additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        masks = [allowed, additive.to(dtype)] + ([None] if q_len == 1 else [])
+        for mask in masks:
+            with torch.no_grad():
+                want, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
+                # The growing cache hands float32 keys and values to a bf16 model's attention.
+                got, _ = cpu_attention(module, query, key.float(), value.float(), mask, scaling=0.3)
+            assert got.dtype == dtype and got.shape == want.shape == (batch, q_len, heads, dim)
+            tol = 1e-5 if dtype == torch.float32 else 2e-2
+            assert torch.allclose(got.float(), want.float(), atol=tol, rtol=tol)
+    # With gradients (training) and for long queries it is sdpa itself.
+    query = torch.randn((1, heads, SHORT_QUERY + 1, dim), generator=gen, requires_grad=True)
+    key = torch.randn((1, kv_heads, SHORT_QUERY + 1, dim), generator=gen)
+    got, _ = cpu_attention(module, query, key, key, None)
+    want, _ = sdpa_attention_forward(module, query, key, key, None)
+    assert torch.equal(got, want) and got.requires_grad
+
+
+def test_fast_lora_cached_weights_follow_in_place_updates(tiny_lm) -> None:
+    backend = _backend(tiny_lm, "float32")
+    prompts, _ = _rows(backend, 1)
+    ids = torch.tensor([backend.encode(prompts[0])[-3:]])  # a decoding step's few rows
+
+    def logits(peft_forward: bool = False) -> torch.Tensor:
+        with torch.no_grad(), backend._one_adapter("hero"):
+            if not peft_forward:
+                return backend.model(input_ids=ids).logits
+            fast = [m for m in backend.model.modules() if type(m).__name__ == "FastLora"]
+            fast_class = type(fast[0])
+            for module in fast:
+                module.__class__ = fast_class.__mro__[1]
+            try:
+                return backend.model(input_ids=ids).logits
+            finally:
+                for module in fast:
+                    module.__class__ = fast_class
+
+    before = logits()
+    with torch.no_grad():  # as the optimizer and a loaded version do: in place
+        for name, param in backend.adapter_parameters("hero").items():
+            if "lora_B" in name:
+                param.mul_(-2.0)
+    after = logits()
+    assert not torch.allclose(before, after, atol=1e-3)
+    assert torch.allclose(after, logits(peft_forward=True), atol=1e-5)

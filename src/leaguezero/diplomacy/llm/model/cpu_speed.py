@@ -22,6 +22,14 @@ Measured on a 135M Llama (SmolLM2), one core of the 2-core machine (AVX-512 BF16
   mixed-precision training does), in float32 at a decoding step's few rows, and mix adapters
   row by row as peft's ``adapter_names`` does; at float32 it is peft's arithmetic. Dropout,
   DoRA and the other LoRA variants go to peft's own forward.
+- **Attention of a few queries in float32 matmuls** (:func:`use_cpu_attention`): torch's CPU
+  flash-attention kernel takes ~0.7 ms for one decoding query over a 480-token cache (one
+  head group's work is a few microseconds), 30 layers a step: a fifth of a decoding step on
+  the Zen 4 machine. A pass of at most :data:`SHORT_QUERY` queries without gradients computes
+  ``softmax(q K^T) V`` as two float32 batched matmuls over a float32 copy of the cache (the
+  growing cache keeps its keys and values in float32 for it, :mod:`.sampler`); everything else
+  (prompts, training) goes to transformers' ``sdpa``. Both accumulate in float32 from the same
+  bf16-rounded keys and values.
 - **Logits in float32**: a bf16 head rounds logits of magnitude 16-32 to steps of 0.125, the
   largest error of a bf16 log-prob. :func:`float32_head` gives the head a float32 copy of its
   weight (113 MB for SmolLM2's tied 49k x 576 embedding), so only the body's hidden states are
@@ -45,6 +53,7 @@ __all__ = [
     "float32_head",
     "pack_linears",
     "resolve_dtype",
+    "use_cpu_attention",
 ]
 
 
@@ -225,18 +234,16 @@ def _fast_lora_class():
                 # A few rows (a decoding step): float32, whose tiny matmuls cost a third of
                 # bf16's (oneDNN reorders each small bf16 operand); more: the base's dtype.
                 low_dtype = torch.float32 if rows <= SMALL_ROWS else dtype
-                a = self.lora_A[name].weight.to(low_dtype)
-                # The scale folded into B: one [out, r] product instead of a pass over the output.
-                b = (self.lora_B[name].weight * self.scaling[name]).to(low_dtype)
+                a, bt = self._low_rank(name, low_dtype, grad)
                 low = torch.nn.functional.linear(inp.to(low_dtype), a).reshape(rows, -1)
                 if index is None and low_dtype == dtype:
                     flat = result.reshape(-1, shape[-1])
                     if grad:
-                        result = torch.addmm(flat, low, b.t()).reshape(shape)
+                        result = torch.addmm(flat, low, bt).reshape(shape)
                     else:
-                        flat.addmm_(low, b.t())  # in place: no output-sized temporary
+                        flat.addmm_(low, bt)  # in place: no output-sized temporary
                     continue
-                delta = (low @ b.t()).to(dtype).reshape((*inp.shape[:-1], shape[-1]))
+                delta = (low @ bt).to(dtype).reshape((*inp.shape[:-1], shape[-1]))
                 if index is None:
                     result = result + delta if grad else result.add_(delta)
                 elif grad:
@@ -244,6 +251,28 @@ def _fast_lora_class():
                 else:
                     result.index_add_(0, index, delta)
             return result
+
+        def _low_rank(
+            self, name: str, dtype: torch.dtype, grad: bool
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            """``A`` and ``(scale * B)^T`` (the scale folded into B: one [out, r] product instead
+            of a pass over the output) in ``dtype``; without gradients cached until the
+            weights change, the transpose contiguous (a decoding step would otherwise cast
+            and scale them again in each of its ~200 layers; a contiguous [r, out] operand
+            halves a one-row product's time)."""
+            a, b, scale = self.lora_A[name].weight, self.lora_B[name].weight, self.scaling[name]
+            if grad:
+                return a.to(dtype), (b * scale).to(dtype).t()
+            # The same parameter objects (an adapter re-added under its name has new ones),
+            # unchanged since (in-place updates bump _version), at the same scale.
+            key = (scale, a.data_ptr(), a._version, b.data_ptr(), b._version)
+            cache = self.__dict__.setdefault("_low_rank_cache", {})
+            hit = cache.get((name, dtype))
+            if hit is None or hit[0] != key or hit[1] is not a or hit[2] is not b:
+                bt = (b.detach() * scale).to(dtype).t().contiguous()
+                hit = (key, a, b, a.detach().to(dtype), bt)
+                cache[(name, dtype)] = hit
+            return hit[3], hit[4]
 
     return FastLora
 
@@ -259,3 +288,84 @@ def fast_lora(model: nn.Module) -> int:
             module.__class__ = fast
             count += 1
     return count
+
+
+# Queries up to which cpu_attention computes attention itself (a decoding step, a jump-forward
+# run of forced tokens); longer passes (a prompt) go to sdpa's flash kernel.
+SHORT_QUERY = 16
+CPU_ATTENTION = "leaguezero_cpu_sdpa"
+
+
+def cpu_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature (``AttentionInterface``): a short query
+    without gradients in float32 matmuls (module doc), anything else by ``sdpa`` (keys and
+    values in the query's dtype: the growing cache hands float32 ones)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    batch, heads, q_len, dim = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    mask = attention_mask
+    short = (
+        q_len <= SHORT_QUERY
+        and not torch.is_grad_enabled()
+        and query.device.type == "cpu"
+        and not dropout
+        and heads % kv_heads == 0
+        and not any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "sinks"))
+        and ((mask is None and q_len == 1) or (mask is not None and mask.dim() == 4))
+        and (mask is None or (mask.shape[1] == 1 and mask.shape[-1] == kv_len))
+    )
+    if not short:
+        if key.dtype != query.dtype:
+            key, value = key.to(query.dtype), value.to(query.dtype)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+            is_causal=is_causal, **kwargs,
+        )  # fmt: skip
+    groups = heads // kv_heads
+    scale = scaling if scaling is not None else dim**-0.5
+    # Heads h of one group share key head h // groups: [B, Hkv, G * q, D] against [B, Hkv, L, D].
+    q = query.float().reshape(batch, kv_heads, groups * q_len, dim)
+    scores = torch.matmul(q, key.float().transpose(-1, -2))  # [B, Hkv, G * q, L]
+    scores = scores.view(batch, kv_heads, groups, q_len, kv_len).mul_(scale)
+    if mask is not None:
+        mask = mask[:, :, None]  # [B, 1, 1, q, L]
+        if mask.dtype == torch.bool:
+            scores.masked_fill_(~mask, float("-inf"))
+        else:
+            scores.add_(mask)
+    probs = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # a fully masked row: zeros
+    out = torch.matmul(probs.view(batch, kv_heads, groups * q_len, kv_len), value.float())
+    out = out.view(batch, heads, q_len, dim).transpose(1, 2).to(query.dtype).contiguous()
+    return out, None
+
+
+def use_cpu_attention(model: nn.Module) -> bool:
+    """Switch a transformers model that runs transformers' ``sdpa`` attention on the CPU to
+    :func:`cpu_attention` (registered once under :data:`CPU_ATTENTION`, with sdpa's masks);
+    True if it did. Call before peft wraps the model."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    if next(model.parameters()).device.type != "cpu":
+        return False
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(CPU_ATTENTION, cpu_attention)
+    AttentionMaskInterface.register(CPU_ATTENTION, sdpa_mask)
+    try:
+        model.set_attn_implementation(CPU_ATTENTION)
+    except (ValueError, AttributeError):  # a model that does not take registered functions
+        return False
+    return config._attn_implementation == CPU_ATTENTION

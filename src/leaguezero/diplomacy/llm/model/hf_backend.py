@@ -47,6 +47,7 @@ from leaguezero.diplomacy.llm.model.cpu_speed import (
     float32_head,
     pack_linears,
     resolve_dtype,
+    use_cpu_attention,
 )
 from leaguezero.diplomacy.llm.model.gguf import base_model_folder
 from leaguezero.diplomacy.llm.model.sampler import cache_argument, growing_cache, sample_batch
@@ -206,6 +207,9 @@ class HFBackend:
         self._pending: set[str] = set()  # adapters being loaded (see load_adapter)
         model.to(self.device)
         float32_head(model)  # float32 logits from a bf16 body (.cpu_speed)
+        # A decoding step's attention in float32 matmuls on a CPU (.cpu_speed).
+        self.cpu_attention = use_cpu_attention(model) if self.device.type == "cpu" else False
+        self._float32_cache = self.cpu_attention and model.dtype != torch.float32
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         with warnings.catch_warnings():
             # peft (0.21) reads transformers' deprecated `is_gradient_checkpointing`; the
@@ -566,7 +570,11 @@ class HFBackend:
             jump_forward=self.jump_forward,
             device=self.device,
             cache_arg=self.cache_arg,
-            new_cache=(lambda: growing_cache(config)) if self.growing_cache else None,
+            new_cache=(
+                (lambda: growing_cache(config, float32=self._float32_cache))
+                if self.growing_cache
+                else None
+            ),
         )
         completions = []
         for b, r in enumerate(rows):

@@ -72,15 +72,18 @@ class GrowingLayer:
     """Marker base: see :func:`growing_cache`."""
 
 
-def growing_cache(config: Any) -> Any | None:
+def growing_cache(config: Any, *, float32: bool = False) -> Any | None:
     """A KV cache that does not copy itself at every step: each layer preallocates its keys and
     values (``[B, H, capacity, D]``, the capacity doubled when a step would overflow it),
     writes a step's new entries in place and hands attention a view of the filled part.
     transformers' ``DynamicCache`` concatenates the whole cache at every step (at batch 28 and
     ~600 positions, ~0.8 GB copied a step); its ``StaticCache`` attends over every preallocated
     position. Rows leave by ``batch_select_indices`` (a copy of the kept rows, done rarely: see
-    :func:`sample_batch`). None when the model's cache is not plain full attention at every
-    layer (sliding windows, linear attention): then the model's own cache is used.
+    :func:`sample_batch`). ``float32``: the buffers hold float32 whatever the model's dtype (for
+    :func:`.cpu_speed.cpu_attention`'s float32 matmuls, which then cast nothing a step; the
+    values are the model's, rounded as it rounded them). None when the model's cache is not
+    plain full attention at every layer (sliding windows, linear attention): then the model's
+    own cache is used.
     """
     try:
         from transformers.cache_utils import DynamicCache, DynamicLayer
@@ -94,9 +97,12 @@ def growing_cache(config: Any) -> Any | None:
 
         def lazy_initialization(self, key_states, value_states) -> None:
             self.device = key_states.device
-            self._kbuf = key_states.new_empty((*key_states.shape[:2], 0, key_states.shape[-1]))
+            dtype = torch.float32 if float32 else key_states.dtype
+            self._kbuf = key_states.new_empty(
+                (*key_states.shape[:2], 0, key_states.shape[-1]), dtype=dtype
+            )
             self._vbuf = value_states.new_empty(
-                (*value_states.shape[:2], 0, value_states.shape[-1])
+                (*value_states.shape[:2], 0, value_states.shape[-1]), dtype=dtype
             )
             self.is_initialized = True
 
