@@ -65,7 +65,8 @@ def baseline_src(checkout: Path) -> Path:
 
 def run_pinned_child(src: Path, code: str, argv: list[str], what: str) -> dict:
     """Run ``code`` (``python -c``) with the package under ``src``, pinned to one core with one
-    torch and one numba thread; returns its last stdout line as JSON (``what`` names it in the
+    torch and one numba thread (core 0, or ``$LEAGUEZERO_BENCH_CORE``: another core when a
+    long run holds core 0); returns its last stdout line as JSON (``what`` names it in the
     error when it fails)."""
     digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
     env = {
@@ -78,7 +79,7 @@ def run_pinned_child(src: Path, code: str, argv: list[str], what: str) -> dict:
     }
     cmd = [sys.executable, "-c", code, *argv]
     if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0", *cmd]
+        cmd = ["taskset", "-c", os.environ.get("LEAGUEZERO_BENCH_CORE", "0"), *cmd]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{what} under {src} failed:\n{out.stderr[-2000:]}")

@@ -7,7 +7,8 @@ log-probs within 0.75 nats a token (0.1 on average) of float32's on the tiny ran
 growing KV cache with finished rows leaving the batch gives the same answers and log-probs as
 the model's own cache and sdpa attention, and (float32) as each row sampled alone; the
 float32 attention of a few queries equals sdpa's under every mask transformers hands it; a
-LoRA layer's cached weights follow in-place updates of its parameters.
+LoRA layer's cached weights follow in-place updates of its parameters; the logits of the
+allowed tokens only give the full head's answers and log-probs.
 """
 
 from __future__ import annotations
@@ -255,3 +256,25 @@ def test_fast_lora_cached_weights_follow_in_place_updates(tiny_lm) -> None:
     after = logits()
     assert not torch.allclose(before, after, atol=1e-3)
     assert torch.allclose(after, logits(peft_forward=True), atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_allowed_tokens_logits_give_the_full_heads_answers(tiny_lm, dtype) -> None:
+    backend = _backend(tiny_lm, dtype)
+    prompts, choices = _rows(backend, 6)
+    choices = [c if i % 3 else None for i, c in enumerate(choices)]  # free rows too
+    assert type(backend.model.get_output_embeddings()).__name__ == "Float32Head"
+
+    def run() -> list:
+        return backend.generate(prompts, ["hero", None, "other"] * 2, 24, 1.0, 11, choices)
+
+    selected = run()
+    backend.select_logits = False
+    try:
+        full = run()
+    finally:
+        backend.select_logits = True
+    for a, b in zip(selected, full, strict=True):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        gaps = [abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)]
+        assert max(gaps, default=0.0) < 1e-4

@@ -42,6 +42,7 @@ from leaguezero.diplomacy.llm.model.adapter_files import (
     share_with_group,
 )
 from leaguezero.diplomacy.llm.model.cpu_speed import (
+    Float32Head,
     fast_lora,
     float32_adapters,
     float32_head,
@@ -206,7 +207,7 @@ class HFBackend:
         self._trainable: str | None = None
         self._pending: set[str] = set()  # adapters being loaded (see load_adapter)
         model.to(self.device)
-        float32_head(model)  # float32 logits from a bf16 body (.cpu_speed)
+        float32_head(model)  # float32 logits from any body, or only those asked for (.cpu_speed)
         # A decoding step's attention in float32 matmuls on a CPU (.cpu_speed).
         self.cpu_attention = use_cpu_attention(model) if self.device.type == "cpu" else False
         self._float32_cache = self.cpu_attention and model.dtype != torch.float32
@@ -240,6 +241,9 @@ class HFBackend:
         # Sampling's KV cache grows in place instead of concatenating every step (.sampler);
         # False: the model's own cache (the reference of a test and the benchmark).
         self.growing_cache = True
+        # Sampling computes a constrained row's allowed tokens' logits only (.cpu_speed);
+        # False: the full head every step (the reference of a test).
+        self.select_logits = True
         self.gradient_checkpointing = False  # see enable_gradient_checkpointing
 
     @classmethod
@@ -555,9 +559,18 @@ class HFBackend:
         ``names``: each row's adapter for peft's per-row path, None when the active adapter
         serves all."""
 
+        head = self.model.get_output_embeddings()
+        head = head if isinstance(head, Float32Head) and self.select_logits else None
+
         def forward(adapter_rows, **kwargs):
             row_names = None if names is None else [names[i] for i in adapter_rows]
-            return self._forward(adapter_names=row_names, **kwargs)
+            if head is None:
+                return self._forward(adapter_names=row_names, **kwargs)
+            head.hidden_only = True  # the sampler asks for the logits it needs (.cpu_speed)
+            try:
+                return self._forward(adapter_names=row_names, **kwargs)
+            finally:
+                head.hidden_only = False
 
         config = self.model.get_base_model().config
         tokens, logprobs, finish = sample_batch(
@@ -575,6 +588,7 @@ class HFBackend:
                 if self.growing_cache
                 else None
             ),
+            head=None if head is None else head.logits,
         )
         completions = []
         for b, r in enumerate(rows):

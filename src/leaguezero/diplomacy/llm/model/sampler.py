@@ -9,6 +9,7 @@ module knows no peft and no tokenizer: :class:`~.hf_backend.HFBackend` decodes t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -52,15 +53,20 @@ def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Gene
 
 
 def constrained_token(
-    machine: RegexMachine, logits: torch.Tensor, temperature: float, gen: torch.Generator
+    machine: RegexMachine,
+    logits: torch.Tensor | Callable[[list[int]], torch.Tensor],
+    temperature: float,
+    gen: torch.Generator,
 ) -> tuple[int, float]:
     """The next token among the machine's allowed ones and its masked log-prob (at
-    ``temperature``, raw when greedy: see :func:`sample_batch`)."""
+    ``temperature``, raw when greedy: see :func:`sample_batch`). ``logits``: the row's logits
+    ``[V]``, or a function giving the logits of the allowed tokens only (called only when more
+    than one is allowed)."""
     allowed = machine.allowed()
     if len(allowed) == 1:  # forced: probability 1 under the constrained policy
         machine.step(allowed[0])
         return allowed[0], 0.0
-    sub = logits[allowed]
+    sub = logits(allowed) if callable(logits) else logits[allowed]
     pick = sample_index(sub, temperature, gen)
     token = allowed[pick]
     machine.step(token)
@@ -179,6 +185,7 @@ def sample_batch(
     device: torch.device,
     cache_arg: str = "cache",
     new_cache: Callable[[], Any] | None = None,
+    head: Callable[[torch.Tensor, list[int] | None], torch.Tensor] | None = None,
 ) -> tuple[list[list[int]], list[list[float]], list[str]]:
     """Sample one left-padded batch over the KV cache.
 
@@ -195,6 +202,10 @@ def sample_batch(
         cache_arg: the forward's KV-cache keyword (:func:`cache_argument`).
         new_cache: an empty KV cache for the first pass (:func:`growing_cache`); None or a
             None result: the model's own.
+        head: None: ``forward`` returns logits; else it returns the float32 hidden states
+            before the output head, and ``head(hidden, tokens)`` gives the logits of
+            ``tokens`` (all when None): a constrained row's allowed tokens only, none for a
+            forced one (:class:`.cpu_speed.Float32Head`).
 
     Rows that finished leave the batch (:data:`LEAVE_SHARE`), so the slowest row does not
     keep every finished one in each pass; a row's draws do not depend on which rows share its
@@ -244,8 +255,17 @@ def sample_batch(
     temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in rows])
     temps = temps.to(device)[:, None]
     while True:
-        logits = logits_next.float()
-        log_p = torch.log_softmax(logits / temps, dim=-1)
+        scores = logits_next.float()  # [B', V] logits, or [B', H] hidden states (head)
+        # Free rows need every logit and the log-softmax; constrained ones their allowed
+        # tokens' logits only.
+        free = [pos for pos, b in enumerate(live) if active[b] and machines[b] is None]
+        full: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        if free:
+            index = torch.tensor(free, device=device)
+            picked = scores.index_select(0, index)
+            logits = picked if head is None else head(picked, None)
+            log_p = torch.log_softmax(logits / temps.index_select(0, index), dim=-1)
+            full = {pos: (logits[i], log_p[i]) for i, pos in enumerate(free)}
         chunks: list[list[int]] = [[] for _ in live]
         for pos, b in enumerate(live):
             if not active[b]:
@@ -253,12 +273,13 @@ def sample_batch(
             r = rows[b]
             machine = machines[b]
             if machine is not None:
-                token, logprob = constrained_token(
-                    machine, logits[pos], r.temperature, generators[b]
-                )
+                row = scores[pos]
+                logits_of = row if head is None else functools.partial(head, row)
+                token, logprob = constrained_token(machine, logits_of, r.temperature, generators[b])
             else:
-                token = sample_index(logits[pos], r.temperature, generators[b])
-                logprob = float(log_p[pos, token])
+                row_logits, row_log_p = full[pos]
+                token = sample_index(row_logits, r.temperature, generators[b])
+                logprob = float(row_log_p[token])
             chunk = chunks[pos]
             while True:
                 chunk.append(token)
