@@ -26,6 +26,18 @@ def release_freed_memory() -> None:
 _TRIM = None
 
 
+def freeze_long_lived() -> None:
+    """Move every object alive now out of the cyclic garbage collector's view (``gc.freeze``):
+    a loaded model, its libraries and their modules live as long as the process, and each full
+    collection walked them all again; an LLM eval game spent 5% of its CPU in the collector,
+    triggered by the tensors a forward pass creates. Objects frozen here that become garbage
+    later are still freed by reference counting (only cycles among them stay)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def rss_mb() -> float:
     """This process's resident set size in MiB (one decimal)."""
     return round(_PROCESS.memory_info().rss / 2**20, 1)

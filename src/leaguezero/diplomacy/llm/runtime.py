@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.common import lockstep
+from leaguezero.common.memory import freeze_long_lived
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, make_requests
 from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
@@ -234,6 +235,7 @@ class LLMRuntime:
         self._load_lock = threading.Lock()
         if trainer or not self.remote:  # the weights: sampled here, or needed for gradients
             self.backend = backend_from_config(llm)
+            freeze_long_lived()  # the model outlives every forward pass (common.memory)
         if self.remote:
             try:
                 self.client = server_client(llm)
