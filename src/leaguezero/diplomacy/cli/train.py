@@ -338,3 +338,129 @@ def pretrain_policy_cmd(
         "seconds": report["seconds"]["total"],
     }
     typer.echo(json.dumps(summary))
+
+
+@app.command("exploit")
+def exploit_cmd(
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help="The agent to exploit: a bot, a policy checkpoint or 'pretrained' (six frozen "
+            "copies of it sit at the other seats).",
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Run directory (created; reused by --resume).")
+    ],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", min=1, help="Training steps (sets train.steps).")
+    ] = None,
+    init_from: Annotated[
+        str,
+        typer.Option(
+            "--init-from",
+            help="The exploiter's start: 'target' (the target's own weights; a policy target), "
+            "'pretrained', a policy checkpoint or run folder, 'none' (fresh weights), or 'auto' "
+            "(the target's weights for a policy target, else 'pretrained').",
+        ),
+    ] = "auto",
+    eval_every: Annotated[
+        int, typer.Option("--eval-every", min=1, help="Measure exploitability every N steps.")
+    ] = 10,
+    eval_games: Annotated[
+        int, typer.Option("--eval-games", min=1, help="Games per curve point (fixed seeds).")
+    ] = 70,
+    final_games: Annotated[
+        int, typer.Option("--final-games", min=1, help="Games of the final measurement.")
+    ] = 140,
+    final_seed: Annotated[
+        int | None,
+        typer.Option("--final-seed", help="Seed of the final games (default: drawn at the end)."),
+    ] = None,
+    sample: Annotated[
+        bool,
+        typer.Option("--sample", help="Evaluations sample orders (default: most probable)."),
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last step.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+) -> None:
+    """Train an exploiter against six frozen copies of --target and measure the target's
+    exploitability: the exploiter's win share against them on games it did not train on
+    (parity 1/7), at step 0, every --eval-every steps (the same seeds: a paired curve) and at
+    the end on --final-games games of a seed drawn after training (docs/league.md).
+
+    The training is `diplomacy train`'s (GRPO, checkpoints, resume after a kill) with every
+    opponent draw fixed to the target and the league's evaluator off; RUN/exploit.json holds
+    the curve and the final figure.
+    """
+    try:
+        from leaguezero.diplomacy.game.catalogue import AgentKind, parse_agents
+        from leaguezero.diplomacy.train.exploit import ExploitSettings, ExploitTrainer, target_seat
+        from leaguezero.diplomacy.train.loop import TrainError
+    except ImportError as err:  # the optional engine is missing
+        raise fail(str(err)) from None
+    overrides = list(set_ or [])
+    if steps is not None:
+        overrides.append(f"train.steps={steps}")
+    cfg = read_train_config(out, config, overrides, resume=resume)
+    try:
+        settings = ExploitSettings(
+            target=target,
+            eval_every=eval_every,
+            eval_games=eval_games,
+            final_games=final_games,
+            final_seed=final_seed,
+            sample=sample,
+        )
+        seat, cfg = target_seat(target, cfg)
+        start: str | None = None
+        if not resume:
+            (spec,) = parse_agents([target])
+            policy_target = spec.kind is AgentKind.POLICY_FILE
+            if init_from == "auto":
+                init_from = "target" if policy_target else "pretrained"
+            if init_from == "target":
+                if not policy_target:
+                    raise TrainError(
+                        f"--init-from target: {target} has no weights; use 'pretrained', a "
+                        "checkpoint or 'none'"
+                    )
+                start = str(spec.path)
+            elif init_from != "none":
+                start = init_from
+        import torch
+
+        torch.set_num_threads(cfg.run.threads)
+        trainer = ExploitTrainer(cfg, out, settings, seat, resume=resume, init_from=start)
+    except TrainError as err:
+        raise fail(str(err)) from None
+
+    def on_step(record: dict) -> None:
+        if not quiet:
+            typer.echo(
+                f"exploit: step {record['step']}/{cfg.train.steps} score "
+                f"{record['score_mean']:.2f} records {record['records']:.0f} kl "
+                f"{record['kl']:.4f} {record['seconds']:.1f}s/step",
+                err=True,
+            )
+
+    def on_eval(step: int, summary: dict) -> None:
+        if not quiet:
+            typer.echo(
+                f"exploit: step {step}: win share {summary['win_share']:.3f} +- "
+                f"{summary['win_share_se']:.3f} against six {target} (parity "
+                f"{summary['parity']:.3f}), {summary['mean_centers']:.1f} centres, "
+                f"{summary['games']} games",
+                err=True,
+            )
+
+    try:
+        summary = trainer.run(on_step=on_step, on_eval=on_eval)
+    except TrainError as err:
+        raise fail(str(err)) from None
+    typer.echo(json.dumps(summary))

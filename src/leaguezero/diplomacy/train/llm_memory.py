@@ -72,6 +72,7 @@ def auto_records_per_pass(
     sampling_rows: int,
     checkpointing: bool,
     activation_bytes: int = 4,
+    kv_bytes: int | None = None,
 ) -> PassPlan:
     """Records per backward pass that keep the process within ``budget_gb``.
 
@@ -83,7 +84,9 @@ def auto_records_per_pass(
     transient activations (one layer's attention scores and MLP at a time) are capped at
     :data:`SAMPLING_SHARE` of the budget (at least one game's seven seats); the rest, less
     what the process holds, goes to the backward passes. ``activation_bytes``: the size of
-    one activation (4: float32, 2: a bf16 base), which scales the activation and KV terms.
+    one activation (4: float32, 2: a bf16 base), which scales the activation terms;
+    ``kv_bytes``: of one cached key or value (default ``activation_bytes``; 4 where a bf16 base
+    samples over a float32 cache, :mod:`~leaguezero.diplomacy.llm.model.cpu_speed`).
     """
     layers = int(getattr(model_config, "num_hidden_layers", 1))
     hidden = int(getattr(model_config, "hidden_size", 1))
@@ -98,9 +101,9 @@ def auto_records_per_pass(
     kept = (BYTES_KEPT_CHECKPOINTED if checkpointing else BYTES_KEPT) * scale
     record = tokens * layers * hidden * kept + answer_tokens * vocab * BYTES_PER_ANSWER_LOGIT
     intermediate = int(getattr(model_config, "intermediate_size", 4 * hidden))
-    # Per row: keys and values of every layer and token (float32), and the prefill's largest
+    # Per row: keys and values of every layer and token, and the prefill's largest
     # transient (one layer's attention scores, MLP and projections).
-    kv = tokens * layers * 2 * kv_heads * head_dim * float(activation_bytes)
+    kv = tokens * layers * 2 * kv_heads * head_dim * float(kv_bytes or activation_bytes)
     prefill = float(activation_bytes) * (
         heads * tokens * tokens + tokens * (3 * intermediate + 6 * hidden)
     )
@@ -147,4 +150,5 @@ def hero_pass_plan(backend, cfg, *, sampled_here: bool) -> PassPlan:
         sampling_rows=min(64, 7 * cfg.train.group_size) if sampled_here else 0,
         checkpointing=cfg.train.gradient_checkpointing,
         activation_bytes=next(backend.model.get_base_model().parameters()).element_size(),
+        kv_bytes=4 if getattr(backend, "float32_cache", False) else None,
     )

@@ -253,6 +253,15 @@ class LeagueTrainer:
         self.step = int(data["step"])
 
     # ----- one step -------------------------------------------------------------------------
+    # Whether the session's async evaluator rates the newest checkpoint every eval_every steps
+    # (an exploiter's run measures itself otherwise: .exploit).
+    league_evaluation = True
+
+    def opponent_names(self, step: int, n_draws: int) -> list[str]:
+        """The names of one group's ``n_draws`` opponents: PFSP draws over the league (each
+        logged as ``league.opponent_sampled``); an exploiter's run fixes them (.exploit)."""
+        return [d.opponent for d in self.session.sample(step, n_draws)]
+
     def learning_seats(
         self, games: list[PlayedGame], seating: Seating, hero_power: str
     ) -> list[str]:
@@ -306,9 +315,8 @@ class LeagueTrainer:
         self._step_games = []
         for g in range(tcfg.groups_per_step):
             group_idx = (step - 1) * tcfg.groups_per_step + g
-            draws = session.sample(step, n_draws)
+            names = self.opponent_names(step, n_draws)
             hero_power = POWERS[group_idx % len(POWERS)]
-            names = [d.opponent for d in draws]
             seating = self.hero.seating(names, hero_power, random.Random(group_idx))
             samples, played = self.play_group(group_idx, seating, hero_power)
             hero_groups.append(samples[0])
@@ -376,7 +384,8 @@ class LeagueTrainer:
         # The evaluation is submitted before the state is saved, so the state lists it among
         # the pending ones until it finishes: a kill after the save (the last step's
         # included) has the resumed run submit it again, a kill before redoes the step.
-        session.maybe_evaluate(step)
+        if self.league_evaluation:
+            session.maybe_evaluate(step)
         self._save_state()
         session.end_step(step)
         crash_point("diplomacy.step_done", step)

@@ -210,7 +210,9 @@ class HFBackend:
         float32_head(model)  # float32 logits from any body, or only those asked for (.cpu_speed)
         # A decoding step's attention in float32 matmuls on a CPU (.cpu_speed).
         self.cpu_attention = use_cpu_attention(model) if self.device.type == "cpu" else False
-        self._float32_cache = self.cpu_attention and model.dtype != torch.float32
+        # Sampling's KV cache holds float32 for it (twice a bf16 cache's bytes: the memory
+        # plan counts them, train.llm_memory).
+        self.float32_cache = self.cpu_attention and model.dtype != torch.float32
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         with warnings.catch_warnings():
             # peft (0.21) reads transformers' deprecated `is_gradient_checkpointing`; the
@@ -584,7 +586,7 @@ class HFBackend:
             device=self.device,
             cache_arg=self.cache_arg,
             new_cache=(
-                (lambda: growing_cache(config, float32=self._float32_cache))
+                (lambda: growing_cache(config, float32=self.float32_cache))
                 if self.growing_cache
                 else None
             ),
