@@ -150,3 +150,68 @@ def plot(
     if not events.exists():
         raise fail(f"{events} does not exist; no evaluation has run in {run_dir}")
     typer.echo(str(plot_elo(events, out or Path(run_dir) / "league_elo.png")))
+
+
+@app.command()
+def matrix(
+    run_dir: Path = typer.Argument(..., help="Run directory holding league_matches.ndjson."),
+    kind: str = typer.Option(
+        "all", help="Which games: all, training or evaluation (the match log's kinds)."
+    ),
+    out: Path | None = typer.Option(
+        None, help="Heatmap PNG path (default RUN_DIR/league_matrix.png)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead."),
+) -> None:
+    """The payoff table of every pair of agents (mean pairwise score of the row against the
+    column over the games both played, games, 95% interval), each agent's Elo from league.json
+    and its Nash-averaged rating over the table (docs/league.md#the-payoff-table); writes a
+    heatmap PNG."""
+    from leaguezero.league.evaluator import evaluator_paths
+    from leaguezero.league.matchlog import MatchLogError, read_matches
+    from leaguezero.league.payoff import nash_average, payoff_table, plot_payoff
+    from leaguezero.league.registry import LeagueRegistry, RegistryError
+
+    if kind not in ("all", "training", "evaluation"):
+        raise fail(f"--kind {kind!r}: use all, training or evaluation")
+    paths = evaluator_paths(run_dir)
+    if not paths["matchlog"].exists():
+        raise fail(f"{paths['matchlog']} does not exist: {run_dir} has no recorded games")
+    try:
+        matches = read_matches(paths["matchlog"])
+        state = LeagueRegistry(paths["registry"]).load() if paths["registry"].exists() else None
+    except (RegistryError, MatchLogError) as err:
+        raise fail(str(err)) from None
+    table = payoff_table(matches, kinds=None if kind == "all" else (kind,))
+    if not table.agents:
+        raise fail(f"{paths['matchlog']} holds no {kind} games between distinct agents")
+    nash = nash_average(table)
+    elo = state.ratings() if state is not None else {}
+    png = plot_payoff(table, out or Path(run_dir) / "league_matrix.png", nash)
+    if as_json:
+        payload = table.to_dict()
+        payload["ratings"] = {name: {"elo": elo.get(name), **nash[name]} for name in table.agents}
+        payload["png"] = str(png)
+        typer.echo(json.dumps(payload))
+        return
+    width = max(len(n) for n in table.agents)
+    short = [n[:10] for n in table.agents]
+    typer.echo(f"{'':{width}}  " + " ".join(f"{s:>10}" for s in short))
+    for i, name in enumerate(table.agents):
+        cells = [
+            "—".rjust(10)
+            if i == j or not table.games[i, j]
+            else f"{table.mean[i, j]:.2f}/{table.games[i, j]}".rjust(10)
+            for j in range(len(table.agents))
+        ]
+        typer.echo(f"{name:{width}}  " + " ".join(cells))
+    typer.echo("cell: the row's mean pairwise score against the column / games both played")
+    typer.echo(f"{'agent':{width}}  {'elo':>8}  {'nash avg':>9}  {'nash weight':>11}")
+    for name in sorted(table.agents, key=lambda n: -nash[n]["rating"]):
+        rating = elo.get(name)
+        shown = f"{rating:8.1f}" if rating is not None else f"{'-':>8}"
+        typer.echo(
+            f"{name:{width}}  {shown}  {nash[name]['rating']:+9.3f}  "
+            f"{nash[name]['nash_weight']:11.3f}"
+        )
+    typer.echo(f"heatmap: {png}")
