@@ -171,6 +171,12 @@ class TrainSection(Section):
         "mirror seats, past checkpoints); LLM folders named on the command line sample at "
         "llm.temperature.",
     )
+    opponents_greedy: bool = Field(
+        False,
+        description="Policy hero: league opponents that are networks (past checkpoints, frozen "
+        "policy files) play their most probable orders in training games, as evaluations play "
+        "them (an exploiter's target; diplomacy exploit sets it unless --sample).",
+    )
 
     ratio: Literal["token", "sequence_mean", "sequence_sum"] = Field(
         "token",

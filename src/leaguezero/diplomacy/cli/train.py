@@ -405,6 +405,9 @@ def exploit_cmd(
     except ImportError as err:  # the optional engine is missing
         raise fail(str(err)) from None
     overrides = list(set_ or [])
+    if not resume and not sample:
+        # The target's copies play in training as the evaluations play them: most probable.
+        overrides.insert(0, "train.opponents_greedy=true")
     if steps is not None:
         overrides.append(f"train.steps={steps}")
     cfg = read_train_config(out, config, overrides, resume=resume)

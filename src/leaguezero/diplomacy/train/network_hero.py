@@ -45,6 +45,7 @@ class PolicyGames:
     hero_config: PolicyConfig
     hero_state: dict[str, torch.Tensor]
     opponent_paths: dict[str, str]
+    opponents_greedy: bool = False  # train.opponents_greedy
 
 
 def play_policy_game(
@@ -78,7 +79,9 @@ def play_policy_game(
             if name not in shared.opponent_paths:
                 raise UnknownAgentError(f"league agent {name!r} has no checkpoint path")
             opponents[name] = load_policy(shared.opponent_paths[name])
-        return opponents[name].actor(seed=seed, temperature=shared.temperature)
+        return opponents[name].actor(
+            seed=seed, temperature=shared.temperature, greedy=shared.opponents_greedy
+        )
 
     game = run_rollout(game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve)
     records = [r for a in hero_actors for r in a.records]
@@ -170,6 +173,7 @@ class NetworkHero:
             self.policy.config,
             {k: v.detach().cpu() for k, v in self.policy.net.state_dict().items()},
             paths,
+            tcfg.opponents_greedy,
         )
         jobs = [(group_idx, g, seating, hero_power) for g in range(tcfg.group_size)]
         return self.task_map(play_policy_game, shared, jobs)
