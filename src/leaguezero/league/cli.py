@@ -152,6 +152,10 @@ def plot(
     typer.echo(str(plot_elo(events, out or Path(run_dir) / "league_elo.png")))
 
 
+# --kind: the match log's kinds a payoff table reads (None: all).
+MATRIX_KINDS = {"all": None, "training": ("training",), "evaluation": ("evaluation",)}
+
+
 @app.command()
 def matrix(
     run_dir: Path = typer.Argument(..., help="Run directory holding league_matches.ndjson."),
@@ -172,8 +176,8 @@ def matrix(
     from leaguezero.league.payoff import nash_average, payoff_table, plot_payoff
     from leaguezero.league.registry import LeagueRegistry, RegistryError
 
-    if kind not in ("all", "training", "evaluation"):
-        raise fail(f"--kind {kind!r}: use all, training or evaluation")
+    if kind not in MATRIX_KINDS:
+        raise fail(f"--kind {kind!r}: use {', '.join(MATRIX_KINDS)}")
     paths = evaluator_paths(run_dir)
     if not paths["matchlog"].exists():
         raise fail(f"{paths['matchlog']} does not exist: {run_dir} has no recorded games")
@@ -182,7 +186,7 @@ def matrix(
         state = LeagueRegistry(paths["registry"]).load() if paths["registry"].exists() else None
     except (RegistryError, MatchLogError) as err:
         raise fail(str(err)) from None
-    table = payoff_table(matches, kinds=None if kind == "all" else (kind,))
+    table = payoff_table(matches, kinds=MATRIX_KINDS[kind])
     if not table.agents:
         raise fail(f"{paths['matchlog']} holds no {kind} games between distinct agents")
     nash = nash_average(table)

@@ -20,6 +20,7 @@ from leaguezero.diplomacy.cli.common import (
     load_diplomacy_config,
     use_threads,
 )
+from leaguezero.diplomacy.cli.exploit import app as exploit_app
 from leaguezero.diplomacy.cli.train import app as train_app
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Configs: show the resolved config.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(train_app)  # train, train-report: mounted flat
+app.add_typer(exploit_app)  # exploit: mounted flat
 
 
 @config_app.command("show")
