@@ -155,6 +155,19 @@ def test_runs_are_reached_by_index_only(tmp_path):
     assert view["pfsp"]["draws"] == 6 and view["pfsp"]["steps"] == [10, 20]
     chart = client.get("/runs/0/elo.png")
     assert chart.status_code == 200 and chart.content[:4] == b"\x89PNG"
+    # The payoff table of the whole match log, with Nash-averaged ratings.
+    from leaguezero.league.matchlog import read_matches
+    from leaguezero.league.payoff import payoff_table
+
+    payoff = view["payoff"]
+    table = payoff_table(read_matches(run / "league_matches.ndjson"))
+    assert payoff["agents"] == table.agents and set(payoff["nash"]) == set(table.agents)
+    for i in range(len(table.agents)):
+        for j in range(len(table.agents)):
+            cell = payoff["cells"][i][j]
+            assert (cell is None) == (table.games[i, j] == 0)
+            if cell is not None:
+                assert cell == [table.mean[i, j], table.games[i, j]]
     assert "no run 1" in _one_line_error(client.get("/api/runs/1"), 404)
     _one_line_error(client.get("/api/runs/-1"), 404)
     _one_line_error(client.get("/api/runs/..%2F..%2Fetc"), 404)

@@ -25,6 +25,40 @@ YATZY_STATS = Path("logs") / "iteration_stats.ndjson"
 YATZY_PHASES = ("selfplay", "train", "gate", "eval", "promote")  # an iteration's, in order
 SHARE_STEPS = 5  # PFSP shares are counted over the draws of the last few training steps
 _chart_lock = threading.Lock()  # matplotlib's pyplot is not thread-safe
+# The payoff table of a match log, kept while the file is unchanged (the page asks every few
+# seconds; a long run's log is thousands of games).
+_payoff_cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+_payoff_lock = threading.Lock()
+
+
+def payoff_view(matchlog: Path) -> dict[str, Any] | None:
+    """The match log's payoff table (``league.payoff``) and Nash-averaged ratings for the run
+    page: ``agents``, ``cells[i][j]`` (``[mean, games]`` or None where the two never met) and
+    ``nash`` (each agent's rating and equilibrium weight); None without games."""
+    from leaguezero.league.payoff import nash_average, payoff_table
+
+    if not matchlog.exists():
+        return None
+    stat = matchlog.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    with _payoff_lock:
+        hit = _payoff_cache.get(str(matchlog))
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        table = payoff_table(read_matches(matchlog))
+        view = None
+        if table.agents:
+            k = len(table.agents)
+            cells = [
+                [
+                    [float(table.mean[i, j]), int(table.games[i, j])] if table.games[i, j] else None
+                    for j in range(k)
+                ]
+                for i in range(k)
+            ]
+            view = {"agents": table.agents, "cells": cells, "nash": nash_average(table)}
+        _payoff_cache[str(matchlog)] = (stamp, view)
+        return view
 
 
 def run_kinds(run: Path) -> list[str]:
@@ -151,6 +185,7 @@ def league_view(run: Path, recent: int = 10) -> dict[str, Any]:
             for m in reversed(matches)
         ],
         "has_elo_chart": paths["events"].exists(),
+        "payoff": payoff_view(paths["matchlog"]),
     }
 
 

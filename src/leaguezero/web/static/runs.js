@@ -42,6 +42,7 @@ async function showRun(index) {
     rows("#matches tbody", league.recent_matches, (x) => [x.step ?? "", x.kind,
       x.seats.map((s) => `${s.agent}: ${s.score}`).join(", ")]);
     if (league.has_elo_chart) document.getElementById("elo-chart").src = `/runs/${index}/elo.png?t=${Date.now()}`;
+    showPayoff(league.payoff);
   }
   const yatzy = data.kinds.includes("yatzy");
   document.getElementById("yatzy").hidden = !yatzy;
@@ -56,6 +57,21 @@ async function showRun(index) {
       document.getElementById("report-link").href = `/runs/${index}/report`;
     }
   }
+}
+
+// The payoff table: a row per agent, its Nash-averaged rating, then its score against each.
+function showPayoff(payoff) {
+  const table = document.getElementById("payoff-table");
+  if (!payoff) {
+    table.tHead.replaceChildren();
+    table.tBodies[0].replaceChildren(el("tr", {}, el("td", {}, "no games recorded yet")));
+    return;
+  }
+  table.tHead.replaceChildren(el("tr", {}, el("th", {}, "agent"), el("th", {}, "Nash avg"),
+    ...payoff.agents.map((a) => el("th", {}, a))));
+  table.tBodies[0].replaceChildren(...payoff.agents.map((a, i) => el("tr", {}, el("td", {}, a),
+    el("td", {}, fmt(payoff.nash[a].rating, 3)),
+    ...payoff.cells[i].map((c) => el("td", {}, c ? `${fmt(c[0], 2)}/${c[1]}` : "")))));
 }
 
 function duration(s) {
