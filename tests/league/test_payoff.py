@@ -50,6 +50,9 @@ def test_the_table_of_a_small_run_equals_the_hand_counted_one() -> None:
     assert table.low[i["A"], i["B"]] == pytest.approx(0.0)
     assert table.high[i["A"], i["B"]] == pytest.approx(1.0)
     assert np.isnan(table.low[i["A"], i["C"]])  # one game: no interval
+    cell = table.to_dict()["table"]["A"]["C"]
+    assert cell == {"mean": 0.5, "games": 1, "low": None, "high": None}
+    json.dumps(table.to_dict(), allow_nan=False)  # strict JSON
     only_eval = payoff_table(_small_run(), kinds=("evaluation",))
     assert only_eval.mean[i["B"], i["C"]] == pytest.approx(0.0)
     assert only_eval.games[i["B"], i["C"]] == 1

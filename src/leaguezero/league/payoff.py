@@ -48,11 +48,13 @@ class PayoffTable:
         def cell(i: int, j: int) -> dict | None:
             if not self.games[i, j]:
                 return None
+            low, high = float(self.low[i, j]), float(self.high[i, j])
             return {
                 "mean": float(self.mean[i, j]),
                 "games": int(self.games[i, j]),
-                "low": float(self.low[i, j]),
-                "high": float(self.high[i, j]),
+                # One game: no interval (JSON has no NaN).
+                "low": low if math.isfinite(low) else None,
+                "high": high if math.isfinite(high) else None,
             }
 
         return {

@@ -217,11 +217,32 @@ def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
 
 
 def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """Write ``training_summary.json`` and ``training.png`` into the run; returns the summary."""
+    """Write ``training_summary.json`` (with the payoff table and Nash-averaged ratings),
+    ``training.png`` and ``league_matrix.png`` into the run; returns the summary."""
     from leaguezero.common.atomic import atomic_write_json
 
     run = Path(run_dir)
     summary = summarize_run(run)
+    summary["payoff"] = _payoff(run)
     atomic_write_json(run / "training_summary.json", summary)
     plot_training(summary, run / "training.png")
     return summary
+
+
+def _payoff(run: Path) -> dict[str, Any] | None:
+    """The run's payoff table over its match log (``league.payoff``): every pair's mean pairwise
+    score and games, each agent's Nash-averaged rating; also ``league_matrix.png``. None
+    without games between distinct agents."""
+    from leaguezero.league.evaluator import evaluator_paths
+    from leaguezero.league.matchlog import read_matches
+    from leaguezero.league.payoff import nash_average, payoff_table, plot_payoff
+
+    matchlog = evaluator_paths(run)["matchlog"]
+    if not matchlog.exists():
+        return None
+    table = payoff_table(read_matches(matchlog))
+    if not table.agents:
+        return None
+    nash = nash_average(table)
+    plot_payoff(table, run / "league_matrix.png", nash)
+    return {**table.to_dict(), "nash": nash}
