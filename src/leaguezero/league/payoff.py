@@ -92,7 +92,7 @@ def payoff_table(
                 total[1] += 1.0
         for key, (total, count) in sums.items():
             per_game.setdefault(key, []).append(total / count)
-    names = [n for n in order if agents is None or n in set(agents)]
+    names = list(order)  # the given agents, or everyone in order of first appearance
     index = {n: i for i, n in enumerate(names)}
     k = len(names)
     mean = np.full((k, k), np.nan)

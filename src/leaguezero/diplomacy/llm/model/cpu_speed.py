@@ -311,6 +311,14 @@ def fast_lora(model: nn.Module) -> int:
     return count
 
 
+@functools.cache
+def _sdpa():
+    """transformers' sdpa attention function (imported once, not in every layer's call)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward
+
+
 # Queries up to which cpu_attention computes attention itself (a decoding step, a jump-forward
 # run of forced tokens); longer passes (a prompt) go to sdpa's flash kernel.
 SHORT_QUERY = 16
@@ -331,8 +339,6 @@ def cpu_attention(
     """transformers' attention-function signature (``AttentionInterface``): a short query
     without gradients in float32 matmuls (module doc), anything else by ``sdpa`` (keys and
     values in the query's dtype: the growing cache hands float32 ones)."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     batch, heads, q_len, dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     mask = attention_mask
@@ -349,7 +355,7 @@ def cpu_attention(
     if not short:
         if key.dtype != query.dtype:
             key, value = key.to(query.dtype), value.to(query.dtype)
-        return sdpa_attention_forward(
+        return _sdpa()(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
             is_causal=is_causal, **kwargs,
         )  # fmt: skip
