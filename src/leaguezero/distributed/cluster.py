@@ -76,11 +76,21 @@ def read_state(state_dir: Path) -> ClusterInfo | None:
 def _loopback_address(log_text: str, node_ip: str, port: int) -> str:
     """The head's address when `ray start` printed no `--address=` hint (loopback heads)."""
     found = re.search(r"new instance at ([0-9.]+:\d+)", log_text)
-    if found:
-        return found.group(1)
-    if port == 0 and RAY_CURRENT_CLUSTER.exists():  # any free port: `ray start` notes it here
-        return RAY_CURRENT_CLUSTER.read_text().strip()
-    return f"{node_ip}:{port}"
+    return found.group(1) if found else f"{node_ip}:{port}"
+
+
+def _free_port(node_ip: str) -> int:
+    """A port free on ``node_ip`` now, for a head asked to take "any free port".
+
+    Ray's own choice for ``--port 0`` is noted only in a machine-wide file
+    (``/tmp/ray/ray_current_cluster``) that may be missing when the head says it started, or
+    belong to another head started at the same time; a port chosen here is known exactly.
+    """
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((node_ip, 0))
+        return probe.getsockname()[1]
 
 
 def start_head(
@@ -108,6 +118,8 @@ def start_head(
             "run `leaguezero cluster stop` first"
         )
     log_path = state_dir / "head.log"
+    if port == 0:
+        port = _free_port(node_ip)
     cmd = [*_ray_cli(), "start", "--head", "--block", "--port", str(port),
            "--node-ip-address", node_ip, "--include-dashboard", "false",
            "--disable-usage-stats"]  # fmt: skip
