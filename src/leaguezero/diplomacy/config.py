@@ -241,6 +241,39 @@ class TrainSection(Section):
         return HERO_KINDS[self.agent]
 
 
+class ExploitersSection(Section):
+    """Exploiters beside the hero (AlphaStar's roles; docs/league.md#exploiter-roles)."""
+
+    main: int = Field(
+        0, ge=0, description="Main exploiters: trained against six copies of the live hero only."
+    )
+    league: int = Field(
+        0, ge=0, description="League exploiters: trained against PFSP draws over the whole pool."
+    )
+    every: int = Field(
+        4,
+        ge=2,
+        description="Every Nth training step trains an exploiter (in turn) instead of the hero: "
+        "exploiters take 1/N of the run's games and updates, so a run with them costs what one "
+        "without them does.",
+    )
+    win_share: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="An exploiter whose win share over its last `window` training games "
+        "reaches this joins the pool as a frozen snapshot; a main exploiter then resets to its "
+        "initial weights (parity is 1/7).",
+    )
+    window: int = Field(16, ge=1, description="Training games the win_share rule looks back on.")
+    max_steps: int = Field(
+        25,
+        ge=1,
+        description="After this many of its own steps without reaching win_share an exploiter "
+        "joins the pool anyway; a main exploiter resets (a league exploiter goes on).",
+    )
+
+
 class LeagueSection(SharedLeagueSection):
     """League around the hero: baselines, PFSP opponents, checkpoint schedule, async evaluator."""
 
@@ -272,6 +305,7 @@ class LeagueSection(SharedLeagueSection):
     eval_greedy: bool = Field(
         True, description="Learned agents play their most probable orders in evaluations."
     )
+    exploiters: ExploitersSection = ExploitersSection()  # off by default (the spec's recipe)
 
 
 class LLMSection(Section):

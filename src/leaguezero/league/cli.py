@@ -46,6 +46,7 @@ def show(
     from leaguezero.league.matchlog import MatchLogError, read_matches
     from leaguezero.league.rating import RELATIVE_TO, relative_ratings
     from leaguezero.league.registry import LeagueRegistry, RegistryError
+    from leaguezero.league.types import AgentKind
 
     paths = evaluator_paths(run_dir)
     try:
@@ -79,7 +80,9 @@ def show(
     best_elo = "-" if meta.get("best_elo") is None else f"{meta['best_elo']:.0f}"
     console.print(
         f"league [bold]{meta.get('run_name')}[/]: {len(state.checkpoints)} checkpoints, "
-        f"{len(state.baselines)} baselines; best {meta.get('best_agent')} "
+        f"{len(state.baselines)} baselines, "
+        f"{sum(a.type is AgentKind.EXPLOITER for a in agents)} exploiter snapshots; "
+        f"best {meta.get('best_agent')} "
         f"({best_elo}); "
         f"anchor {meta.get('anchor')} = {meta.get('anchor_elo')}"
     )
@@ -88,9 +91,10 @@ def show(
     for a in agents:
         interval = "" if a.elo_low is None else f"[{a.elo_low:.0f}, {a.elo_high:.0f}]"
         name = a.name + (" (retired)" if a.extra.get("retired") else "")
+        role = a.extra.get("role") if a.type is AgentKind.EXPLOITER else None
         table.add_row(
             name,
-            a.type.value,
+            a.type.value + (f" ({role})" if role else ""),
             f"{a.elo:.0f}",
             *([f"{relative[a.name]:+.0f}"] if relative is not None else []),
             interval,
@@ -153,14 +157,19 @@ def plot(
 
 
 # --kind: the match log's kinds a payoff table reads (None: all).
-MATRIX_KINDS = {"all": None, "training": ("training",), "evaluation": ("evaluation",)}
+MATRIX_KINDS = {
+    "all": None,
+    "training": ("training",),
+    "evaluation": ("evaluation",),
+    "exploiter": ("exploiter",),  # league.exploiters' training games
+}
 
 
 @app.command()
 def matrix(
     run_dir: Path = typer.Argument(..., help="Run directory holding league_matches.ndjson."),
     kind: str = typer.Option(
-        "all", help="Which games: all, training or evaluation (the match log's kinds)."
+        "all", help="Which games: all, training, evaluation or exploiter (the match log's kinds)."
     ),
     out: Path | None = typer.Option(
         None, help="Heatmap PNG path (default RUN_DIR/league_matrix.png)."

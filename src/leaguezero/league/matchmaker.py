@@ -197,9 +197,9 @@ class PFSPMatchmaker:
     - mirror: the current hero itself (pure self-play);
     - peers: league agents other than the hero with rating within ``peer_window`` of the hero,
       uniformly;
-    - exploitable: past checkpoints rated *below* the hero (it should now beat them), weighted
-      by :func:`exploit_weight` of the hero's decayed win rate against them — those it still
-      loses to come first, and ones it reliably beats drop out;
+    - exploitable: past checkpoints (and exploiter snapshots) rated *below* the hero (it
+      should now beat them), weighted by :func:`exploit_weight` of the hero's decayed win rate
+      against them — those it still loses to come first, and ones it reliably beats drop out;
     - baselines: the fixed bots, uniformly.
 
     Fallback: a bucket with no member (or only zero weights) is skipped and the shares of the
@@ -251,7 +251,7 @@ class PFSPMatchmaker:
         exploitable = {
             a.name: exploit_weight(win_rates.win_rate(a.name), self.weighting)
             for a in others
-            if a.type == AgentKind.CHECKPOINT and a.elo < hero_elo
+            if a.type in (AgentKind.CHECKPOINT, AgentKind.EXPLOITER) and a.elo < hero_elo
         }
         return {
             Bucket.MIRROR: {hero: 1.0},

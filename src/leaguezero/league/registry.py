@@ -130,8 +130,9 @@ class LeagueState:
         elo: float | None = None,
         parent: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        kind: AgentKind = AgentKind.CHECKPOINT,
     ) -> AgentInfo:
-        """Register a hero checkpoint and return it.
+        """Register a hero checkpoint (or, with ``kind``, an exploiter's snapshot) and return it.
 
         The initial rating is ``elo`` if given, else the parent's rating (a fresh snapshot is
         about as strong as the model it came from), else the newest checkpoint's, else the
@@ -152,7 +153,7 @@ class LeagueState:
                 elo = self.anchor[1] if self.anchor else 1000.0
         info = AgentInfo(
             name=name,
-            type=AgentKind.CHECKPOINT,
+            type=kind,
             elo=float(elo),
             path=path,
             step=int(step),
@@ -162,7 +163,8 @@ class LeagueState:
         )
         self.agents[name] = info
         self._refresh_best()
-        self.log("checkpoint_added", step=int(step), agent=name, elo=info.elo, parent=parent)
+        event = "checkpoint_added" if kind is AgentKind.CHECKPOINT else "exploiter_added"
+        self.log(event, step=int(step), agent=name, elo=info.elo, parent=parent)
         return info
 
     def set_ratings(
@@ -331,7 +333,8 @@ class LeagueRegistry:
         self._write(state)
 
     def reconcile(self) -> list[str]:
-        """Drop checkpoints whose file no longer exists; returns the dropped names.
+        """Drop checkpoints (and exploiter snapshots) whose file no longer exists; returns the
+        dropped names.
 
         Run this when a run resumes: a checkpoint deleted by hand or lost with a machine must
         not be sampled as an opponent. Baselines (and checkpoints with no path) are kept.
@@ -340,8 +343,10 @@ class LeagueRegistry:
             state = self._read()
             dropped = [
                 a.name
-                for a in state.checkpoints
-                if a.path is not None and not self.resolve(a.path).exists()
+                for a in state.agents.values()
+                if a.type is not AgentKind.BASELINE
+                and a.path is not None
+                and not self.resolve(a.path).exists()
             ]
             if dropped:
                 for name in dropped:

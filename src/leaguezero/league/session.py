@@ -84,6 +84,8 @@ RETIRED_EVENT = "league.checkpoints_retired"
 DROPPED_EVENT = "league.checkpoints_dropped"
 RESUMED_EVENT = "league.resumed"
 SESSION_STATE_VERSION = 1
+# Games a resumed run plays again after its saved step: the hero's and its exploiters'.
+REPLAYED_KINDS = ("training", "exploiter")
 
 
 class LeagueSession:
@@ -354,7 +356,9 @@ class LeagueSession:
         Returns what was done (``dropped`` training games, ``resubmitted`` (challenger, step)).
         """
         with self.registry.locked():
-            dropped = self.matchlog.drop(kind="training", min_step=step + 1)
+            dropped = sum(
+                self.matchlog.drop(kind=kind, min_step=step + 1) for kind in REPLAYED_KINDS
+            )
         agents = self.registry.load().agents
         resubmitted = []
         for job in sorted(self._pending, key=lambda j: int(j["step"])):

@@ -28,6 +28,9 @@ class AgentKind(enum.StrEnum):
 
     BASELINE = "baseline"  # a fixed bot or the untrained base model; path may be null
     CHECKPOINT = "checkpoint"  # a trained snapshot of the hero, with a path and a step
+    # A frozen snapshot of an exploiter (trained against the hero or the league, never the
+    # hero's lineage), with a path, a step and extra["role"]: "main" or "league".
+    EXPLOITER = "exploiter"
 
 
 class OpponentType(enum.StrEnum):

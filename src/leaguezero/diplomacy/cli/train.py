@@ -98,6 +98,18 @@ def train_cmd(
         def on_step(record: dict) -> None:
             if record.get("warning") and not quiet:  # --quiet: the event log still has it
                 typer.echo(f"warning: {record['warning']}", err=True)
+            if "exploiter" in record:  # an exploiter's step (league.exploiters)
+                if not terminal and not quiet:
+                    typer.echo(
+                        f"train: step {record['step']}/{cfg.train.steps} {record['exploiter']} "
+                        f"(generation {record['generation']}) win share "
+                        f"{record['win_share']:.2f} (last games {record['window_win_share']:.2f})"
+                        f" kl {record['kl']:.4f} {record['seconds']:.1f}s/step"
+                        + (f" -> {record['snapshot']}" if record["snapshot"] else ""),
+                        err=True,
+                    )
+                progress.update(task, completed=record["step"])
+                return
             if not terminal and not quiet:  # a log file or a pipe: one plain line a step
                 typer.echo(
                     f"train: step {record['step']}/{cfg.train.steps} score "

@@ -194,6 +194,13 @@ class LeagueTrainer:
             records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
             **loss_options(tcfg, cfg.llm.max_new_tokens if tcfg.hero.llm else 1),
         )
+        self.exploiters = None  # league.exploiters: AlphaStar's roles beside the hero
+        ecfg = cfg.league.exploiters
+        if ecfg.main or ecfg.league:
+            from leaguezero.diplomacy.train.exploiters import ExploiterLeague
+
+            base = getattr(self.hero, "base_path", self.ckpt_dir / "base_model.pt")
+            self.exploiters = ExploiterLeague(cfg, self.run_dir, self.session, base, task_map)
         if self.hero.memory_plan is not None and not tcfg.records_per_pass:
             self.session.events.emit("diplomacy.memory_plan", message=self.hero.memory_plan)
         self.step = 0
@@ -218,6 +225,7 @@ class LeagueTrainer:
                 "policy": self.hero.weights(),
                 "trainer": self.trainer.state_dict(),
                 "lineage": self.lineage,  # where the run started (None: fresh weights)
+                "exploiters": None if self.exploiters is None else self.exploiters.state_dict(),
                 **self.session.state_dict(),
             },
             buffer,
@@ -250,6 +258,8 @@ class LeagueTrainer:
         self.hero.load_weights(data["policy"])
         self.trainer.load_state_dict(data["trainer"])
         self.session.load_state_dict(data)
+        if self.exploiters is not None and data.get("exploiters") is not None:
+            self.exploiters.load_state_dict(data["exploiters"])
         self.step = int(data["step"])
 
     # ----- one step -------------------------------------------------------------------------
@@ -306,7 +316,10 @@ class LeagueTrainer:
         return samples, results
 
     def train_step(self) -> dict[str, Any]:
-        """Play this step's groups, update the hero, checkpoint, and maybe evaluate."""
+        """Play this step's groups, update the hero (or, every ``league.exploiters.every``
+        steps, an exploiter: :mod:`.exploiters`), checkpoint, and maybe evaluate."""
+        if self.exploiters is not None and self.exploiters.due(self.step + 1):
+            return self._exploiter_step()
         started = time.perf_counter()
         self.step += 1
         step, tcfg, session = self.step, self.cfg.train, self.session
@@ -381,14 +394,41 @@ class LeagueTrainer:
         # between redoes the step, and the report drops events past the resume point, so the
         # step is logged exactly once either way (state first could lose its event).
         session.events.emit(TRAIN_STEP_EVENT, **record)
+        self._end_step(step)
+        return record
+
+    def _end_step(self, step: int) -> None:
         # The evaluation is submitted before the state is saved, so the state lists it among
         # the pending ones until it finishes: a kill after the save (the last step's
         # included) has the resumed run submit it again, a kill before redoes the step.
         if self.league_evaluation:
-            session.maybe_evaluate(step)
+            self.session.maybe_evaluate(step)
         self._save_state()
-        session.end_step(step)
+        self.session.end_step(step)
         crash_point("diplomacy.step_done", step)
+
+    def _exploiter_step(self) -> dict[str, Any]:
+        """An exploiter's step (:mod:`.exploiters`): its games and update; the hero's
+        checkpoint, retirement and evaluation rules run as on any step (the hero unchanged)."""
+        self.step += 1
+        step, session = self.step, self.session
+        assert self.exploiters is not None
+        record, results = self.exploiters.train_step(
+            step, self.policy, self.game_cfg, session.hero_elo
+        )
+        session.matchlog.extend(results)  # not the hero's win rates or rating: it did not learn
+        crash_point("diplomacy.recorded", step)
+        extra = checkpoint_lineage(
+            self.run_dir, self.lineage, step, self.cfg.model_dump(mode="json")
+        )
+        suffix = self.hero.checkpoint_suffix
+        added = session.checkpoint(
+            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
+        )
+        record["hero_elo"] = round(session.hero_elo, 2)
+        record["checkpoint_added"] = None if added is None else added.name
+        record["retired"] = session.retire(step)
+        self._end_step(step)
         return record
 
     def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
