@@ -105,6 +105,19 @@ def init_config(cfg: DiplomacyConfig, path: Path) -> DiplomacyConfig:
     return cfg.model_copy(update={"model": model})
 
 
+def policy_seating(
+    cfg: DiplomacyConfig, names: list[str], hero_power: str, rng: random.Random
+) -> Seating:
+    """The live hero at ``hero_power`` and the drawn ``names`` around it (cluster seating when
+    ``max_unique_opponents`` is under six), parsed."""
+    hero_seat = POWERS.index(hero_power)
+    if cfg.max_unique_opponents >= len(POWERS) - 1:
+        seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
+    else:
+        seats = cluster_seating(HERO, names, len(POWERS), cfg.max_unique_opponents, rng, hero_seat)
+    return parse_seating(dict(zip(POWERS, seats, strict=True)))  # the league's draw, parsed
+
+
 class NetworkHero:
     """The small CPU policy network as the hero (``train.agent: policy``).
 
@@ -142,14 +155,7 @@ class NetworkHero:
         return load_policy(self.base_path) if self.cfg.train.kl_coef > 0 else None
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> Seating:
-        hero_seat = POWERS.index(hero_power)
-        if self.cfg.max_unique_opponents >= len(POWERS) - 1:
-            seats = [*names[:hero_seat], HERO, *names[hero_seat:]]
-        else:
-            seats = cluster_seating(
-                HERO, names, len(POWERS), self.cfg.max_unique_opponents, rng, hero_seat
-            )
-        return parse_seating(dict(zip(POWERS, seats, strict=True)))  # the league's draw, parsed
+        return policy_seating(self.cfg, names, hero_power, rng)
 
     def play_group(
         self,
