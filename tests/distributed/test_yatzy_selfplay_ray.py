@@ -56,18 +56,22 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
         YatzyConfig, None, [*TINY, "selfplay.concurrent_games=1", "selfplay.shard_samples=1"]
     )
     out = tmp_path / "iter_0001"
-    # Enough games that worker 0 is still playing when it is killed (a warm tiny game takes
-    # milliseconds).
-    per_worker = 60
+    per_worker = 200  # far more than worker 0 plays in one of the short runs below
     phase = RaySelfPlay(cfg, _best(tmp_path), out, games=2 * per_worker, seed=5)
     phase.start()
     try:
-        first_pids = phase.worker_pids()
+        victim = phase.worker_pids()[0]
+        # Worker 0 runs only in short steps between SIGCONT and SIGSTOP, so the kill lands
+        # in the middle of its games however the machine schedules the test (no race with a
+        # worker that finishes while this process waits for the CPU).
+        os.kill(victim, signal.SIGSTOP)
         deadline = time.monotonic() + 120
         while games_on_disk(out, worker=0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(first_pids[0], signal.SIGKILL)
-        at_kill = games_on_disk(out, worker=0)
+            os.kill(victim, signal.SIGCONT)
+            time.sleep(0.01)
+            os.kill(victim, signal.SIGSTOP)
+        at_kill = games_on_disk(out, worker=0)  # frozen: nothing moves until the kill
+        os.kill(victim, signal.SIGKILL)
         assert 0 < at_kill < per_worker, "the kill should land in the middle of worker 0's games"
         stats = phase.wait()
     finally:

@@ -4,6 +4,7 @@ evaluator running beside training, resume after a kill)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.az.replay import complete_shards, games_on_disk, read_shard
 from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
+from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import checkpoint_name
@@ -28,7 +30,7 @@ from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
 from leaguezero.yatzy.train.league.agents import build_league_agent, yatzy_tournament
-from leaguezero.yatzy.train.league.play import run_league_selfplay
+from leaguezero.yatzy.train.league.play import drop_unplayed, run_league_selfplay
 from leaguezero.yatzy.train.net import build_net
 from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
@@ -99,8 +101,9 @@ def test_league_selfplay_puts_only_hero_decisions_into_replay(tmp_path, both_sea
         assert stats.samples < stats.decisions  # the hero's mirror twin was searched, not kept
     assert stats.opponents == {HERO: mirror_games, "greedy": 4, "random": 4}
     assert stats.buckets == {"mirror": mirror_games, "baselines": games - mirror_games}
-    # One training match per game, handed over once its shard was on disk.
+    # One training match per game, handed over as it ends, numbered in finishing order.
     assert len(logged) == games and all(r.kind == "training" and r.step == 70 for r in logged)
+    assert [r.meta["game"] for r in logged] == list(range(games))
     for result in logged:
         seats = {p.seat: p.agent for p in result.participants}
         hero_seat = result.meta["hero_seat"]
@@ -112,6 +115,30 @@ def test_league_selfplay_puts_only_hero_decisions_into_replay(tmp_path, both_sea
     assert {r.meta["hero_seat"] for r in logged} == {0, 1}  # the hero plays both seats
     # Greedy beats an untrained net almost always: the hero's results are from its own view.
     assert stats.hero_win_rate_by_opponent["greedy"] <= 0.5
+
+
+def test_games_a_kill_lost_with_their_shard_leave_the_match_log_and_are_played_again(tmp_path):
+    # A kill between a game's log line and its shard's meta file: the log holds games the
+    # replay lacks. Resuming drops exactly those, so the log and the replay agree again.
+    games = 12
+    _, _, logged = _league_selfplay(tmp_path, games, True)
+    log = MatchLog(tmp_path / "matches.ndjson")
+    log.extend(logged)
+    log.extend([dataclasses.replace(logged[0], step=71)])  # another step's game stays
+    last = complete_shards(tmp_path)[-1]
+    last.with_suffix(".meta.json").unlink()  # the shard being written when the kill came
+    kept = games_on_disk(tmp_path)
+    assert 0 < kept < games
+    assert drop_unplayed(log, 70, tmp_path) == games - kept
+    assert drop_unplayed(log, 70, tmp_path) == 0  # idempotent
+    assert [r.meta["game"] for r in log.read(kind="training", min_step=70, max_step=70)] == list(
+        range(kept)
+    )
+    _, _, replayed = _league_selfplay(tmp_path, games, True)  # the resumed self-play
+    log.extend(replayed)
+    assert games_on_disk(tmp_path) == games
+    assert [r.meta["game"] for r in log.read(kind="training", max_step=70)] == list(range(games))
+    assert len(log.read(min_step=71)) == 1
 
 
 def test_tournament_pairs_side_swapped_games_and_scores_from_each_seat():

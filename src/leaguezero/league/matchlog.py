@@ -23,7 +23,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from leaguezero.common.atomic import atomic_write_text
@@ -124,9 +124,10 @@ class MatchLog:
         kind: str | None = None,
         min_step: int | None = None,
         max_step: int | None = None,
+        where: Callable[[MatchResult], bool] | None = None,
     ) -> int:
-        """Take the results :meth:`read` would return for these filters out of the log;
-        returns how many.
+        """Take the results :meth:`read` would return for these filters (and ``where``, when
+        given, says True of) out of the log; returns how many.
 
         The file is rewritten atomically (the other lines byte for byte, a torn tail left out)
         and only when something is dropped. The caller holds the writers' lock
@@ -139,6 +140,7 @@ class MatchLog:
             n
             for n, result in records.items()
             if _selected(result, kind=kind, min_step=min_step, max_step=max_step)
+            and (where is None or where(result))
         }
         if not doomed:
             return 0

@@ -20,11 +20,14 @@ decisions of all games are searched in one :class:`~leaguezero.az.search.Lockste
 opponent (one ``act`` call per distinct opponent over all its games). Value targets are the
 game result from the recorded mover's view, as in self-play.
 
-Resumable like self-play: games in complete shards count as done, game ``i`` always draws the
-same opponent (``sample`` is keyed by the game index), and each finished game becomes one
-``kind="training"`` :class:`~leaguezero.league.types.MatchResult` handed to ``on_games`` when the
-shard holding it is on disk (so the match log and the replay agree after a kill, up to the
-games of the one shard being written at that moment).
+Resumable like self-play: games in complete shards count as done and game ``i`` always draws
+the same opponent (``sample`` is keyed by the game index). Each finished game becomes one
+``kind="training"`` :class:`~leaguezero.league.types.MatchResult` handed to ``on_games`` at
+once, its ``meta["game"]`` the game's place in finishing order (the order the shards hold
+games in) and ``meta["worker"]`` the worker: after a kill the log may hold games the replay
+lost with the shard being written, and a resumed run drops those whose place is at or past the
+games on disk (:func:`drop_unplayed`) before it plays them again, so the match log and the
+replay agree exactly.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.az.evaluator import Evaluator
-from leaguezero.az.replay import ShardWriter
+from leaguezero.az.replay import ShardWriter, games_on_disk
 from leaguezero.common.events import EventWriter
+from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import Draw
 from leaguezero.league.types import MatchResult, OpponentType, Participant
 from leaguezero.yatzy.agents.base import Agent
@@ -71,6 +75,19 @@ class LeagueSelfPlayStats(SelfPlayStats):
     hero_win_rate_by_type: dict[str, float] = field(default_factory=dict)  # draw = half
     hero_win_rate_by_opponent: dict[str, float] = field(default_factory=dict)
     hero_mean_score: float = math.nan
+
+
+def drop_unplayed(matchlog: MatchLog, step: int, out_dir: str | Path, worker: int = 0) -> int:
+    """Take ``worker``'s training games of ``step`` that are logged but not in ``out_dir``'s
+    complete shards out of ``matchlog`` (a kill lost them with the shard being written; the
+    resumed self-play plays them again); returns how many. The caller holds the writers' lock.
+    Games logged before ``meta["game"]`` existed are kept."""
+    on_disk = games_on_disk(out_dir, worker)
+
+    def lost(result: MatchResult) -> bool:
+        return result.meta.get("worker", 0) == worker and result.meta.get("game", -1) >= on_disk
+
+    return matchlog.drop(kind="training", min_step=step, max_step=step, where=lost)
 
 
 def run_league_selfplay(
@@ -121,8 +138,7 @@ def run_league_selfplay(
     points: dict[str, list[float]] = {}  # opponent name -> hero results
     type_points: dict[str, list[float]] = {}
     buckets: Counter[str] = Counter()
-    pending_results: list[MatchResult] = []
-    shards_seen = writer.shards_written
+    finished = done_before  # the next finished game's place in the shards' order
 
     def on_start(slot: int, started: int) -> None:
         index = done_before + started
@@ -156,33 +172,29 @@ def run_league_selfplay(
             opponent_decisions += int(opp_rows.size)
 
     def on_end(slot: int, final: np.ndarray) -> None:
-        nonlocal pending_results, shards_seen
+        nonlocal finished
         draw = draws[slot]
         assert draw is not None
         h = int(hero_seat[slot])
         hero_result = 1.0 if final[h] > final[1 - h] else 0.5 if final[h] == final[1 - h] else 0.0
         seat_agents = {h: hero, 1 - h: hero if mirror[slot] else str(opponent[slot])}
-        pending_results.append(
-            MatchResult(
-                participants=tuple(Participant(seat_agents[s], s, float(final[s])) for s in (0, 1)),
-                step=step,
-                timestamp=time.time(),
-                game="yatzy",
-                kind="training",
-                meta={
-                    "hero_seat": h,
-                    "bucket": draw.bucket.value,
-                    "opponent_type": draw.opponent_type.value,
-                    "opponent": draw.opponent,
-                },
-            )
+        result = MatchResult(
+            participants=tuple(Participant(seat_agents[s], s, float(final[s])) for s in (0, 1)),
+            step=step,
+            timestamp=time.time(),
+            game="yatzy",
+            kind="training",
+            meta={
+                "hero_seat": h,
+                "bucket": draw.bucket.value,
+                "opponent_type": draw.opponent_type.value,
+                "opponent": draw.opponent,
+                "game": finished,
+                "worker": worker,
+            },
         )
-        # ``add`` flushes everything pending (this game included) when a shard fills, so a
-        # new shard means every game so far is safely on disk.
-        if writer.shards_written != shards_seen:
-            shards_seen = writer.shards_written
-            release(pending_results)
-            pending_results = []
+        finished += 1
+        release([result])
         hero_scores.append(int(final[h]))
         points.setdefault(draw.opponent, []).append(hero_result)
         type_points.setdefault(draw.opponent_type.value, []).append(hero_result)
@@ -192,7 +204,6 @@ def run_league_selfplay(
         player, writer, rng, num_slots, remaining, move, on_start=on_start, on_end=on_end,
         progress=progress,
     )  # fmt: skip
-    release(pending_results)
     return LeagueSelfPlayStats(
         **player.stats_fields(
             totals.finished, totals.samples, totals.seconds, totals.scores, totals.seat0_points

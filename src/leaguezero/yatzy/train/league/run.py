@@ -41,13 +41,17 @@ from leaguezero.common.events import EventWriter
 from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.matchmaker import Draw, WinRateTable
 from leaguezero.league.registry import RegistryError
-from leaguezero.league.session import BASE_MODEL, LeagueSession, checkpoint_name
+from leaguezero.league.session import BASE_MODEL, RESUMED_EVENT, LeagueSession, checkpoint_name
 from leaguezero.league.types import AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import hero_factory
 from leaguezero.yatzy.train.league.agents import build_league_agent, yatzy_tournament
-from leaguezero.yatzy.train.league.play import LeagueSelfPlayStats, run_league_selfplay
+from leaguezero.yatzy.train.league.play import (
+    LeagueSelfPlayStats,
+    drop_unplayed,
+    run_league_selfplay,
+)
 from leaguezero.yatzy.train.loop import RunDir
 
 _BEST_FILE = re.compile(r"^best_(\d{4})\.pt$")
@@ -179,6 +183,8 @@ class LeagueRun:
         def on_games(results: list[MatchResult]) -> None:
             session.record(step, results, win_rates=hero_win_rates)
 
+        self._forget_unplayed(step, out_dir)
+
         self.events.emit("league.selfplay_started", iteration=it, step=step, hero=hero)
         stats = run_league_selfplay(
             self.cfg, evaluator, out_dir, games=games, seed=seed, hero=hero, sample=sample,
@@ -197,6 +203,17 @@ class LeagueRun:
         session.end_step(step)
         self._save_state()
         return stats
+
+    def _forget_unplayed(self, step: int, out_dir: Path) -> None:
+        """Take out of the match log the training games of ``step`` that a kill left logged
+        but not on disk (those at or past the games in complete shards, which the resumed
+        self-play plays again), and refold the win rates without them."""
+        with self.registry.locked():
+            dropped = drop_unplayed(self.session.matchlog, step, out_dir)
+        if dropped:
+            self.session.win_rates = WinRateTable()
+            hero_win_rates(self.session.matchlog.read(kind="training"), self.session.win_rates)
+            self.events.emit(RESUMED_EVENT, step=step, dropped=dropped, resubmitted=[])
 
     # ----- the checkpointer and the evaluator --------------------------------------------
     def after_train(self, it: int, candidate: Path) -> AgentInfo | None:
