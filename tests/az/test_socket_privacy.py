@@ -102,6 +102,7 @@ class _Recorder:
         self.arguments: list[str] = []  # LOAD_MODEL arguments, in order
         self.nonces: list[bytes] = []  # the challenges it gave, in order
         self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -111,7 +112,8 @@ class _Recorder:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
-            self.conns.append(conn)
+            with self.lock:
+                self.conns.append(conn)
             threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
 
     def _talk(self, conn: socket.socket) -> None:
@@ -144,10 +146,13 @@ class _Recorder:
             return
 
     def drop_connections(self) -> None:
-        for conn in self.conns:
+        # Take the list first: the client reconnects at once, and a connection accepted while
+        # this loop ran must not be dropped too (a second replay, signing another nonce).
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for conn in conns:
             conn.shutdown(socket.SHUT_RDWR)
             conn.close()
-        self.conns.clear()
 
     def close(self) -> None:
         self.listener.close()
