@@ -15,6 +15,13 @@
   be a path on the server's filesystem.
 - ``list_adapters`` / ``base_model`` come from ``GET /v1/models`` (adapters have a ``parent``).
 
+The key (``api_key``, or ``LEAGUEZERO_LLM_API_KEY``) is never sent as is to ``llm serve``:
+each request proves it with an HMAC and each answer must prove it back, else it is refused in
+one line (:mod:`~..serve.key_proof`); after a reconnect the server is proven before a request is
+sent again. A third-party server that knows only plain ``Bearer`` keys (vLLM) needs
+``key_mode="bearer"`` (``LEAGUEZERO_LLM_KEY_MODE=bearer``): the key then goes as is and answers
+cannot be checked.
+
 Token ids: vLLM returns ``choices[i].token_ids`` when asked with ``return_token_ids``; older
 servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens spelled
 ``token_id:123``), which is also requested.
@@ -22,6 +29,7 @@ servers that ignore it are read through ``return_tokens_as_token_ids`` (tokens s
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -42,7 +50,11 @@ from leaguezero.diplomacy.llm.client import (
     make_requests,
 )
 from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
+from leaguezero.diplomacy.llm.serve import key_proof
 from leaguezero.diplomacy.llm.serve.server_http import API_KEY_ENV
+
+KEY_MODE_ENV = "LEAGUEZERO_LLM_KEY_MODE"
+KEY_MODES = ("proof", "bearer")  # HMAC both ways (llm serve); the plain key (vLLM)
 
 _WARN_LOCK = threading.Lock()
 
@@ -65,9 +77,11 @@ class OpenAIClient:
 
     ``endpoint``: the server's base URL (``http://127.0.0.1:8000``; a trailing ``/v1`` is
     accepted); ``base_model``: the name the server gives the base model (asked from
-    ``/v1/models`` when None); ``api_key``: sent as ``Authorization: Bearer KEY`` (what
-    ``llm serve --api-key`` and vLLM's ``--api-key`` require; None: the environment variable
-    ``LEAGUEZERO_LLM_API_KEY``, if set); ``concurrency``: requests in flight at once;
+    ``/v1/models`` when None); ``api_key``: the key of ``llm serve --api-key`` or vLLM's
+    ``--api-key`` (None: the environment variable ``LEAGUEZERO_LLM_API_KEY``, if set);
+    ``key_mode``: ``"proof"`` (the default; ``llm serve``: the key is proven both ways, never
+    sent) or ``"bearer"`` (vLLM: sent as ``Authorization: Bearer KEY``, answers unchecked); None:
+    ``LEAGUEZERO_LLM_KEY_MODE``, else ``"proof"``; ``concurrency``: requests in flight at once;
     ``retries``: how often a reset or refused connection is retried at least (growing pauses,
     at most 2 s apart), and for ``reconnect_s`` seconds in all: a server restarting (vLLM
     takes a minute to load a model) is waited for, with one line on stderr, rather than ending
@@ -87,6 +101,7 @@ class OpenAIClient:
         concurrency: int = 32,
         retries: int = 4,
         reconnect_s: float = 120.0,
+        key_mode: str | None = None,
     ) -> None:
         self.retries = retries
         self.reconnect_s = reconnect_s
@@ -95,10 +110,25 @@ class OpenAIClient:
         self.endpoint = url.removesuffix("/v1")
         # None: the key of `llm serve --api-key` from the environment, if set there.
         api_key = os.environ.get(API_KEY_ENV) if api_key is None else api_key
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        key_mode = (key_mode or os.environ.get(KEY_MODE_ENV) or "proof").strip().lower()
+        if key_mode not in KEY_MODES:
+            raise LLMError(
+                f"key mode {key_mode!r} ({KEY_MODE_ENV}): expected 'proof' (llm serve) or "
+                "'bearer' (vLLM and other servers that take a plain key)"
+            )
+        self.key_mode = key_mode
+        bearer = api_key and key_mode == "bearer"
+        headers = {"Authorization": f"Bearer {api_key}"} if bearer else {}
+        self._proof_key = api_key if api_key and key_mode == "proof" else None
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self._http = httpx.Client(
             base_url=self.endpoint, timeout=timeout, headers=headers, limits=limits
+        )
+        # The proof of a fresh connection's peer goes on a connection of its own (_on_connect).
+        self._probe_http = httpx.Client(
+            base_url=self.endpoint,
+            timeout=timeout,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-http")
         self._base_model = base_model
@@ -112,6 +142,7 @@ class OpenAIClient:
         """Close connections and worker threads."""
         self._pool.shutdown(wait=True)
         self._http.close()
+        self._probe_http.close()
 
     def __enter__(self) -> OpenAIClient:
         return self
@@ -122,10 +153,11 @@ class OpenAIClient:
     # ----------------------------------------------------------------- plumbing
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         deadline = time.monotonic() + self.reconnect_s
+        data = None if body is None else json.dumps(body).encode()
         attempt = 0
         while True:
             try:
-                response = self._http.request(method, path, json=body)
+                response = self._exchange(method, path, data)
                 break
             except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as err:
                 # A reset or refused connection (a full backlog, a server restarting) is
@@ -154,6 +186,61 @@ class OpenAIClient:
             return response.json()
         except ValueError:
             return response.text  # vLLM answers the adapter endpoints in plain text
+
+    def _exchange(self, method: str, path: str, data: bytes | None) -> httpx.Response:
+        """One request and its answer, proven both ways when there is a key to prove
+        (:mod:`~..serve.key_proof`); raises :class:`~.client.LLMError` for an answer that does
+        not prove it (nothing of it is read)."""
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self._proof_key is None:
+            return self._http.request(method, path, content=data, headers=headers)
+        # A connection the pool opens (the first, or one after a restart) is proven before
+        # this request goes over it (_on_connect): a squatter does not even get the prompt.
+        request = self._http.build_request(
+            method, path, content=data, headers=headers, extensions={"trace": self._on_connect}
+        )
+        return self._proven_send(self._http, request, data or b"")
+
+    def _on_connect(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's trace hook: a fresh connection's peer is proven by a ``GET /v1/models`` on
+        a connection of its own, made after it (the port's holder now) before the request is
+        written to the fresh one."""
+        if event not in (
+            "connection.connect_tcp.complete",
+            "connection.connect_unix_socket.complete",
+        ):
+            return
+        try:
+            probe = self._probe_http.build_request("GET", "/v1/models")
+            self._proven_send(self._probe_http, probe, b"")
+        except BaseException:
+            stream = info.get("return_value")
+            if stream is not None:
+                stream.close()
+            raise
+
+    def _proven_send(self, http: httpx.Client, request: httpx.Request, data: bytes):
+        """Send ``request`` signed with the key; its answer if it proves the key back."""
+        key = self._proof_key
+        assert key is not None
+        method, path = request.method, request.url.raw_path.decode("ascii")
+        request.headers["Authorization"], mac = key_proof.sign_request(key, method, path, data)
+        response = http.send(request)
+        proof = response.headers.get(key_proof.PROOF_HEADER)
+        if key_proof.proven(key, mac, response.status_code, response.content, proof):
+            return response
+        if response.headers.get(key_proof.ADVERTISE_HEADER) != key_proof.ADVERTISED:
+            why = (
+                "and it is not `leaguezero llm serve`: another program may hold the port, or "
+                f"for vLLM and other servers that take a plain key set {KEY_MODE_ENV}=bearer"
+            )
+        else:
+            why = f"its key is not ours ({API_KEY_ENV}), or another program holds the port"
+        raise LLMError(
+            f"the LLM server at {self.endpoint} answered {method} {path} "
+            f"({response.status_code}) without proving it holds the API key, {why}; its answer "
+            "was not used"
+        )
 
     def _say_waiting(self, err: Exception) -> None:
         with _WARN_LOCK:

@@ -34,8 +34,11 @@ The server binds to loopback by default. Every request needs a ``Host`` header n
 host (loopback names, the bound address, ``allowed_hosts``: ``--allowed-host``), else 421, and
 every POST ``Content-Type: application/json``, else 415: a web page cannot send either (DNS
 rebinding, cross-site "simple" requests; :mod:`.server_http`). With ``api_key``
-(``--api-key``, as vLLM's) every ``/v1`` route needs ``Authorization: Bearer KEY`` (vLLM guards
-all of ``/v1``, completions and model listing included); ``/health`` and ``/stats`` stay open.
+(``--api-key``, as vLLM's) every ``/v1`` route needs the key (vLLM guards all of ``/v1``,
+completions and model listing included): proven by an HMAC per request (:mod:`.key_proof`,
+what :class:`~..remote.openai_client.OpenAIClient` sends; the answer is then signed, so the
+client knows it is this server's) or, for other clients, vLLM's ``Authorization: Bearer KEY``;
+``/health`` and ``/stats`` stay open.
 Without one, anyone who can reach the server (on loopback: every user of this machine) can load
 and unload adapters (loads only from folders and regular files owned by the server's user:
 :mod:`.adapter_files`); on a shared machine, set the key.
@@ -65,6 +68,7 @@ from leaguezero.diplomacy.llm.model.adapter_files import check_adapter_name
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.orders.constrained import choice_regex
 from leaguezero.diplomacy.llm.runtime import make_batcher
+from leaguezero.diplomacy.llm.serve.key_proof import ReplayGuard
 from leaguezero.diplomacy.llm.serve.regex_sandbox import (
     CompileLimits,
     CompilerBusy,
@@ -160,6 +164,7 @@ class LLMServer:
     ) -> None:
         self.backend = backend
         self.api_key = api_key or None
+        self.replay_guard = ReplayGuard()  # nonces of proven requests (no replays)
         self.allowed_hosts = host_allowlist(host, allowed_hosts)
         self.compile_limits = compile_limits or CompileLimits()
         self._sandbox: RegexSandbox | None = None  # started on the first constrained request

@@ -1,9 +1,14 @@
 """The request handler of ``llm serve`` (:mod:`.server`): routes, the Host / content-type /
-API-key checks of :mod:`.server_http`, and errors as vLLM's error object (short, one line)."""
+API-key checks of :mod:`.server_http`, and errors as vLLM's error object (short, one line).
+
+With a key, a request proves it (:mod:`.key_proof`: an HMAC per request, or vLLM's plain
+``Bearer`` header for other clients) and every answer to a proven request is signed, so the
+client can tell this server from another program on its port."""
 
 from __future__ import annotations
 
 import functools
+import hmac
 import json
 import select
 import socket
@@ -12,6 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
+from leaguezero.diplomacy.llm.serve import key_proof
 from leaguezero.diplomacy.llm.serve.server_http import (
     SOCKET_TIMEOUT_S,
     RequestError,
@@ -33,6 +39,8 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
     owner: LLMServer
     protocol_version = "HTTP/1.1"
     timeout = SOCKET_TIMEOUT_S  # per socket operation; read_body bounds the whole body
+    _proof_mac: str | None = None  # the request's mac when it proved the key: answers signed
+    _proof_digest: str | None = None  # the body's SHA-256 that proof names
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: a training run makes thousands of requests
@@ -43,6 +51,12 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
+        self.send_header(key_proof.ADVERTISE_HEADER, key_proof.ADVERTISED)
+        if self._proof_mac is not None and self.owner.api_key:
+            mac = key_proof.response_mac(
+                self.owner.api_key, self._proof_mac, status, key_proof.body_digest(data)
+            )
+            self.send_header(key_proof.PROOF_HEADER, mac)
         self.end_headers()
         self.wfile.write(data)
 
@@ -52,6 +66,7 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         # The read deadline runs from waiting for the request line until the body is in.
         self.server.reading(self.connection, True)
+        self._proof_mac = self._proof_digest = None  # a connection carries many requests
         try:
             super().handle_one_request()
         finally:
@@ -67,11 +82,29 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
                 "--allowed-host NAME to add a name clients use",
             )
             return False
-        if not self.path.startswith("/v1") or authorized(self, self.owner.api_key):
+        if not self.path.startswith("/v1") or not self.owner.api_key:
+            return True
+        refusal = self._key_refusal(self.owner.api_key)
+        if not refusal:
             return True
         self.close_connection = True
-        self._error(HTTPStatus.UNAUTHORIZED, "Unauthorized")
+        self._error(HTTPStatus.UNAUTHORIZED, refusal)
         return False
+
+    def _key_refusal(self, api_key: str) -> str:
+        """Why the request does not prove ``api_key``, or "" (see :mod:`.key_proof`)."""
+        given = self.headers.get("Authorization", "")
+        parsed = key_proof.parse_authorization(given)
+        if parsed is None:  # vLLM's plain key (curl, the OpenAI SDKs)
+            return "" if authorized(self, api_key) else "Unauthorized"
+        nonce, stamp, digest, mac = parsed
+        wanted = key_proof.request_mac(api_key, nonce, stamp, self.command, self.path, digest)
+        if not hmac.compare_digest(mac.encode(), wanted.encode()):
+            return "Unauthorized"  # unsigned: the sender may not have the key
+        self._proof_mac, self._proof_digest = mac, digest  # a key holder: answers are signed
+        if self.command != "POST" and digest != key_proof.body_digest(b""):
+            return "the request's proof names a body, and it has none"
+        return self.owner.replay_guard.check(nonce, stamp)
 
     def _client_gone(self) -> bool:
         """Whether the client closed its end while its request is being served."""
@@ -142,6 +175,12 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
             except RequestError:
                 self.close_connection = True  # what is left of the body is not a request
                 raise
+            if self._proof_digest is not None and key_proof.body_digest(data) != (
+                self._proof_digest
+            ):
+                raise RequestError(
+                    "the request body is not the one its proof names", HTTPStatus.UNAUTHORIZED
+                )
             body = json.loads(data or b"{}")
             if not isinstance(body, dict):
                 raise RequestError("the request body must be a JSON object")
