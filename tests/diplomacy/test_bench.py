@@ -44,7 +44,10 @@ def test_bench_rows_pass_and_fail_by_floor() -> None:
     assert not mirror.passed and mirror.win_rate < 0.99
     assert 0 < mirror.win_se < 0.5
     report = bench_report("dumb_bot", cfg.run.seed, 7, rows)
-    assert report["passed"] is False and report["schema_version"] == 1
+    assert report["passed"] is False and report["schema_version"] == 2
+    # 7 of 7 against random_bot is 0.65-1.0: not yet a pass of the 0.95 floor.
+    assert easy.verdict == "inconclusive" and mirror.verdict == "fail"
+    assert report["verdict"] == "fail"
     assert [r["agent"] for r in report["rows"]] == ["random_bot", "dumb_bot"]
 
 

@@ -21,6 +21,7 @@ from leaguezero.diplomacy.cli.common import (
     use_threads,
 )
 from leaguezero.diplomacy.cli.exploit import app as exploit_app
+from leaguezero.diplomacy.cli.tables import print_bench_report, print_eval_report
 from leaguezero.diplomacy.cli.train import app as train_app
 
 app = typer.Typer(
@@ -162,7 +163,7 @@ def eval_cmd(
     if json_out:
         typer.echo(json.dumps(report))
         return
-    _print_report(report)
+    print_eval_report(report)
 
 
 def _game_note(game) -> str:
@@ -225,30 +226,6 @@ def warn_untaught_free_generation(specs, cfg, rank: bool) -> None:
                 "at llm.max_new_tokens; add --set llm.mode=constrained",
                 err=True,
             )
-
-
-def _print_report(report: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{report['games']} games, seed {report['seed']}")
-    for column in ("agent", "seats", "win rate", "mean score", "mean SoS", "rating", "change"):
-        table.add_column(column, justify="left" if column == "agent" else "right")
-    rows = [("hero " + report["hero"]["agent"], report["hero"])]
-    rows += list(report["opponents"].items())
-    for name, entry in rows:
-        table.add_row(
-            name,
-            str(entry["seats"]),
-            f"{entry['win_rate']:.3f}",
-            f"{entry['mean_score']:.2f}",
-            f"{entry['mean_sos']:.3f}",
-            f"{entry['rating_after']:.1f}",
-            f"{entry['rating_change']:+.1f}",
-        )
-    console = Console()
-    console.print(table)
-    console.print(f"win: {report['win_definition']}")
 
 
 @app.command("bench")
@@ -314,38 +291,7 @@ def bench_cmd(
     if json_out:
         typer.echo(json.dumps(report))
         return
-    _print_bench(report, cfg.max_years)
-
-
-def _print_bench(report: dict, max_years: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(
-        title=f"{report['hero']}: {report['games_per_opponent']} games per opponent, "
-        f"{max_years}-year games, seed {report['seed']}"
-    )
-    for column in ("opponent", "tier", "win rate", "score", "centres", "alive", "floor", ""):
-        table.add_column(column, justify="left" if column in ("opponent", "tier") else "right")
-    for row in report["rows"]:
-        # A binomial SE of 0 (every game won or lost) says nothing about the spread.
-        win = f"{row['win_rate']:.3f}"
-        wins = round(row["win_rate"] * row["games"])
-        win += f" ± {row['win_se']:.3f}" if row["win_se"] > 0 else f" ({wins}/{row['games']})"
-        table.add_row(
-            row["agent"],
-            row["tier"],
-            win,
-            f"{row['mean_score']:.2f}",
-            f"{row['mean_centers']:.2f}",
-            f"{row['survival']:.2f}",
-            f"{row['floor']:.3f}",
-            "[green]pass" if row["passed"] else "[red]FAIL",
-        )
-    console = Console()
-    console.print(table)
-    verdict = "passes every floor" if report["passed"] else "misses at least one floor"
-    console.print(f"{report['hero']} {verdict} (parity = 1/7 = {report['parity']:.3f})")
+    print_bench_report(report, cfg.max_years)
 
 
 @app.command("play")
@@ -399,3 +345,9 @@ def play_cmd(
             f"score {result.scores[power]:5.1f} sos {result.sos_scores[power]:.3f}"
         )
     typer.echo(f"ended by {result.ended_by} in {result.final_year}; saved {result.saved_game}")
+    typer.echo(
+        f"score: centres + 0.5 a unit, +{cfg.win_bonus:g} for a single leader with at least "
+        f"{cfg.winner_threshold_sc} centres (the highest score wins the game); sos: "
+        f"sum-of-squares, centres² / the sum over powers of centres² (1 for a solo, "
+        f"{cfg.solo_sc} centres)"
+    )

@@ -3,7 +3,9 @@
 Win rate against a league that keeps changing says little; a fixed suite says how strong an agent
 is. Each entry of the suite is an opponent, a *tier* and a *floor*: the hero plays ``games``
 games against six copies of the opponent (seats rotated over the seven powers, exactly as
-``leaguezero diplomacy eval``), and passes the entry when its win rate is at least the floor.
+``leaguezero diplomacy eval``), and passes the entry when the 95% interval of its win rate lies
+at or above the floor (fails when below it; straddling it is *inconclusive*: a verdict drawn
+from a point estimate over a few games would be a coin flip).
 
 Tiers, after the league project this package follows:
 
@@ -36,8 +38,32 @@ from leaguezero.diplomacy.game.rollout import RolloutResult
 from leaguezero.diplomacy.game.seats import AgentResolver
 from leaguezero.diplomacy.game.tournament import TournamentResult, run_tournament
 
-BENCH_SCHEMA_VERSION = 1
+BENCH_SCHEMA_VERSION = 2  # 2: each row's 95% interval and verdict, the report's verdict
 PARITY = 1.0 / len(POWERS)
+Z95 = 1.959964  # two-sided 95%
+
+
+def wilson_interval(rate: float, games: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a win rate over ``games`` games (a tie's 1/k counts as its
+    share). Unlike rate ± z SE it stays inside [0, 1] and is not a point when every game was won
+    or lost: 7 wins of 7 is 0.65-1.0, which cannot pass a floor of 0.95."""
+    if games < 1:
+        return 0.0, 1.0
+    denom = 1.0 + z * z / games
+    centre = (rate + z * z / (2 * games)) / denom
+    half = z * math.sqrt(rate * (1.0 - rate) / games + z * z / (4 * games * games)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def verdict(rate: float, games: int, floor: float) -> str:
+    """``pass`` when the 95% interval lies at or above ``floor``, ``fail`` when below it, and
+    ``inconclusive`` when it straddles the floor (more games would decide)."""
+    low, high = wilson_interval(rate, games)
+    if low >= floor:
+        return "pass"
+    if high < floor:
+        return "fail"
+    return "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -108,12 +134,15 @@ class BenchRow:
     mean_centers: float
     survival: float  # share of games the hero ended with at least one supply centre
     invalid_orders: int  # orders of any seat the rollout had to replace
-    passed: bool
+    passed: bool  # the point estimate at or above the floor (``verdict`` says how sure)
     solo_rate: float = 0.0  # share of games the hero ended with a solo (>= solo_sc centres)
     most_centres_rate: float = 0.0  # ... with the most centres (a k-way tie counts 1/k)
     hero_llm_invalid: int = 0  # the hero's own illegal order lines (an LLM hero; 0 otherwise)
     hero_llm_missing: int = 0  # ... owed orders it did not write
     hero_llm_truncated: int = 0  # ... answers cut at the token budget
+    win_low: float = 0.0  # the win rate's 95% Wilson interval (:func:`wilson_interval`)
+    win_high: float = 1.0
+    verdict: str = "inconclusive"  # pass | fail | inconclusive (:func:`verdict`)
 
 
 def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
@@ -123,6 +152,7 @@ def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
     played = len(result.games)
     win_rate = float(hero["win_rate"])
     survived = sum(1 for game in result.games if game.centers[game.hero_power] > 0)
+    low, high = wilson_interval(win_rate, played)
     return BenchRow(
         agent=entry.agent,
         tier=entry.tier,
@@ -140,6 +170,9 @@ def bench_row(entry: BenchEntry, result: TournamentResult) -> BenchRow:
         hero_llm_invalid=int(report["hero_llm"]["invalid"]),
         hero_llm_missing=int(report["hero_llm"]["missing"]),
         hero_llm_truncated=int(report["hero_llm"]["truncated"]),
+        win_low=low,
+        win_high=high,
+        verdict=verdict(win_rate, played, entry.floor),
     )
 
 
@@ -178,13 +211,21 @@ def run_bench(
 
 
 def bench_report(hero: str, seed: int, games: int, rows: Sequence[BenchRow]) -> dict[str, Any]:
-    """The ``leaguezero diplomacy bench --json`` object."""
+    """The ``leaguezero diplomacy bench --json`` object: ``verdict`` is ``fail`` when a row
+    fails, else ``inconclusive`` when a row is, else ``pass``; ``passed``: every row passed."""
+    verdicts = {row.verdict for row in rows}
+    overall = (
+        "fail" if "fail" in verdicts else "inconclusive" if "inconclusive" in verdicts else "pass"
+    )
     return {
         "schema_version": BENCH_SCHEMA_VERSION,
         "hero": hero,
         "seed": seed,
         "games_per_opponent": games,
         "parity": PARITY,
-        "passed": all(row.passed for row in rows),
+        "passed": overall == "pass",
+        "verdict": overall,
+        "interval": "95% Wilson score interval of the win rate (win_low, win_high); a row "
+        "passes when it lies at or above the floor, fails when below, else is inconclusive",
         "rows": [asdict(row) for row in rows],
     }

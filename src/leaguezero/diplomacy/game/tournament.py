@@ -21,6 +21,7 @@ zero-sum, as in the league's own match-log fit.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,18 @@ REPORT_SCHEMA_VERSION = 1
 WIN_DEFINITION = (
     "a seat wins when its final score is the single highest; a k-way tie for the highest "
     "score gives each tied seat 1/k; win_rate = wins / seats played"
+)
+
+
+SE_NOTE = (
+    "win_rate_se, mean_score_se: standard errors over games (an agent's seats in one game are "
+    "not independent; its per-game mean is)"
+)
+RATINGS_NOTE = (
+    "Elo from these games only: every agent starts at rating_before (initial_rating = {initial} "
+    "unless the caller gave ratings) and moves by the multi-player Elo (K = league.elo_k); the "
+    "config's league.*_elo (dumb_bot_elo {dumb} ...) are where league training starts its "
+    "baselines, not used here"
 )
 
 
@@ -89,6 +102,10 @@ class _Tally:
     centers: float = 0.0
     solos: int = 0
     most_centres: float = 0.0
+    # Per game, the mean win share and score of this agent's seats: the games are independent,
+    # an agent's six seats in one game are not, so standard errors are taken over these.
+    game_wins: list[float] = field(default_factory=list)
+    game_scores: list[float] = field(default_factory=list)
 
     def add(
         self, win: float, score: float, sos: float, centers: int, solo: bool, most: float
@@ -101,19 +118,35 @@ class _Tally:
         self.solos += solo
         self.most_centres += most
 
+    def end_game(self, wins: Sequence[float], scores: Sequence[float]) -> None:
+        """Close one game: ``wins`` and ``scores`` of this agent's seats in it."""
+        self.game_wins.append(sum(wins) / len(wins))
+        self.game_scores.append(sum(scores) / len(scores))
+
     def summary(self) -> dict[str, float]:
         n = max(self.seats, 1)
         return {
             "seats": self.seats,
             "wins": round(self.wins, 6),
             "win_rate": self.wins / n,
+            "win_rate_se": standard_error(self.game_wins),
             "mean_score": self.score / n,
+            "mean_score_se": standard_error(self.game_scores),
             "mean_sos": self.sos / n,
             "mean_centers": self.centers / n,
             # Published 1-vs-6 tables count these (DipNet): a solo is >= solo_sc centres.
             "solo_rate": self.solos / n,
             "most_centres_rate": self.most_centres / n,
         }
+
+
+def standard_error(values: Sequence[float]) -> float | None:
+    """The standard error of the mean of ``values`` (None below two values: no spread known)."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 def game_summary(game: RolloutResult) -> dict[str, Any]:
@@ -178,13 +211,17 @@ class TournamentResult:
             "games": len(self.games),
             "seed": self.seed,
             "win_definition": WIN_DEFINITION,
-            "config": self.config,
+            "se_definition": SE_NOTE,
             "hero": {"agent": self.hero, **self.hero_tally.summary(), **ratings(self.hero)},
             "opponents": {
                 name: {**tally.summary(), **ratings(name)}
                 for name, tally in self.opponent_tallies.items()
             },
             "ratings": dict(self.ratings_after),
+            "ratings_note": RATINGS_NOTE.format(
+                initial=self.config.get("initial_rating"),
+                dumb=self.config.get("league", {}).get("dumb_bot_elo"),
+            ),
             # The engine's counts: orders it had to drop or fill after the seats' parsers.
             "invalid_orders": invalid,
             "missing_orders": missing,
@@ -199,6 +236,8 @@ class TournamentResult:
             "llm_grammar_violations": llm_all["grammar_violations"],
             "hero_llm": llm_answer_totals(self.games, hero_only=True),
             "per_game": [game_summary(g) for g in self.games],
+            # Last: ~2 KB that a reader of the results scrolls past (the resolved config).
+            "config": self.config,
         }
 
 
@@ -294,6 +333,7 @@ def _record_game(
     result.games.append(played)
     shares = win_shares(played.scores)
     most = most_centres_shares(played.centers)
+    seats: dict[int, tuple[_Tally, list[float], list[float]]] = {}
     for power in POWERS:
         agent = played.power_agents[power]
         tally = (
@@ -309,6 +349,11 @@ def _record_game(
             played.centers[power] >= cfg.solo_sc,
             most[power],
         )
+        _, wins, scores = seats.setdefault(id(tally), (tally, [], []))
+        wins.append(shares[power])
+        scores.append(played.scores[power])
+    for tally, wins, scores in seats.values():
+        tally.end_game(wins, scores)
     seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
     updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)
     for power in POWERS:

@@ -20,6 +20,7 @@ from leaguezero.yatzy.cli.common import (
     se_text,
     search_settings,
 )
+from leaguezero.yatzy.cli.evaluate import app as eval_app
 from leaguezero.yatzy.cli.infer import app as infer_app
 from leaguezero.yatzy.cli.oracle import oracle_app
 from leaguezero.yatzy.cli.play import app as play_app
@@ -38,7 +39,7 @@ app.add_typer(rules_app, name="rules")
 app.add_typer(config_app, name="config")
 app.add_typer(oracle_app, name="oracle")
 # The command modules' own apps, mounted flat (their commands are yz's: yz run, yz play ...).
-for _commands in (run_app, play_app, infer_app, bench_app):
+for _commands in (run_app, eval_app, play_app, infer_app, bench_app):
     app.add_typer(_commands)
 
 DiceArg = tuple[int, int, int, int, int]

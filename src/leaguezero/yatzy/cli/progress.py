@@ -327,6 +327,15 @@ def loss_text(train: dict, *, trains_policy: bool) -> str:
     )
 
 
+def _check_rule(gt: dict, reason: str) -> str:
+    """The rule the regression check applied, with its numbers (train/evaluation/gate.py's
+    ``run_check``: roll back when the mean is below -2 standard errors)."""
+    mean, se = gt.get("score_diff_mean"), gt.get("score_diff_se")
+    limit = -2.0 * se if isinstance(se, int | float) and math.isfinite(se) else float("nan")
+    rule = f"{_num(mean, '+.2f')} is {{}} the allowed drop of -2 SE = {_num(limit, '+.2f')}"
+    return rule.format("below" if reason == "rollback" else "within")
+
+
 def _gate_text(gt: dict, decision: str, reason, max_gate_games: int | None) -> str:
     if reason == "continuous":
         return "promoted without a gate (continuous promotion)"
@@ -334,7 +343,8 @@ def _gate_text(gt: dict, decision: str, reason, max_gate_games: int | None) -> s
         return (
             f"regression check: {_num(gt.get('score_diff_mean'), '+.2f')} ± "
             f"{_num(gt.get('score_diff_se'), '.2f')} points a game against the anchor over "
-            f"{_num(gt.get('games'), 'd')} games: {decision} ({GATE_REASONS[reason]})"
+            f"{_num(gt.get('games'), 'd')} games: {decision} ({GATE_REASONS[reason]}: "
+            f"{_check_rule(gt, reason)})"
         )
     return (
         f"candidate won {_pct(gt.get('a_win_rate'))} ± {_pct(gt.get('a_win_rate_se'))} of "
