@@ -36,6 +36,57 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def http(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    cookie: str | None = None,
+    source: str = "127.0.0.1",
+) -> tuple[int, dict[str, str], str]:
+    """One request on a fresh connection from ``source``: (status, headers, body text); status 0
+    when the server closed the connection without answering."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close"]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    if cookie is not None:
+        lines.append(f"Cookie: lz_session={cookie}")
+    with socket.create_connection(
+        ("127.0.0.1", port), timeout=DEADLINE_S, source_address=(source, 0)
+    ) as sock:
+        sock.sendall("\r\n".join(lines).encode() + b"\r\n\r\n" + (body or b""))
+        data = b""
+        try:
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+        except ConnectionResetError:
+            pass
+    if not data.startswith(b"HTTP/"):
+        return 0, {}, ""  # closed without an answer
+    head, _, text = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers.setdefault(name.strip().lower(), value.strip())
+    return int(status_line.split()[1]), headers, text.decode(errors="replace")
+
+
+def issued_session(headers: dict[str, str]) -> str | None:
+    """The session id a ``Set-Cookie`` header gives, if any."""
+    cookie = headers.get("set-cookie", "")
+    return cookie.split(";")[0].partition("=")[2] if cookie.startswith("lz_session=") else None
+
+
+def new_session(port: int, source: str = "127.0.0.1") -> str:
+    """A session as a browser gets one: load a page, keep the cookie it sets."""
+    status, headers, _ = http(port, "GET", "/yatzy", source=source)
+    assert status == 200
+    session = issued_session(headers)
+    assert session, headers
+    return session
+
+
 class LiveServer:
     """uvicorn serving ``create_app(settings)`` in a thread, on 127.0.0.1 and a free port, with
     the limits ``leaguezero web`` runs with (``web/server.py``; ``bounds`` override some)."""

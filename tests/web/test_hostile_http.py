@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.web.conftest import DEADLINE_S, LiveServer, free_port
+from tests.web.conftest import DEADLINE_S, LiveServer, free_port, http, new_session
 
 pytest.importorskip("uvicorn", reason="the web extra is not installed")
 
@@ -227,22 +227,14 @@ def test_many_sessions_cannot_push_out_a_game_in_play():
 
 
 def _flood_the_store(server) -> None:
-    status, text = raw(
-        server.port,
-        f"POST /api/yatzy/games HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-        "Content-Type: application/json\r\nCookie: lz_session=victim-session-0123456789",
-        b'{"judge": false}',
-    )
+    victim = new_session(server.port)  # a session the server issued, as a browser gets it
+    status, _, text = http(server.port, "POST", "/api/yatzy/games", b'{"judge": false}', victim)
     mine = json.loads(text)["id"]
     refused = 0
     for _ in range(12):  # each request without a cookie is a fresh session
         status, text = post(server.port, "/api/yatzy/games", b'{"judge": false}')
         refused += status == 503
-    status, mine_now = raw(
-        server.port,
-        f"GET /api/yatzy/games/{mine} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-        "Cookie: lz_session=victim-session-0123456789",
-    )
+    status, _, mine_now = http(server.port, "GET", f"/api/yatzy/games/{mine}", cookie=victim)
     assert status == 200, mine_now[:300]  # the victim's game is still there
     assert refused and "try again later" in json.loads(text)["error"]
 
@@ -252,7 +244,7 @@ def test_a_burst_of_agent_moves_gets_busy_answers_and_cheap_requests_stay_served
 ):
     from leaguezero.web.yatzy_games import YatzyWebGame
 
-    cookie = "\r\nCookie: lz_session=burst-session-0123456789"
+    cookie = f"\r\nCookie: lz_session={new_session(server.port)}"
     _, text = post(server.port, "/api/yatzy/games", b'{"seat": 1, "judge": false}', extra=cookie)
     game = json.loads(text)["id"]
     gate = threading.Event()

@@ -227,22 +227,28 @@ def test_a_diplomacy_game_is_not_visible_from_another_session(app):
     assert alice.post(f"{url}/step", json={}).json()["phase"] == "F1901M"
 
 
-def test_a_policy_checkpoint_plays_a_power_and_a_damaged_one_is_one_line(app, tmp_path):
+def test_the_shipped_policy_plays_a_power_and_a_checkpoint_path_is_refused(app, tmp_path):
     from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
+    from leaguezero.diplomacy.game.catalogue import pretrained_policy_path
 
-    path = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=6).save(tmp_path / "c.pt")
     client = _client(app)
     start = "/api/diplomacy/games"
-    game = client.post(start, json={"agents": {**BOTS6, "FRANCE": str(path)}}).json()
-    assert [p["agent"] for p in game["powers"] if p["power"] == "FRANCE"] == [str(path)]
-    stepped = client.post(f"/api/diplomacy/games/{game['id']}/step", json={}).json()
-    france = stepped["powers"][POWERS_ORDER.index("FRANCE")]
-    assert stepped["phase"] == "F1901M" and len(france["units"]) == 3
-    spring = client.get(f"/api/diplomacy/games/{game['id']}?phase=0").json()
-    assert len(spring["powers"][POWERS_ORDER.index("FRANCE")]["orders"]) == 3  # the policy's
+    if pretrained_policy_path() is not None:
+        game = client.post(start, json={"agents": {**BOTS6, "FRANCE": "pretrained"}}).json()
+        assert [p["agent"] for p in game["powers"] if p["power"] == "FRANCE"] == ["pretrained"]
+        stepped = client.post(f"/api/diplomacy/games/{game['id']}/step", json={}).json()
+        france = stepped["powers"][POWERS_ORDER.index("FRANCE")]
+        assert stepped["phase"] == "F1901M" and len(france["units"]) == 3
+        spring = client.get(f"/api/diplomacy/games/{game['id']}?phase=0").json()
+        assert len(spring["powers"][POWERS_ORDER.index("FRANCE")]["orders"]) == 3  # the policy's
+    # a real checkpoint, a damaged one: by path, neither is opened; one answer for both
+    path = DiplomacyPolicy(PolicyConfig(hidden=16, layers=1), seed=6).save(tmp_path / "c.pt")
     damaged = tmp_path / "damaged.pt"
     damaged.write_bytes(b"not a checkpoint")
-    error = _one_line_error(
-        client.post(start, json={"agents": {**BOTS6, "FRANCE": str(damaged)}}), 400
-    )
-    assert "damaged.pt" in error
+    errors = [
+        _one_line_error(client.post(start, json={"agents": {**BOTS6, "FRANCE": str(p)}}), 400)
+        for p in (path, damaged)
+    ]
+    assert "never a path" in errors[0] and str(tmp_path) not in errors[0]
+    assert errors[0].replace("c.pt", "X") == errors[1].replace("damaged.pt", "X")
+    assert "pretrained" in client.get("/api/diplomacy/agents").json()["agents"]

@@ -1,16 +1,17 @@
 """The FastAPI app of ``leaguezero web``: pages, per-session games and one-line errors.
 
-Each browser gets a random session id in a cookie; games live in a :class:`GameStore` under that
-id. Every request passes :class:`~leaguezero.web.guard.RequestGuard` first (Host, cross-site
-writes, body size); agents move in a bounded :class:`~leaguezero.web.workers.AgentPool`. Every
-error a request can cause comes back as a 4xx with ``{"error": "<one line>"}`` (a 503 when the
-pool is busy); an unexpected one is a 500 that says only that, the traceback in the log.
+Each browser gets a session id in a cookie, issued and signed by the server
+(:class:`~leaguezero.web.sessions.SessionKeys`: a cookie it did not sign is replaced); games live
+in a :class:`GameStore` under that id. Every request passes
+:class:`~leaguezero.web.guard.RequestGuard` first (Host, cross-site writes, body size); agents
+move in a bounded :class:`~leaguezero.web.workers.AgentPool`. Every error a request can cause
+comes back as a 4xx with ``{"error": "<one line>"}`` (a 503 when the pool is busy); an unexpected
+one is a 500 that says only that, the traceback in the log.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from leaguezero.web.guard import RequestGuard
-from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
+from leaguezero.web.sessions import GameNotFound, GameStore, SessionKeys, StoreFull
 from leaguezero.web.workers import AgentPool, Busy
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -59,12 +60,14 @@ def create_app(settings: WebSettings | None = None) -> FastAPI:
     app.state.pool = AgentPool()
     app.add_middleware(RequestGuard, allowed_hosts=app.state.settings.allowed_hosts)
 
+    keys = SessionKeys()  # a fresh key per process: no id of a past run is taken
+
     @app.middleware("http")
     async def session_cookie(request: Request, call_next):
         sid = request.cookies.get(SESSION_COOKIE, "")
-        fresh = not (16 <= len(sid) <= 64 and sid.replace("-", "").replace("_", "").isalnum())
+        fresh = not keys.verify(sid)
         if fresh:
-            sid = secrets.token_urlsafe(18)
+            sid = keys.issue()
         request.state.session = sid
         response = await call_next(request)
         if fresh:

@@ -9,6 +9,7 @@ plays it: each agent's orders are checked against the phase's legal orders
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,13 @@ from diplomacy import Game
 from diplomacy.engine.renderer import Renderer
 
 from leaguezero.diplomacy.game.bots import BOTS
+from leaguezero.diplomacy.game.catalogue import (
+    BOT_NAMES,
+    PRETRAINED,
+    PRETRAINED_LLM,
+    PRETRAINED_SMOL,
+    SMOLLM2,
+)
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
 from leaguezero.diplomacy.game.seats import resolve_agent
@@ -28,9 +36,20 @@ from leaguezero.web.diplomacy_board import (
     outcome,
     phase_name,
 )
-from leaguezero.web.limits import MAX_SAVED_PHASES
+from leaguezero.web.limits import (
+    MAX_SAVED_PHASES,
+    MAX_SAVED_RULES,
+    MAX_UPLOAD_DEPTH,
+    MAX_UPLOAD_ITEMS,
+    MAX_UPLOAD_STRING,
+)
 
 MAX_YEARS = 20  # longest game the page starts (the engine's own games go on until a solo)
+# The agents a page may seat, by catalogue name only: a request never names a path, so nothing
+# of this machine's files is opened (or loaded for seconds) on a client's say-so. The shipped
+# agents play only where they ship (the catalogue refuses them otherwise, in one line).
+WEB_AGENTS = (*BOT_NAMES, PRETRAINED, PRETRAINED_LLM, PRETRAINED_SMOL, SMOLLM2)
+log = logging.getLogger(__name__)
 ENGINE_MAP = "standard"  # the one map the env plays; a saved game names no other (never a path)
 
 
@@ -39,8 +58,9 @@ class OrderError(ValueError):
 
 
 def agent_choices() -> dict[str, Any]:
-    """What the page offers: the bots by name and the seven powers (checkpoints are typed)."""
-    return {"bots": list(BOTS), "powers": list(POWERS)}
+    """What the page offers: the bots, every agent name it plays (:data:`WEB_AGENTS`) and the
+    seven powers."""
+    return {"bots": list(BOTS), "agents": list(WEB_AGENTS), "powers": list(POWERS)}
 
 
 def shown_name(name: str) -> str:
@@ -245,27 +265,57 @@ def new_game(
     empty = [p for p, name in seats.items() if not name]
     if empty:
         raise ValueError(f"no agent for {', '.join(empty)}")
-    # One answer whatever went wrong with a name that is not a bot (no such file, a file that
-    # is not a checkpoint, a damaged one): the answer must not tell which files exist.
-    others = sorted({name for name in seats.values() if name not in BOTS})
-    refused = ValueError(
-        f"unknown agent(s) {', '.join(shown_name(n) for n in others)}, or not ones this app can "
-        f"load: use {', '.join(BOTS)}, a policy checkpoint file or an LLM folder"
-    )
+    unknown = sorted({name for name in seats.values() if name not in WEB_AGENTS})
+    if unknown:  # refused by name, before the catalogue looks at a file or anything loads
+        raise ValueError(
+            f"unknown agent(s) {', '.join(shown_name(n) for n in unknown)}: the web app plays "
+            f"{', '.join(WEB_AGENTS)} by name, never a path (a checkpoint file or an LLM folder "
+            "plays in leaguezero diplomacy play)"
+        )
     try:
         specs, resolver = _agents(sorted(set(seats.values())), seed)
         policies = {
             p: resolve_agent(specs[name], seat_seed(seed, p), resolver) for p, name in seats.items()
         }
     except Exception:  # the loaders' own messages carry paths and advice meant for programmers
-        raise refused from None
+        log.warning("a shipped agent did not load", exc_info=True)  # the server's log only
+        shipped = sorted({name for name in seats.values() if name not in BOTS})
+        raise ValueError(
+            f"agent(s) {', '.join(shipped)} cannot be played in this installation (not shipped, "
+            "or a wheel it needs is missing; the server's log says which)"
+        ) from None
     return DiplomacyWebGame(DiplomacyEnv(max_years=max_years), seats, human, policies)
+
+
+def check_document(document: Any) -> None:
+    """Refuse (ValueError) a parsed upload with a list or object of more than
+    :data:`~leaguezero.web.limits.MAX_UPLOAD_ITEMS` entries, nested more than
+    :data:`~leaguezero.web.limits.MAX_UPLOAD_DEPTH` deep, or a string of more than
+    :data:`~leaguezero.web.limits.MAX_UPLOAD_STRING` characters: the engine's work grows with
+    every one of them. Walks with a stack, not recursion."""
+    stack = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            if len(node) > MAX_UPLOAD_STRING:
+                raise ValueError(f"the upload has a string over {MAX_UPLOAD_STRING:,} characters")
+            continue
+        if not isinstance(node, (list, dict)):
+            continue
+        if depth > MAX_UPLOAD_DEPTH:
+            raise ValueError(f"the upload is nested more than {MAX_UPLOAD_DEPTH} deep")
+        if len(node) > MAX_UPLOAD_ITEMS:
+            kind = "list" if isinstance(node, list) else "object"
+            raise ValueError(f"the upload has a {kind} of over {MAX_UPLOAD_ITEMS:,} entries")
+        children = node if isinstance(node, list) else [*node, *node.values()]
+        stack.extend((child, depth + 1) for child in children)
 
 
 def check_saved_game(saved: Any) -> None:
     """Refuse (ValueError) an upload the engine must not be handed: not a JSON object, a map
     that is not :data:`ENGINE_MAP` (the engine opens any other name as a file on this machine),
-    or more phases than :data:`MAX_SAVED_PHASES` (the engine's work grows with them)."""
+    more phases than :data:`MAX_SAVED_PHASES` or rules than :data:`MAX_SAVED_RULES` (the
+    engine's work grows with them), or a list or object over :func:`check_document`'s bounds."""
     if not isinstance(saved, dict):
         raise ValueError("the upload is not a saved game (a JSON object)")
     if saved.get("map", ENGINE_MAP) != ENGINE_MAP:
@@ -274,8 +324,35 @@ def check_saved_game(saved: Any) -> None:
     if not isinstance(phases, list) or len(phases) > MAX_SAVED_PHASES:
         raise ValueError(f'the saved game\'s "phases" must be a list of at most {MAX_SAVED_PHASES}')
     rules = saved.get("rules", [])
-    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules[:50]):
-        raise ValueError('the saved game\'s "rules" must be a list of names')
+    if (
+        not isinstance(rules, list)
+        or len(rules) > MAX_SAVED_RULES
+        or not all(isinstance(r, str) and len(r) <= 40 for r in rules)
+    ):
+        raise ValueError(
+            f'the saved game\'s "rules" must be a list of at most {MAX_SAVED_RULES} names'
+        )
+    check_document(saved)
+
+
+def read_upload(body: bytes) -> dict[str, Any]:
+    """An uploaded saved game, parsed, checked (:func:`check_saved_game`) and proven readable:
+    the engine loads it and renders its first phase. Returns the parsed document.
+
+    Meant for :func:`~leaguezero.web.workers.run_in_child` (the engine's work is bounded by the
+    checks, and the child's CPU limit bounds what the checks miss). Raises ValueError with one
+    line: not JSON, nested too deeply, over a bound, or not a game this version reads.
+    """
+    import json
+
+    try:
+        saved: Any = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"the upload is not JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"the upload is nested more than {MAX_UPLOAD_DEPTH} deep") from None
+    load_replay(saved).locked_view(0)
+    return saved
 
 
 def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:

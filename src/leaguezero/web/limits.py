@@ -13,8 +13,16 @@ from urllib.parse import parse_qsl, urlencode
 MAX_BODY_BYTES = 64 * 1024  # a JSON request: orders, a move, a new game
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024  # a saved Diplomacy game (a 20-year game is well under 1 MB)
 UPLOAD_PATHS = ("/api/diplomacy/replays",)  # the routes that take MAX_UPLOAD_BYTES
-UPLOAD_TIMEOUT_S = 20.0  # parsing a saved game answers within this, or the upload is refused
+UPLOAD_CPU_S = 20.0  # CPU seconds a saved game's reading may take (its child is killed past them)
+UPLOAD_TIMEOUT_S = 60.0  # waiting on that child at most (a stopped child); the engine's own load
+MAX_UPLOADS_AT_ONCE = 1  # saved games read at once; another gets "busy, try again"
 MAX_SAVED_PHASES = 600  # phases of a saved game the engine is asked to rebuild (200 years)
+# Every list and object of an uploaded document, checked before the engine sees it:
+MAX_UPLOAD_DEPTH = 16  # nesting (a saved game nests 7 deep)
+MAX_UPLOAD_ITEMS = 1000  # entries of one list or object (phases: MAX_SAVED_PHASES)
+MAX_UPLOAD_STRING = 20_000  # characters of one string (an LLM's press message is well under)
+MAX_SAVED_RULES = 50  # rule names of a saved game (the engine knows about 20)
+CHILD_PRELOAD = ("leaguezero.web.diplomacy_games",)  # imported once, before the children fork
 
 # --- connections (uvicorn's own settings, and the protocol of web/server.py)
 REQUEST_TIMEOUT_S = 15.0  # a request's line, headers and body must all arrive within this
@@ -24,7 +32,9 @@ MAX_HEADER_BYTES = 16 * 1024  # h11_max_incomplete_event_size: request line plus
 
 # --- games (sessions.GameStore)
 MAX_GAMES_PER_SESSION = 6  # a new game beyond evicts this session's least recently used one
-EVICT_IDLE_S = 600.0  # a full store evicts another session's game only after this long idle
+MAX_SESSIONS_PER_CLIENT = 4  # sessions holding games, per client (peer address)
+CLIENT_SHARE = 0.5  # the share of the store's games one client may hold
+EVICT_IDLE_S = 600.0  # a new game takes the place of another session's only after this long idle
 
 # --- the pool agents move in (web/workers.py): moves that would wait get "busy, try again"
 AGENT_WORKERS = 4

@@ -2,14 +2,15 @@
 uploaded saved game.
 
 Agents, the engine and the map renderer run in the app's bounded pool
-(``request.app.state.pool``); an upload is parsed there too, within
-:data:`~leaguezero.web.limits.UPLOAD_TIMEOUT_S`.
+(``request.app.state.pool``). An upload is read first in a child process
+(:func:`~leaguezero.web.workers.run_in_child`: parsed, every list bounded, loaded by the engine
+within :data:`~leaguezero.web.limits.UPLOAD_CPU_S` of CPU time, one upload at a time), and only a
+document the child read is loaded here.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
@@ -20,10 +21,11 @@ from leaguezero.web.diplomacy_games import (
     agent_choices,
     load_replay,
     new_game,
+    read_upload,
 )
-from leaguezero.web.limits import UPLOAD_TIMEOUT_S
-from leaguezero.web.sessions import session_of
-from leaguezero.web.workers import TookTooLong
+from leaguezero.web.limits import MAX_UPLOADS_AT_ONCE, UPLOAD_CPU_S, UPLOAD_TIMEOUT_S
+from leaguezero.web.sessions import client_of, session_of
+from leaguezero.web.workers import Busy, TookTooLong, run_in_child
 
 router = APIRouter(prefix="/api/diplomacy")
 
@@ -56,29 +58,36 @@ async def start(body: NewGame, request: Request) -> dict:
     human = body.human.upper() if body.human else None
     agents = {power.upper(): name for power, name in body.agents.items()}
     game = await request.app.state.pool.run(new_game, agents, human, body.max_years, body.seed)
-    game_id = request.app.state.games.add(session_of(request), game)
+    game_id = request.app.state.games.add(session_of(request), game, client_of(request))
     return {"id": game_id, **await request.app.state.pool.run(game.locked_view)}
 
 
-def _parse_upload(body: bytes) -> DiplomacyWebGame:
-    try:
-        saved: Any = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"the upload is not JSON ({err})") from None
+def _read_and_load(body: bytes) -> DiplomacyWebGame:
+    """The upload read in a child (killed past its CPU time), then the document it proved
+    readable loaded here."""
+    saved = run_in_child(read_upload, body, cpu_s=UPLOAD_CPU_S, wall_s=UPLOAD_TIMEOUT_S)
     game = load_replay(saved)
-    game.locked_view(0)  # the first phase renders, or the upload is refused here
+    game.locked_view(0)
     return game
 
 
 @router.post("/replays")
 async def replay(request: Request) -> dict:
-    body = await request.body()  # bounded by the guard (limits.MAX_UPLOAD_BYTES) as it arrives
+    state = request.app.state
+    # Read in full before any answer (bounded by the guard, limits.MAX_UPLOAD_BYTES): a refusal
+    # sent while the body still arrives is lost to the client in a reset.
+    body = await request.body()
+    if getattr(state, "uploads", 0) >= MAX_UPLOADS_AT_ONCE:
+        raise Busy("busy: another saved game is being read; try again in a moment")
+    state.uploads = getattr(state, "uploads", 0) + 1  # the event loop's thread only: no lock
     try:
-        game = await request.app.state.pool.run(_parse_upload, body, timeout_s=UPLOAD_TIMEOUT_S)
+        game = await state.pool.run(_read_and_load, body)
     except TookTooLong:
-        raise ValueError(f"the saved game took over {UPLOAD_TIMEOUT_S:g} s to read") from None
-    game_id = request.app.state.games.add(session_of(request), game)
-    return {"id": game_id, **await request.app.state.pool.run(game.locked_view, 0)}
+        raise ValueError(f"the saved game took over {UPLOAD_CPU_S:g} s to read") from None
+    finally:
+        state.uploads -= 1
+    game_id = state.games.add(session_of(request), game, client_of(request))
+    return {"id": game_id, **await state.pool.run(game.locked_view, 0)}
 
 
 @router.get("/games/{game_id}")

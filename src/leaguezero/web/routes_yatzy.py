@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from leaguezero.web.limits import MAX_SIMS
-from leaguezero.web.sessions import session_of
+from leaguezero.web.sessions import client_of, session_of
 from leaguezero.web.yatzy_games import AGENT_CHOICES, YatzyWebGame, agent_hints, new_game
 
 router = APIRouter(prefix="/api/yatzy")
@@ -54,7 +54,7 @@ async def start(body: NewGame, request: Request) -> dict:
     game = await pool.run(
         new_game, body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table
     )
-    game_id = request.app.state.games.add(session_of(request), game)
+    game_id = request.app.state.games.add(session_of(request), game, client_of(request))
     return {"id": game_id, **game.view()}
 
 

@@ -1,31 +1,84 @@
 """Live games of the web app, kept per browser session, bounded in number and expired when idle.
 
-A game is found by ``(session, game id)``: a browser's session id comes from its cookie and a
-game id is a fresh random token, so a game id seen by another session finds nothing (404), and
-nobody can guess one. A game idle for ``ttl_s`` seconds is dropped. Two bounds: a session
-holds at most ``per_session`` games (its new one evicts its own least recently used), and the
-store at most ``max_games``. When it is full, a new game evicts the session's own least recently
-used game if it has one, and a game of another session only
-if that one has been idle for ``evict_idle_s`` (the least recently used of the session holding
-the most); otherwise the new game is refused (:class:`StoreFull`), so nobody, however many
-sessions they open, can push out a game someone is playing.
+**Sessions are the server's to issue.** A session id is a random token and its HMAC under a key
+drawn when the process starts (:class:`SessionKeys`); a cookie the server did not sign (chosen by
+the client, forged, or from before a restart) is replaced by a fresh id, so a client cannot pick
+its sessions, nor name another's.
+
+**Games.** A game is found by ``(session, game id)``: a game id is a fresh random token, so a
+game id seen by another session finds nothing (404), and nobody can guess one. A game idle for
+``ttl_s`` seconds is dropped. The bounds, checked in this order when a game is added:
+
+1. a session holds at most ``per_session`` games: its new one replaces its own least recently
+   used;
+2. a client (the peer's address, :func:`client_of`) holds games in at most ``per_client_sessions``
+   sessions and at most ``client_share`` of the store: beyond, its new game takes the place of
+   one of its own idle games (or its session's own), else it is refused;
+3. the store holds at most ``max_games``: when full, a new game takes the place of the least
+   recently used game idle for ``evict_idle_s``, of any session; only when none is that idle,
+   the session's own least recently used; otherwise it is refused (:class:`StoreFull`).
+
+So one client, however many sessions it opens, leaves the other clients most of the store, and
+nobody pushes out a game someone is playing (a new game of one's own included, while another
+session's game idles).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import secrets
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from leaguezero.web.limits import EVICT_IDLE_S, MAX_GAMES_PER_SESSION
+from leaguezero.web.limits import (
+    CLIENT_SHARE,
+    EVICT_IDLE_S,
+    MAX_GAMES_PER_SESSION,
+    MAX_SESSIONS_PER_CLIENT,
+)
+
+_TOKEN_BYTES = 18  # 144 random bits: a session id nobody guesses
+_SIGNATURE_CHARS = 22  # 132 bits of the HMAC-SHA256
+
+
+class SessionKeys:
+    """Issues session ids and tells the issued ones apart: ``token.signature``, the signature an
+    HMAC-SHA256 of the token under a key of this process (never written anywhere)."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key or secrets.token_bytes(32)
+
+    def _sign(self, token: str) -> str:
+        digest = hmac.new(self._key, token.encode("ascii"), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode("ascii")[:_SIGNATURE_CHARS]
+
+    def issue(self) -> str:
+        """A fresh session id."""
+        token = secrets.token_urlsafe(_TOKEN_BYTES)
+        return f"{token}.{self._sign(token)}"
+
+    def verify(self, session: str) -> bool:
+        """Whether ``session`` is an id this process issued (constant-time comparison)."""
+        token, dot, signature = session.partition(".")
+        if not dot or len(session) > 80 or not token.isascii() or not signature.isascii():
+            return False
+        return hmac.compare_digest(self._sign(token), signature)
 
 
 def session_of(request: Any) -> str:
-    """The session id the app's middleware put on ``request`` (from the browser's cookie)."""
+    """The session id the app's middleware put on ``request`` (issued by this server)."""
     return request.state.session
+
+
+def client_of(request: Any) -> str:
+    """Who sent ``request``, for the per-client bounds: the peer's address."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 class GameNotFound(LookupError):
@@ -33,18 +86,27 @@ class GameNotFound(LookupError):
 
 
 class StoreFull(RuntimeError):
-    """Every slot holds a game played in the last ``evict_idle_s``; the message says so."""
+    """No room for a new game without pushing out one in play; the message says which bound."""
+
+
+@dataclass
+class _Entry:
+    seen: float  # the clock's time of the game's last use
+    game: Any
+    client: str | None  # None: not counted per client (a caller that knows no peer)
 
 
 class GameStore:
-    """Thread-safe ``(session, id) -> game`` map with LRU eviction and idle expiry.
+    """Thread-safe ``(session, id) -> game`` map with the bounds of the module docstring.
 
     Args:
         max_games: how many live games the whole app keeps (all sessions together).
-        per_session: how many of them one session may hold.
-        evict_idle_s: how long another session's game must be idle before a new game may
-            take its place in a full store.
         ttl_s: seconds a game may stay idle before it is dropped.
+        per_session: how many games one session may hold.
+        evict_idle_s: how long a game must be idle before a new game of another session may
+            take its place.
+        per_client_sessions: in how many sessions one client may hold games.
+        client_share: the share of ``max_games`` one client may hold (at least one game).
         clock: time source (``time.monotonic``), injectable for tests.
     """
 
@@ -54,49 +116,88 @@ class GameStore:
         ttl_s: float = 3600.0,
         per_session: int = MAX_GAMES_PER_SESSION,
         evict_idle_s: float = EVICT_IDLE_S,
+        per_client_sessions: int = MAX_SESSIONS_PER_CLIENT,
+        client_share: float = CLIENT_SHARE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_games < 1:
             raise ValueError(f"max_games must be at least 1, got {max_games}")
-        if per_session < 1:
-            raise ValueError(f"per_session must be at least 1, got {per_session}")
+        if per_session < 1 or per_client_sessions < 1:
+            raise ValueError("per_session and per_client_sessions must be at least 1")
         self.max_games = max_games
         self.per_session = per_session
+        self.per_client_sessions = per_client_sessions
+        self.per_client_games = max(1, int(max_games * client_share))
         self.evict_idle_s = evict_idle_s
         self.ttl_s = ttl_s
         self._clock = clock
-        self._games: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
+        self._games: OrderedDict[tuple[str, str], _Entry] = OrderedDict()  # oldest use first
         self._lock = threading.Lock()
 
     def _expire(self, now: float) -> None:
-        for key in [k for k, (seen, _) in self._games.items() if now - seen > self.ttl_s]:
+        for key in [k for k, entry in self._games.items() if now - entry.seen > self.ttl_s]:
             del self._games[key]
 
-    def add(self, session: str, game: Any) -> str:
-        """Keep ``game`` for ``session`` and return its new id; raises :class:`StoreFull`."""
+    def _idle(self, key: tuple[str, str], now: float) -> bool:
+        return now - self._games[key].seen >= self.evict_idle_s
+
+    def add(self, session: str, game: Any, client: str | None = None) -> str:
+        """Keep ``game`` for ``session`` of ``client`` and return its new id.
+
+        Raises :class:`StoreFull` when a bound of the module docstring leaves no room.
+        """
         game_id = secrets.token_urlsafe(12)
         with self._lock:
             now = self._clock()
             self._expire(now)
             own = [key for key in self._games if key[0] == session]  # oldest use first
-            while len(own) >= self.per_session:
+            if len(own) >= self.per_session:
                 del self._games[own.pop(0)]
+            if client is not None:
+                self._make_room_for_client(session, client, own, now)
             while len(self._games) >= self.max_games:
-                del self._games[own.pop(0) if own else self._victim(now)]
-            self._games[(session, game_id)] = (now, game)
+                idle = next((key for key in self._games if self._idle(key, now)), None)
+                if idle is None and not own:
+                    raise StoreFull(
+                        f"the server holds its {self.max_games} games, all in play: try again "
+                        "later (leaguezero web --max-games raises the bound)"
+                    )
+                victim = idle if idle is not None else own[0]
+                if victim in own:
+                    own.remove(victim)
+                del self._games[victim]
+            self._games[(session, game_id)] = _Entry(now, game, client)
         return game_id
 
-    def _victim(self, now: float) -> tuple[str, str]:
-        """The least recently used of the games idle for ``evict_idle_s``, from the session
-        holding the most games; raises :class:`StoreFull` when no game is that idle."""
-        idle = [key for key, (seen, _) in self._games.items() if now - seen >= self.evict_idle_s]
-        if not idle:
-            raise StoreFull(
-                f"the server holds its {self.max_games} games, all in play: try again later "
-                "(leaguezero web --max-games raises the bound)"
-            )
-        held = Counter(session for session, _ in self._games)
-        return max(idle, key=lambda key: held[key[0]])  # max keeps the first (LRU) of a tie
+    def _make_room_for_client(
+        self, session: str, client: str, own: list[tuple[str, str]], now: float
+    ) -> None:
+        """Bound 2 of the module docstring: drop one of ``client``'s games (its idle ones
+        first, then the session's own) or raise :class:`StoreFull`."""
+        theirs = [key for key, entry in self._games.items() if entry.client == client]
+        sessions = list(dict.fromkeys(key[0] for key in theirs))
+        if not own and len(sessions) >= self.per_client_sessions:
+            # a new session of a client at its bound: one of its sessions idle throughout goes
+            idle = [s for s in sessions if all(self._idle(k, now) for k in theirs if k[0] == s)]
+            if not idle:
+                raise StoreFull(
+                    f"this client holds games in {len(sessions)} sessions, all in play: try "
+                    "again later, or go on in a session you have"
+                )
+            for key in [k for k in theirs if k[0] == idle[0]]:
+                del self._games[key]
+                theirs.remove(key)
+        if len(theirs) >= self.per_client_games:
+            idle_key = next((key for key in theirs if self._idle(key, now)), None)
+            victim = idle_key if idle_key is not None else own[0] if own else None
+            if victim is None:
+                raise StoreFull(
+                    f"this client holds {len(theirs)} of the server's {self.max_games} games, "
+                    "all in play: try again later"
+                )
+            if victim in own:
+                own.remove(victim)
+            del self._games[victim]
 
     def get(self, session: str, game_id: str) -> Any:
         """The game ``game_id`` of ``session``; raises :class:`GameNotFound` otherwise."""
@@ -106,9 +207,9 @@ class GameStore:
             entry = self._games.get((session, game_id))
             if entry is None:
                 raise GameNotFound(f"no live game {game_id!r} in this session (expired?)")
-            self._games[(session, game_id)] = (now, entry[1])
+            entry.seen = now
             self._games.move_to_end((session, game_id))
-            return entry[1]
+            return entry.game
 
     def __len__(self) -> int:
         with self._lock:
