@@ -5,6 +5,9 @@ import tempfile
 
 import pytest
 
+# One line at the end of the run for tests skipped for want of an optional component.
+from tests.optional_skips import pytest_terminal_summary, pytest_unconfigure  # noqa: F401
+
 # Worker processes share 2 cores in CI: keep torch and numba to one thread each.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
