@@ -4,10 +4,12 @@ and the regression check's summary line stating the rule it applied."""
 
 from __future__ import annotations
 
+import html
 import json
 
 from typer.testing import CliRunner
 
+from leaguezero.cli import app as leaguezero_app
 from leaguezero.common.config import write_resolved_config
 from leaguezero.yatzy.cli.app import app
 from leaguezero.yatzy.cli.progress import summary_text
@@ -44,6 +46,25 @@ def test_eval_reports_solitaire_and_oracle_with_standard_errors(tmp_path):
     assert f"{alone['mean']:.1f} ± {alone['se']:.1f} points a board over 12 boards" in text.stdout
     assert f"win rate {match['a_win_rate']:.4f} ± {match['a_win_rate_se']:.4f}" in text.stdout
     assert "95% interval" in text.stdout and "one standard error" in text.stdout
+
+
+def test_report_shows_the_same_numbers_as_yz_eval(tmp_path):
+    run = _run_dir(tmp_path)
+    (run / "logs").mkdir()
+    (run / "logs" / "iteration_stats.ndjson").write_text(
+        json.dumps({"event": "iteration", "iteration": 1, "promoted": True}) + "\n"
+    )
+    result = runner.invoke(leaguezero_app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert f"Not measured yet: <code>yz eval {run}</code>" in (run / "report.html").read_text()
+    measured = runner.invoke(app, ["eval", str(run), "--boards", "8", "--games", "8"])
+    assert measured.exit_code == 0, measured.output
+    result = runner.invoke(leaguezero_app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    page = (run / "report.html").read_text()
+    assert "The run's best, measured (yz eval)" in page
+    for line in measured.stdout.strip().splitlines():
+        assert html.escape(line) in page
 
 
 def test_eval_of_a_folder_that_is_not_a_run_is_one_line(tmp_path):

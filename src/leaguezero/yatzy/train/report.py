@@ -212,9 +212,25 @@ def _page(run: Path, rows: list[dict], charts: list[Chart]) -> str:
         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
         "padding:3px 6px;text-align:right}img{max-width:100%}</style></head><body>"
         f"<h1>Run {html.escape(str(run))}</h1><p>{len(rows)} iterations. Config: "
-        f"<code>{html.escape(str(run / 'config.yaml'))}</code>.</p>{body}"
+        f"<code>{html.escape(str(run / 'config.yaml'))}</code>.</p>{_best_eval_box(run)}{body}"
         f"<h2>Iterations</h2>{_table(rows)}</body></html>"
     )
+
+
+def _best_eval_box(run: Path) -> str:
+    """``yz eval RUN``'s measurement of the best, in its own words; the per-iteration curves
+    below are small noisy samples, and their maximum overstates the run."""
+    from leaguezero.yatzy.train.best_eval import eval_lines, read_best_eval
+
+    result = read_best_eval(run)
+    if result is None:
+        return (
+            "<h2>The run's best, measured</h2><p>Not measured yet: <code>yz eval "
+            f"{html.escape(str(run))}</code> plays it alone on 2,000 boards and against the "
+            "oracle in 2,000 paired games (about 20 CPU-seconds), with standard errors.</p>"
+        )
+    text = html.escape("\n".join(eval_lines(result)))
+    return f"<h2>The run's best, measured (yz eval)</h2><pre>{text}</pre>"
 
 
 def _oracle_scores(games: int) -> np.ndarray | None:
