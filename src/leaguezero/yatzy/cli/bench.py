@@ -103,7 +103,7 @@ ENTRIES: dict[str, tuple[str, Callable[[float], tuple[float, int]]]] = {
     "scoring": ("rolls scored in 15 categories", bench_scoring),
     "legal": ("legal masks", bench_legal),
     "puct": ("PUCT simulations (select + expand/backup, uniform evaluator)", bench_puct),
-    "protocol": ("protocol v1 request rows encoded + decoded", bench_protocol),
+    "protocol": ("protocol v3 request rows encoded + decoded", bench_protocol),
 }
 
 
