@@ -92,3 +92,13 @@ def test_the_regression_check_line_states_its_rule():
     rolled = summary_text(_check_record(-2.0, 0.5, "rollback"), last=60, seconds=9.0,
                           games=1024, resumed=False)  # fmt: skip
     assert "-2.00 is below the allowed drop of -2 SE = -1.00" in rolled
+
+
+def test_the_iteration_line_gives_its_win_rates_with_their_se():
+    record = _check_record(0.5, 0.4, "check_passed")
+    record["eval"] = {
+        "vs_greedy": {"a_win_rate": 0.85, "a_win_rate_se": 0.035, "games": 100},
+        "vs_oracle": {"a_win_rate": 0.42, "a_win_rate_se": 0.049, "games": 100},
+    }
+    line = summary_text(record, last=60, seconds=9.0, games=1024, resumed=False)
+    assert "beats the greedy bot 85% ± 4%, the perfect player 42% ± 5% of 100 games" in line

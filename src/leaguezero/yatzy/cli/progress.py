@@ -389,8 +389,11 @@ def summary_text(
             f"alone on {_num(cand.get('boards'), 'd')} boards (perfect play 248.4)"
         )
     if "vs_greedy" in ev:
+        greedy, perfect = ev["vs_greedy"], ev.get("vs_oracle", {})
         parts.append(
-            f"beats the greedy bot {_pct(ev['vs_greedy'].get('a_win_rate'))}, the perfect "
-            f"player {_pct(ev.get('vs_oracle', {}).get('a_win_rate'))} of games"
+            f"beats the greedy bot {_pct(greedy.get('a_win_rate'))} ± "
+            f"{_pct(greedy.get('a_win_rate_se'))}, the perfect player "
+            f"{_pct(perfect.get('a_win_rate'))} ± {_pct(perfect.get('a_win_rate_se'))} of "
+            f"{_num(greedy.get('games'), 'd')} games"
         )
     return " | ".join(parts)
