@@ -233,7 +233,12 @@ def bench_cmd(
     hero: Annotated[str, typer.Option("--hero", help="The agent under test, e.g. dumb_bot.")],
     games: Annotated[
         int | None,
-        typer.Option("--games", min=1, help="Games per opponent (default: bench.games)."),
+        typer.Option(
+            "--games",
+            min=1,
+            help="Games per opponent (default: bench.games, 301: a 95% interval of ±0.057 at a "
+            "win rate of 0.5, so an agent 0.06 from a floor gets a verdict).",
+        ),
     ] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Master seed (overrides config).")
@@ -257,8 +262,10 @@ def bench_cmd(
     """The fixed benchmark suite: the hero one-against-six against random_bot, chaos_bot,
     greedy_bot, dumb_bot and the frozen checkpoints of the config, seats rotated.
 
-    One row per opponent: win rate ± SE, mean score, mean supply centres, survival, the tier's
-    floor and pass/fail (docs/diplomacy_bench.md). Games are not saved.
+    One row per opponent: win rate ± SE and its 95% interval, mean score, mean supply centres,
+    survival, the tier's floor and a verdict: pass or FAIL when the interval is wholly above or
+    below the floor, inconclusive when it straddles it (docs/diplomacy_bench.md). Games are not
+    saved.
     """
     try:
         from leaguezero.diplomacy.game.bench import bench_report, run_bench, suite_with_checkpoints
