@@ -82,7 +82,7 @@ def test_eval_json_gives_the_heros_se_and_keeps_the_config_last():
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     hero = report["hero"]
-    assert hero["win_rate_se"] is not None and hero["mean_score_se"] is not None
+    assert None not in (hero["win_rate_se"], hero["mean_score_se"], hero["mean_sos_se"])
     keys = list(report)
     assert keys[-1] == "config" and keys.index("hero") < 6
     # The hero's block comes within the first few hundred characters, not after 2 KB.

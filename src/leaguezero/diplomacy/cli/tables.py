@@ -65,7 +65,15 @@ def print_table(
 
 def print_eval_report(report: dict) -> None:
     """``diplomacy eval``'s table: every rate and score with its SE, and what each column is."""
-    columns = ("agent", "seats", "win rate ± SE", "mean score ± SE", "mean SoS", "Elo", "change")
+    columns = (
+        "agent",
+        "seats",
+        "win rate ± SE",
+        "mean score ± SE",
+        "mean SoS ± SE",
+        "Elo",
+        "change",
+    )
     rows = []
     agents = [("hero " + report["hero"]["agent"], report["hero"]), *report["opponents"].items()]
     for name, entry in agents:
@@ -75,7 +83,7 @@ def print_eval_report(report: dict) -> None:
                 str(entry["seats"]),
                 _rate_cell(entry),
                 f"{entry['mean_score']:.2f} ± {_se(entry.get('mean_score_se'), 2)}",
-                f"{entry['mean_sos']:.3f}",
+                f"{entry['mean_sos']:.3f} ± {_se(entry.get('mean_sos_se'), 3)}",
                 f"{entry['rating_after']:.1f}",
                 f"{entry['rating_change']:+.1f}",
             )

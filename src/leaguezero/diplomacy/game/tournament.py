@@ -49,8 +49,8 @@ WIN_DEFINITION = (
 
 
 SE_NOTE = (
-    "win_rate_se, mean_score_se: standard errors over games (an agent's seats in one game are "
-    "not independent; its per-game mean is)"
+    "win_rate_se, mean_score_se, mean_sos_se: standard errors over games (an agent's seats in "
+    "one game are not independent; its per-game mean is)"
 )
 RATINGS_NOTE = (
     "Elo from these games only: every agent starts at rating_before (initial_rating = {initial} "
@@ -106,6 +106,7 @@ class _Tally:
     # an agent's six seats in one game are not, so standard errors are taken over these.
     game_wins: list[float] = field(default_factory=list)
     game_scores: list[float] = field(default_factory=list)
+    game_sos: list[float] = field(default_factory=list)
 
     def add(
         self, win: float, score: float, sos: float, centers: int, solo: bool, most: float
@@ -118,10 +119,13 @@ class _Tally:
         self.solos += solo
         self.most_centres += most
 
-    def end_game(self, wins: Sequence[float], scores: Sequence[float]) -> None:
-        """Close one game: ``wins`` and ``scores`` of this agent's seats in it."""
+    def end_game(
+        self, wins: Sequence[float], scores: Sequence[float], sos: Sequence[float]
+    ) -> None:
+        """Close one game: the win shares, scores and sums of squares of this agent's seats."""
         self.game_wins.append(sum(wins) / len(wins))
         self.game_scores.append(sum(scores) / len(scores))
+        self.game_sos.append(sum(sos) / len(sos))
 
     def summary(self) -> dict[str, float]:
         n = max(self.seats, 1)
@@ -133,6 +137,7 @@ class _Tally:
             "mean_score": self.score / n,
             "mean_score_se": standard_error(self.game_scores),
             "mean_sos": self.sos / n,
+            "mean_sos_se": standard_error(self.game_sos),
             "mean_centers": self.centers / n,
             # Published 1-vs-6 tables count these (DipNet): a solo is >= solo_sc centres.
             "solo_rate": self.solos / n,
@@ -333,7 +338,7 @@ def _record_game(
     result.games.append(played)
     shares = win_shares(played.scores)
     most = most_centres_shares(played.centers)
-    seats: dict[int, tuple[_Tally, list[float], list[float]]] = {}
+    seats: dict[int, tuple[_Tally, list[float], list[float], list[float]]] = {}
     for power in POWERS:
         agent = played.power_agents[power]
         tally = (
@@ -349,11 +354,12 @@ def _record_game(
             played.centers[power] >= cfg.solo_sc,
             most[power],
         )
-        _, wins, scores = seats.setdefault(id(tally), (tally, [], []))
+        _, wins, scores, sos = seats.setdefault(id(tally), (tally, [], [], []))
         wins.append(shares[power])
         scores.append(played.scores[power])
-    for tally, wins, scores in seats.values():
-        tally.end_game(wins, scores)
+        sos.append(played.sos_scores[power])
+    for tally, wins, scores, sos in seats.values():
+        tally.end_game(wins, scores, sos)
     seat_ratings = {power: current[played.power_agents[power]] for power in POWERS}
     updated = update_elo_multiplayer(played.scores, seat_ratings, cfg.league.elo_k)
     for power in POWERS:
