@@ -50,10 +50,13 @@ def server(tiny_lm):
     proc.wait(timeout=30)
 
 
-def request(url: str, method: str, path: str, body=None, headers=None, raw: bytes | None = None):
+def request(
+    url: str, method: str, path: str, body=None, headers=None, raw: bytes | None = None,
+    timeout: float = 60,
+):  # fmt: skip
     """(status, decoded JSON body) of one raw HTTP request."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     kind = {} if data is None else {"Content-Type": "application/json"}
     conn.request(method, path, body=data, headers={**kind, **(headers or {})})

@@ -25,7 +25,7 @@ pytest.importorskip("outlines_core")
 from tests.diplomacy.test_llm_server_hostile import complete, request
 from tests.diplomacy.tiny_lm import start_llm_server
 
-TIME_BOUND_S = 10  # --regex-timeout: the good requests beside must end well before it
+TIME_BOUND_S = 3  # --regex-timeout, CPU-seconds of the compile worker
 MEMORY_BOUND_MB = 256  # --regex-memory-mb
 HOSTILE = [
     {"regex": "a{1000}{1000}"},  # minutes of CPU
@@ -56,8 +56,11 @@ def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:
 
 def timed_complete(url: str, structured=None, prompt: str = "A VIE H"):
     fields = {} if structured is None else {"structured_outputs": structured, "max_tokens": 16}
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 2, "temperature": 0, **fields}
     start = time.monotonic()
-    status, body = complete(url, "tiny", prompt=prompt, **fields)
+    # A long client timeout: the bound is the worker's CPU time, and a niced worker on a loaded
+    # machine takes many times that in wall time.
+    status, body = request(url, "POST", "/v1/completions", body, timeout=1800)
     return status, body, time.monotonic() - start
 
 
@@ -81,7 +84,7 @@ def test_hostile_expressions_are_refused_in_bounds_beside_good_requests(tiny_lm)
         constrained = timed_complete(url, {"choice": ["A VIE H", "A VIE - BUD"]})
         hostile_busy = len(answers) < len(HOSTILE)
         for thread in threads:
-            thread.join(timeout=300)
+            thread.join(timeout=1800)
         print(f"good beside hostile: plain {plain[2]:.3f} s, constrained {constrained[2]:.3f} s")
         assert plain[0] == 200 and constrained[0] == 200, (plain, constrained)
         assert constrained[1]["choices"][0]["text"] in ("A VIE H", "A VIE - BUD")
@@ -90,18 +93,19 @@ def test_hostile_expressions_are_refused_in_bounds_beside_good_requests(tiny_lm)
             message = body["error"]["message"]
             print(f"hostile {json.dumps(HOSTILE[index])[:40]}: {status} in {elapsed:.2f} s")
             assert status == 400 and "\n" not in message and len(message) < 400, message
-            assert "longer than" in message or "more than" in message, message
-            assert elapsed < TIME_BOUND_S + 60  # the bound, plus a loaded machine's slack
+            assert "more than" in message, message  # the CPU bound or the memory bound
         peak_kb = status_kb(proc.pid, "VmHWM")
         print(f"server RSS before {rss_before // 1024} MB, peak {peak_kb // 1024} MB")
         assert peak_kb - rss_before < 150_000  # the issue saw +3.2 GB
         assert len(children(proc.pid)) <= 4  # --regex-workers
         stats = request(url, "GET", "/stats")[1]
-        assert stats["regex_cache_entries"] == 4 and 0 < stats["regex_cache_bytes"] < 1 << 20
+        assert stats["regex_cache_entries"] == 1 and 0 < stats["regex_cache_bytes"] < 1 << 20
+        assert stats["regex_refusals_cached"] == 3
+        assert stats["rss_bytes"] > stats["regex_cache_bytes"]  # what it holds, reported
         status, body, elapsed = timed_complete(url, HOSTILE[0])  # a refusal is remembered
-        # (time or memory: which bound a hostile compile meets first depends on the machine)
+        # (CPU or memory: which bound a hostile compile meets first depends on the machine)
         assert status == 400 and body["error"]["message"] == answers[0][1]["error"]["message"]
-        assert elapsed < TIME_BOUND_S
+        assert request(url, "GET", "/stats")[1]["regex_compiles"] == stats["regex_compiles"]
         assert complete(url, "tiny")[0] == 200
     finally:
         proc.kill()

@@ -109,7 +109,7 @@ def serve(
     ] = None,
     regex_timeout: Annotated[
         float,
-        typer.Option(min=0.1, help="Seconds one structured_outputs expression may compile."),
+        typer.Option(min=0.1, help="CPU-seconds one structured_outputs expression may compile."),
     ] = 20.0,
     regex_memory_mb: Annotated[
         int,

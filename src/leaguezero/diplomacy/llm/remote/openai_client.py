@@ -235,7 +235,10 @@ class OpenAIClient:
                 f"for vLLM and other servers that take a plain key set {KEY_MODE_ENV}=bearer"
             )
         else:
-            why = f"its key is not ours ({API_KEY_ENV}), or another program holds the port"
+            why = (
+                f"it has another key or none (its --api-key, our {API_KEY_ENV}), or another "
+                "program holds the port"
+            )
         raise LLMError(
             f"the LLM server at {self.endpoint} answered {method} {path} "
             f"({response.status_code}) without proving it holds the API key, {why}; its answer "

@@ -17,13 +17,14 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
   from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
   other kinds are refused with 400. A request's expression is compiled in a bounded worker
-  process (:mod:`.regex_sandbox`: wall time, memory, stopped when the client leaves; results
-  in a cache bounded in entries and bytes); one beyond a bound gets 400, and 503 when every
-  worker stayed busy.
+  process (:mod:`.regex_sandbox`: CPU time, memory, stopped when the client leaves; workers
+  shared fairly between clients; results in a cache bounded in entries and measured bytes,
+  refusals in one of their own); one beyond a bound gets 400, a client with too many compiles
+  already 429, and 503 when every worker stayed busy.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
-  one batch held).
+  one batch held, the compile caches and queues, and the process's resident memory).
 
 Limits, as vLLM's: ``max_loras`` distinct adapters per forward batch (rows of other adapters
 wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it gets 507).
@@ -70,6 +71,7 @@ from leaguezero.diplomacy.llm.orders.constrained import choice_regex
 from leaguezero.diplomacy.llm.runtime import make_batcher
 from leaguezero.diplomacy.llm.serve.key_proof import ReplayGuard
 from leaguezero.diplomacy.llm.serve.regex_sandbox import (
+    ClientOverLimit,
     CompileLimits,
     CompilerBusy,
     RegexRefused,
@@ -257,9 +259,14 @@ class LLMServer:
         return {"object": "list", "data": data}
 
     def completions(
-        self, body: dict[str, Any], gone: Callable[[], bool] = lambda: False
+        self,
+        body: dict[str, Any],
+        gone: Callable[[], bool] = lambda: False,
+        client: Callable[[], str] | str = "",
     ) -> dict[str, Any]:
-        """One completion request; ``gone()`` says the client has left (stops a compile)."""
+        """One completion request; ``gone()`` says the client has left (stops a compile);
+        ``client`` says who asks (:func:`~.server_http.peer_identity`: compile workers are
+        shared fairly between clients)."""
         model = _field(body, "model", str, None)
         if model is None:
             raise RequestError("'model' is required: an adapter name or the base model's name")
@@ -304,9 +311,11 @@ class LLMServer:
         regex = self._structured_regex(body.get("structured_outputs"))
         if regex is not None:
             try:  # compiled in a bounded worker, never in the batcher's thread
-                index = self.sandbox.index(regex, gone)
+                index = self.sandbox.index(regex, gone, client)
             except RegexRefused as err:
                 raise RequestError(f"structured_outputs: {err}") from None
+            except ClientOverLimit as err:
+                raise RequestError(str(err), status=HTTPStatus.TOO_MANY_REQUESTS) from None
             except CompilerBusy as err:
                 raise RequestError(str(err), status=HTTPStatus.SERVICE_UNAVAILABLE) from None
             for row in rows:

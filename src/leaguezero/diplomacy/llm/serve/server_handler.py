@@ -26,7 +26,9 @@ from leaguezero.diplomacy.llm.serve.server_http import (
     host_allowed,
     is_json,
     log_line,
+    peer_identity,
     read_body,
+    resident_bytes,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +108,10 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
             return "the request's proof names a body, and it has none"
         return self.owner.replay_guard.check(nonce, stamp)
 
+    def _peer(self) -> str:
+        """Who sent this request, for fair shares (the uid on loopback, else the address)."""
+        return peer_identity(self.connection, self.client_address)
+
     def _client_gone(self) -> bool:
         """Whether the client closed its end while its request is being served."""
         try:
@@ -144,13 +150,16 @@ class LLMRequestHandler(BaseHTTPRequestHandler):
             }
             if self.owner.regex_sandbox_started:
                 stats.update(self.owner.sandbox.cache_stats())
+            stats.update(resident_bytes())  # what the process holds, beside what it counts
             self._send(HTTPStatus.OK, stats)
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")
 
     def do_POST(self) -> None:
         routes = {
-            "/v1/completions": functools.partial(self.owner.completions, gone=self._client_gone),
+            "/v1/completions": functools.partial(
+                self.owner.completions, gone=self._client_gone, client=self._peer
+            ),
             "/v1/load_lora_adapter": self.owner.load_lora_adapter,
             "/v1/unload_lora_adapter": self.owner.unload_lora_adapter,
         }

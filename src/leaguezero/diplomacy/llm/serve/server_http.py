@@ -9,6 +9,9 @@
 - :func:`read_body`: a request body needs a ``Content-Length`` (missing: 411; negative or not a
   number: 400; above the bound: 413) and must arrive within ``BODY_DEADLINE_S`` in all.
 - :func:`authorized`: the ``Authorization: Bearer KEY`` check of ``--api-key``, in constant time.
+- :func:`peer_identity`: who a connection is for fair shares (the compile workers): the uid
+  owning the client's socket on loopback (every local client is 127.0.0.1, and a hostile one
+  opens as many connections as it likes), the address otherwise.
 - :func:`host_allowed` and :func:`is_json`: what keeps web pages out. A page in a browser on this
   machine can send a "simple" cross-site POST (``text/plain``, no preflight) to a loopback port,
   and by DNS rebinding even read the answer; it cannot choose the ``Host`` header (the browser
@@ -21,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import json
 import socket
+import struct
 import sys
 import threading
 import time
@@ -220,3 +225,52 @@ def is_json(handler: BaseHTTPRequestHandler) -> bool:
     """Whether the request says ``Content-Type: application/json`` (parameters allowed)."""
     kind = handler.headers.get("Content-Type", "")
     return kind.partition(";")[0].strip().lower() == "application/json"
+
+
+def _proc_net_address(host: str, port: int) -> str | None:
+    """``host:port`` as ``/proc/net/tcp{,6}`` spells it (32-bit words in host order, hex)."""
+    try:
+        packed = ipaddress.ip_address(host.partition("%")[0]).packed
+    except ValueError:
+        return None
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
+
+
+def peer_identity(sock: socket.socket, client_address: tuple) -> str:
+    """Who is on the other end of ``sock`` (see module doc): ``uid N`` for a loopback peer
+    whose socket ``/proc/net/tcp`` names, else ``address A``."""
+    host, port = client_address[0], client_address[1]
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        address = None
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
+    loopback = address is not None and (address.is_loopback or bool(mapped and mapped.is_loopback))
+    if loopback:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            server_host, server_port = sock.getsockname()[:2]
+            near = _proc_net_address(host, port)
+            far = _proc_net_address(server_host, server_port)
+            if near and far:
+                for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+                    with open(table) as f:
+                        text = f.read()
+                    at = text.find(f" {near} {far} ")
+                    if at >= 0:
+                        line = text[text.rfind("\n", 0, at) + 1 : text.find("\n", at)]
+                        return f"uid {int(line.split()[7])}"
+    return f"address {host}"
+
+
+def resident_bytes() -> dict[str, int]:
+    """The process's resident memory now and at its peak (``/stats``), from
+    ``/proc/self/status``; empty where there is none."""
+    fields = {"VmRSS": "rss_bytes", "VmHWM": "rss_peak_bytes"}
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in fields:
+                found[fields[name]] = int(value.split()[0]) * 1024
+    return found
