@@ -127,7 +127,8 @@ def web_runs(tmp_path_factory) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def live_server(web_runs) -> Iterator[LiveServer]:
-    with LiveServer(WebSettings(runs=web_runs, max_games=8)) as server:
+    # 16: one browser (one client) may hold half of them, more than any browser test keeps
+    with LiveServer(WebSettings(runs=web_runs, max_games=16)) as server:
         yield server
 
 

@@ -12,6 +12,7 @@ one is a 500 that says only that, the traceback in the log.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,4 +143,7 @@ def serve(host: str, port: int, settings: WebSettings) -> None:
 
     raise_file_limit()
     settings.allowed_hosts = [host, *settings.allowed_hosts]
+    from leaguezero.web.workers import start_children
+
+    threading.Thread(target=start_children, name="leaguezero-forkserver", daemon=True).start()
     uvicorn.Server(uvicorn_config(create_app(settings), host, port)).run()

@@ -27,7 +27,9 @@ CHILD_PRELOAD = ("leaguezero.web.diplomacy_games",)  # imported once, before the
 # --- connections (uvicorn's own settings, and the protocol of web/server.py)
 REQUEST_TIMEOUT_S = 15.0  # a request's line, headers and body must all arrive within this
 KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this (uvicorn timeout_keep_alive)
-MAX_CONNECTIONS = 256  # open at once; a new one beyond closes the oldest idle one
+MAX_CONNECTIONS = 256  # open at once; a new one beyond sheds the oldest idle one with a 503
+SHED_LINGER_S = 2.0  # a shed connection reads and drops what its client sends this long at most
+MAX_LINGERING = 256  # shed connections lingering at once (the cap at most); beyond, closed at once
 MAX_HEADER_BYTES = 16 * 1024  # h11_max_incomplete_event_size: request line plus headers
 
 # --- games (sessions.GameStore)

@@ -85,6 +85,15 @@ def _context():
     return ctx
 
 
+def start_children() -> None:
+    """Start the forkserver now (it imports the engine once, seconds), so the first upload does
+    not wait on it. Optional: :func:`run_in_child` starts it when first needed."""
+    import multiprocessing.forkserver
+
+    _context()
+    multiprocessing.forkserver.ensure_running()
+
+
 def _child_main(conn: Any, fn: Callable[..., Any], args: tuple, cpu_s: float) -> None:
     limit = max(1, math.ceil(cpu_s))
     resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))  # SIGXCPU, then SIGKILL
