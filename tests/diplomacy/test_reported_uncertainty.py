@@ -15,9 +15,10 @@ pytest.importorskip("diplomacy")
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
+from leaguezero.common.stats import wilson_interval
 from leaguezero.diplomacy.cli.tables import print_table
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.bench import verdict, wilson_interval
+from leaguezero.diplomacy.game.bench import verdict
 
 runner = CliRunner()
 

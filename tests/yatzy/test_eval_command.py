@@ -44,7 +44,10 @@ def test_eval_reports_solitaire_and_oracle_with_standard_errors(tmp_path):
     text = runner.invoke(app, args)
     assert text.exit_code == 0, text.output
     assert f"{alone['mean']:.1f} ± {alone['se']:.1f} points a board over 12 boards" in text.stdout
-    assert f"win rate {match['a_win_rate']:.4f} ± {match['a_win_rate_se']:.4f}" in text.stdout
+    if match["a_win_rate_se"] > 0:
+        assert f"win rate {match['a_win_rate']:.4f} ± {match['a_win_rate_se']:.4f}" in text.stdout
+    else:  # a random network loses every game: no spread, an interval over the games instead
+        assert f"win rate {match['a_win_rate']:.4f} (every game alike)" in text.stdout
     assert "95% interval" in text.stdout and "one standard error" in text.stdout
 
 
@@ -102,3 +105,19 @@ def test_the_iteration_line_gives_its_win_rates_with_their_se():
     }
     line = summary_text(record, last=60, seconds=9.0, games=1024, resumed=False)
     assert "beats the greedy bot 85% ± 4%, the perfect player 42% ± 5% of 100 games" in line
+    record["eval"]["vs_oracle"] = {"a_win_rate": 0.0, "a_win_rate_se": 0.0, "games": 20}
+    line = summary_text(record, last=60, seconds=9.0, games=1024, resumed=False)
+    assert "the perfect player 0% ± ? of" in line  # no spread is not a certain 0
+
+
+def test_a_win_rate_without_spread_is_not_printed_as_certain():
+    from leaguezero.yatzy.train.best_eval import eval_lines
+
+    board = {"mean": 60.6, "se": 1.3, "boards": 200, "oracle_match_rate": 0.145}
+    match = {"a_win_rate": 0.0, "a_win_rate_se": 0.0, "games": 200, "seed": 2,
+             "score_diff_mean": -183.4, "score_diff_se": 2.95}  # fmt: skip
+    result = {"seed": 1, "solitaire": board, "oracle_solitaire": {**board, "mean": 249.2},
+              "vs_oracle": match}  # fmt: skip
+    text = "\n".join(eval_lines(result))
+    assert "0.0000 (every game alike)" in text and "± 0.0000" not in text
+    assert "95% interval 0.000-0.019" in text  # Wilson's over the 200 games

@@ -60,6 +60,22 @@ def paired_summary(a_scores: np.ndarray, b_scores: np.ndarray) -> PairedSummary:
     )
 
 
+Z95 = 1.959964  # two-sided 95% normal quantile
+
+
+def wilson_interval(rate: float, games: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a win rate over ``games`` games (a tie's 1/k counts as its
+    share). Unlike rate ± z SE it stays inside [0, 1] and is not a point when every game was won
+    or lost: 7 wins of 7 is 0.65-1.0 (a Diplomacy bench floor of 0.95 is not passed), 0 of 200
+    is 0-0.019."""
+    if games < 1:
+        return 0.0, 1.0
+    denom = 1.0 + z * z / games
+    centre = (rate + z * z / (2 * games)) / denom
+    half = z * math.sqrt(rate * (1.0 - rate) / games + z * z / (4 * games * games)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def elo_to_score(elo: float) -> float:
     """Expected score of a player ``elo`` points stronger (Elo's logistic curve)."""
     return 1.0 / (1.0 + 10.0 ** (-elo / 400.0))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from leaguezero.common.stats import wilson_interval
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentSpec
 from leaguezero.diplomacy.game.env import POWERS
@@ -40,19 +41,6 @@ from leaguezero.diplomacy.game.tournament import TournamentResult, run_tournamen
 
 BENCH_SCHEMA_VERSION = 2  # 2: each row's 95% interval and verdict, the report's verdict
 PARITY = 1.0 / len(POWERS)
-Z95 = 1.959964  # two-sided 95%
-
-
-def wilson_interval(rate: float, games: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a win rate over ``games`` games (a tie's 1/k counts as its
-    share). Unlike rate ± z SE it stays inside [0, 1] and is not a point when every game was won
-    or lost: 7 wins of 7 is 0.65-1.0, which cannot pass a floor of 0.95."""
-    if games < 1:
-        return 0.0, 1.0
-    denom = 1.0 + z * z / games
-    centre = (rate + z * z / (2 * games)) / denom
-    half = z * math.sqrt(rate * (1.0 - rate) / games + z * z / (4 * games * games)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def verdict(rate: float, games: int, floor: float) -> str:

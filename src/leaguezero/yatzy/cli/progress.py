@@ -286,6 +286,14 @@ def _pct(value: object) -> str:
     return f"{100 * value:.0f}%" if isinstance(value, int | float) and math.isfinite(value) else "-"
 
 
+def _pct_se(match: dict) -> str:
+    """``85% ± 4%``; ``0% ± ?`` where the SE is unknown or rounds to 0 (every game won or lost:
+    no spread to estimate from, not a certain rate)."""
+    se = match.get("a_win_rate_se")
+    known = isinstance(se, int | float) and math.isfinite(se) and round(100 * se) > 0
+    return f"{_pct(match.get('a_win_rate'))} ± {_pct(se) if known else '?'}"
+
+
 def _num(value: object, fmt: str) -> str:
     ok = isinstance(value, int | float) and math.isfinite(value)
     return format(value, fmt) if ok else "-"
@@ -391,9 +399,7 @@ def summary_text(
     if "vs_greedy" in ev:
         greedy, perfect = ev["vs_greedy"], ev.get("vs_oracle", {})
         parts.append(
-            f"beats the greedy bot {_pct(greedy.get('a_win_rate'))} ± "
-            f"{_pct(greedy.get('a_win_rate_se'))}, the perfect player "
-            f"{_pct(perfect.get('a_win_rate'))} ± {_pct(perfect.get('a_win_rate_se'))} of "
+            f"beats the greedy bot {_pct_se(greedy)}, the perfect player {_pct_se(perfect)} of "
             f"{_num(greedy.get('games'), 'd')} games"
         )
     return " | ".join(parts)

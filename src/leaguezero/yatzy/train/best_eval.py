@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from leaguezero.common.atomic import atomic_write_json
+from leaguezero.common.stats import Z95, wilson_interval
 from leaguezero.yatzy.agents.base import Agent
 
 SCHEMA_VERSION = 1
@@ -25,7 +26,6 @@ SCHEMA_VERSION = 1
 # default lets a user compare a run with it board for board.
 DEFAULT_SEED = 4905235
 EVAL_FILE = "best_eval.json"
-Z95 = 1.959964
 
 
 def evaluate_best(
@@ -88,9 +88,13 @@ def eval_lines(result: dict) -> list[str]:
     """The result in words, one line a measurement, each with its standard error."""
     alone, perfect, match = result["solitaire"], result["oracle_solitaire"], result["vs_oracle"]
     rate, se = match["a_win_rate"], match["a_win_rate_se"]
-    se_ok = isinstance(se, float) and math.isfinite(se)
-    low, high = (max(0.0, rate - Z95 * se), min(1.0, rate + Z95 * se)) if se_ok else (0.0, 1.0)
-    interval = f" (95% interval {low:.3f}-{high:.3f})" if se_ok else ""
+    if isinstance(se, float) and math.isfinite(se) and se > 0:  # over pairs: the paired SE
+        low, high = max(0.0, rate - Z95 * se), min(1.0, rate + Z95 * se)
+        rate_text = f"{rate:.4f} ± {se:.4f}"
+    else:  # every game won, or every game lost: no spread, so Wilson's over the games
+        low, high = wilson_interval(rate, match["games"])
+        rate_text = f"{rate:.4f} (every game alike)"
+    interval = f" (95% interval {low:.3f}-{high:.3f})"
     return [
         f"{result.get('model', 'best')} (boards seed {result['seed']}, games seed "
         f"{match['seed']}):",
@@ -98,7 +102,7 @@ def eval_lines(result: dict) -> list[str]:
         f"{alone['boards']:,} boards; the exact oracle {perfect['mean']:.1f} on the same boards "
         f"(248.4 on average); the oracle's move at {100 * alone['oracle_match_rate']:.1f}% of "
         "decisions",
-        f"  vs oracle   win rate {rate:.4f} ± {se:.4f} over {match['games']:,} paired games"
+        f"  vs oracle   win rate {rate_text} over {match['games']:,} paired games"
         f"{interval}; {match['score_diff_mean']:+.2f} ± {match['score_diff_se']:.2f} points a game",
         "  (± is one standard error; a win rate of 0.5 is level with the exact solitaire oracle)",
     ]
