@@ -112,8 +112,8 @@ def test_a_good_client_is_served_before_the_hostile_backlog() -> None:
     """Two hostile clients fill the one worker's queue with expressions that each take the
     whole CPU bound; a good client's simple expression arriving after them is compiled next
     but one (after the hostile client not served yet), not after the backlog (a shared FIFO:
-    last). A client over its bound is refused at once."""
-    box = sandbox(workers=1, time_s=0.5, per_client=2)
+    last). A client over its bound is refused at once. (No spare worker here: the order.)"""
+    box = sandbox(workers=1, time_s=0.5, per_client=2, spare_workers=0)
     order: list[str] = []
     errors: list[BaseException] = []
 
@@ -145,6 +145,30 @@ def test_a_good_client_is_served_before_the_hostile_backlog() -> None:
         print(f"grant order: {grants}")
         assert grants == ["h1", "h2", "good", "h1", "h2"]
         assert order.index("good") == 2  # answered before the hostile backlog
+    finally:
+        box.close()
+
+
+def test_a_spare_worker_serves_a_new_client_while_another_holds_every_worker() -> None:
+    box = sandbox(workers=1, time_s=0.5, spare_workers=1)
+
+    def hostile(regex: str) -> None:
+        with pytest.raises(RegexRefused):  # over the CPU bound
+            box.index(regex, client="hostile")
+
+    slow = ("a{1000}{1000}", "b{1000}{1000}")
+    threads = [threading.Thread(target=hostile, args=(regex,)) for regex in slow]
+    try:
+        for n, thread in enumerate(threads, start=1):
+            thread.start()
+            wait_for(lambda n=n: pending(box) == n, "the hostile compile queued")
+        assert box.index("(ab|a)+b", client="good") is not None  # not after the hostile two
+        stats = box.cache_stats()
+        assert stats["regex_compiles_on_spare"] == 1  # the good one, granted at once
+        assert list(box._slots.grant_log)[:2] == ["hostile", "good"]
+        for thread in threads:
+            thread.join(timeout=300)
+        assert box.cache_stats()["regex_compiles_on_spare"] == 1  # never the hostile's
     finally:
         box.close()
 

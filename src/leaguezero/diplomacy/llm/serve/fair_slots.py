@@ -5,7 +5,10 @@ back every new expression of the league's games from 0.03-0.13 s to 17.6-17.9 s 
 5). Here each client has its own queue, bounded (``per_client`` jobs waiting or running; one
 more is refused at once: :class:`ClientOverLimit`, so others are unaffected), and a freed slot
 goes to the waiting client that runs the fewest jobs, the least recently served among equals:
-a client with nothing running is served next, before any backlog of the others.
+a client with nothing running is served next, before any backlog of the others. And it need not
+wait for a slot to come free: ``spare`` slots beyond ``slots`` go only to clients with nothing
+running, so one client holding every slot (a hostile user's endless slow expressions) delays
+another's first job not at all (until ``spare`` other such clients hold the spares too).
 
 A client is whatever key the caller gives (``llm serve``: the peer's uid on loopback, its
 address otherwise, :func:`~.server_http.peer_identity`).
@@ -40,34 +43,42 @@ class _Ticket:
 
 
 class FairSlots:
-    """``slots`` slots; :meth:`acquire` waits for one in its client's turn, :meth:`release`
-    gives it back. Thread-safe."""
+    """``slots`` slots and ``spare`` more for clients with nothing running; :meth:`acquire`
+    waits for one in its client's turn, :meth:`release` gives it back. Thread-safe."""
 
-    def __init__(self, slots: int, per_client: int) -> None:
-        if slots < 1 or per_client < 1:
-            raise ValueError(f"slots and per_client must be >= 1, got {slots}, {per_client}")
-        self.slots, self.per_client = slots, per_client
+    def __init__(self, slots: int, per_client: int, spare: int = 0) -> None:
+        if slots < 1 or per_client < 1 or spare < 0:
+            raise ValueError(
+                f"slots and per_client must be >= 1 and spare >= 0, got {slots}, {per_client}, "
+                f"{spare}"
+            )
+        self.slots, self.per_client, self.spare = slots, per_client, spare
         self._cond = threading.Condition()
-        self._free = slots
+        self._in_use = 0
         self._waiting: dict[str, deque[_Ticket]] = {}
         self._running: dict[str, int] = {}
         self._last_served: dict[str, int] = {}  # client -> grant number (ties: oldest first)
         self._grants = 0
+        self._spare_grants = 0
         self.grant_log: deque[str] = deque(maxlen=256)  # clients in grant order (tests, stats)
 
     def _dispatch(self) -> None:
         """Hand free slots to waiting clients, fewest running first (call with the lock)."""
-        while self._free and self._waiting:
+        while self._waiting and self._in_use < self.slots + self.spare:
             client = min(
                 self._waiting,
                 key=lambda c: (self._running.get(c, 0), self._last_served.get(c, -1)),
             )
+            if self._in_use >= self.slots:
+                if self._running.get(client, 0):
+                    break  # the spares are for clients with nothing running
+                self._spare_grants += 1
             queue = self._waiting[client]
             ticket = queue.popleft()
             if not queue:
                 del self._waiting[client]
             ticket.granted = True
-            self._free -= 1
+            self._in_use += 1
             self._running[client] = self._running.get(client, 0) + 1
             self._last_served[client] = self._grants
             self._grants += 1
@@ -111,14 +122,16 @@ class FairSlots:
                 self._running[client] = left
             else:
                 del self._running[client]
-            self._free += 1
+            self._in_use -= 1
             self._dispatch()
 
     def stats(self) -> dict[str, int]:
-        """Jobs granted so far, running and waiting, and clients with any (``/stats``)."""
+        """Jobs granted so far (on a spare slot too), running and waiting, and clients with
+        any (``/stats``)."""
         with self._cond:
             return {
                 "granted": self._grants,
+                "granted_spare": self._spare_grants,
                 "running": sum(self._running.values()),
                 "waiting": sum(len(q) for q in self._waiting.values()),
                 "clients": len(set(self._running) | set(self._waiting)),

@@ -20,8 +20,9 @@ expression in its own process: :class:`RegexSandbox` hands it to a worker proces
   there (glibc's ``mallinfo2`` around a ``from_binary``; 4-20x the serialised size).
 
 The ``workers`` slots are shared fairly between clients (:mod:`.fair_slots`: a queue per
-client, at most ``per_client`` compiles waiting or running each, more refused at once, and a
-free worker goes to the client running the fewest), so hostile clients delay only themselves.
+client, at most ``per_client`` compiles waiting or running each, more refused at once, a free
+worker goes to the client running the fewest, and ``spare_workers`` more are kept for clients
+with nothing compiling), so hostile clients delay only themselves.
 An expression already compiling for another request is waited for, not compiled twice. A
 request that waits ``queue_s`` for a worker is refused (:class:`CompilerBusy`, a 503). Indexes
 are kept in an LRU cache bounded in entries and bytes (``cache_entries``, ``cache_bytes``: the
@@ -72,6 +73,9 @@ class CompileLimits:
     # GRPO step on SmolLM2's 49k-token vocabulary (others compiled in 0.3-2.6 s within it).
     memory_bytes: int = 4 << 30
     workers: int = 2  # expressions compiled at once
+    # Workers beyond `workers` for a client with nothing compiling (fair_slots: one user's
+    # backlog holding every worker does not delay another user's first expression).
+    spare_workers: int = 1
     # Compiles one client (a uid on loopback) may have running or waiting; more get 429 at
     # once. One trainer is one client: its games' phases ask at once (32 connections each).
     per_client: int = 32
@@ -145,7 +149,9 @@ class RegexSandbox:
     def __init__(self, vocabulary, limits: CompileLimits | None = None) -> None:
         self.limits = limits or CompileLimits()
         self._vocabulary = vocabulary.__reduce__()[1][0]  # Vocabulary.from_binary's bytes
-        self._slots = FairSlots(self.limits.workers, self.limits.per_client)
+        self._slots = FairSlots(
+            self.limits.workers, self.limits.per_client, self.limits.spare_workers
+        )
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[object, int]] = OrderedDict()
@@ -204,6 +210,7 @@ class RegexSandbox:
                 "regex_cache_bytes": self._cache_bytes,
                 "regex_refusals_cached": len(self._refused),
                 "regex_compiles": slots["granted"],
+                "regex_compiles_on_spare": slots["granted_spare"],
                 "regex_compiles_running": slots["running"],
                 "regex_compiles_waiting": slots["waiting"],
                 "regex_clients": slots["clients"],
