@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from leaguezero.common.safe_files import open_append
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
@@ -43,7 +45,7 @@ class EventWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._static = static_fields
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_append(self.path)  # no link followed, no FIFO or device written
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event and return the record written."""

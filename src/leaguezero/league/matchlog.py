@@ -28,6 +28,7 @@ from pathlib import Path
 
 from leaguezero.common.atomic import atomic_write_text
 from leaguezero.common.events import iter_ndjson
+from leaguezero.common.safe_files import open_append
 from leaguezero.league.types import MatchResult
 
 MATCHLOG_SCHEMA_VERSION = 1
@@ -77,7 +78,7 @@ class MatchLog:
         if not stamped:
             return stamped
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_append(self.path)  # no link followed, no FIFO or device written
         try:
             for result in stamped:
                 # One write per line: O_APPEND makes each write land whole at the end of the

@@ -21,6 +21,7 @@ from leaguezero.diplomacy.cli.common import (
     use_threads,
 )
 from leaguezero.diplomacy.cli.exploit import app as exploit_app
+from leaguezero.diplomacy.cli.results_file import GameResults, check_appendable
 from leaguezero.diplomacy.cli.tables import print_bench_report, print_eval_report
 from leaguezero.diplomacy.cli.train import app as train_app
 
@@ -138,6 +139,8 @@ def eval_cmd(
     save_dir = None if no_save else out_dir
     warn_untaught_free_generation(specs, cfg, rank)
 
+    check_appendable("--matchlog", matchlog)  # a link or FIFO: refused before the games
+
     # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
     # one JSON object: a bar on a terminal, otherwise a plain line every few seconds.
     with GameResults(results) as log, UnitProgress(f"eval {hero} vs {opponents}", games) as bar:
@@ -162,8 +165,9 @@ def eval_cmd(
         report.pop("per_game")
     if json_out:
         typer.echo(json.dumps(report))
-        return
-    print_eval_report(report)
+    else:
+        print_eval_report(report)
+    log.finish()  # lines --results could not take: on stderr, status 1
 
 
 def _game_note(game) -> str:
@@ -174,36 +178,6 @@ def _game_note(game) -> str:
     if answers:
         note += f", {answers['invalid']} invalid / {answers['missing']} missing LLM orders"
     return note
-
-
-class GameResults:
-    """``--results FILE``: each finished game appended as one JSON line when it ends (a run
-    cut short keeps its games); a no-op without a file."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._file = None
-
-    def __enter__(self) -> GameResults:
-        if self.path is not None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-            except OSError as err:
-                raise fail(f"--results {self.path}: {err.strerror or err}") from None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._file is not None:
-            self._file.close()
-
-    def write(self, game, **extra) -> None:
-        if self._file is None:
-            return
-        from leaguezero.diplomacy.game.tournament import game_summary
-
-        self._file.write(json.dumps({**extra, **game_summary(game)}) + "\n")
-        self._file.flush()
 
 
 def warn_untaught_free_generation(specs, cfg, rank: bool) -> None:
@@ -297,8 +271,9 @@ def bench_cmd(
     report = bench_report(hero, cfg.run.seed, games, rows)
     if json_out:
         typer.echo(json.dumps(report))
-        return
-    print_bench_report(report, cfg.max_years)
+    else:
+        print_bench_report(report, cfg.max_years)
+    log.finish()
 
 
 @app.command("play")
