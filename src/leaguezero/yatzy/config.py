@@ -299,6 +299,18 @@ class InferSection(Section):
     max_connections: int = Field(
         128, ge=1, description="Server: most client connections (more are answered BUSY)."
     )
+    max_connections_per_peer: int = Field(
+        64,
+        ge=1,
+        description="Server: most connections of one peer (a user on Unix and loopback TCP, "
+        "else a remote address); silent connections give way to newcomers first.",
+    )
+    handshake_timeout_s: float = Field(
+        5.0,
+        ge=0,
+        description="Server: close a connection that has not completed a frame this many "
+        "seconds after it opened (0: never).",
+    )
     max_held_mb: int = Field(
         256,
         ge=1,

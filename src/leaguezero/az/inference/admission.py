@@ -2,7 +2,8 @@
 loop before it is queued. Each returns ``(status, message)`` for the error reply, or None.
 
 Shapes and finite features (kind 1), the position layout and ranges (kind 4: the game's codec
-checks every value, so its encoder never sees one out of range), and the forward-pass budget
+checks every value, so its encoder never sees one out of range; a request for logits needs a
+legal action at every row), and the forward-pass budget
 (rows times the model's bytes per row, ``ServerSettings.max_forward_bytes``).
 """
 
@@ -59,6 +60,18 @@ def refuse_positions(
     bad = codec.check(request.positions)
     if bad >= 0:
         return Status.MALFORMED, f"position row {bad} holds values outside the game's ranges"
+    if wanted:
+        # A row where nothing is legal would get every logit -inf (NaN after a plain softmax):
+        # there is no policy to give, so the request is refused rather than answered.
+        assert codec.legal is not None  # checked above
+        stuck = ~codec.legal(request.positions).any(axis=1)
+        if stuck.any():
+            row = int(np.flatnonzero(stuck)[0])
+            msg = (
+                f"position row {row} has no legal action (a finished game?): there is no policy "
+                "to give; ask its value only (A=0) or leave it out. Nothing evaluated"
+            )
+            return Status.MALFORMED, msg
     return None
 
 

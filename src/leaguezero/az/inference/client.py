@@ -9,9 +9,16 @@ masked softmax: the blocking call a lockstep search makes once per leaf batch.
 Several servers (``tcp://h1:p,tcp://h2:p``, one per GPU): each request goes to the live server
 with the fewest pending rows. When a server dies (connection lost, or no answer to a health
 check within ``health_timeout_s``), its unanswered requests are resent to the live ones, and its
-reader keeps reconnecting with backoff; a recovered server gets the models loaded through
+reader keeps reconnecting with exponential backoff (20 ms doubling to 2 s, jittered; reset once
+the server answers a request), logging the outage once (one warning when it goes down, one
+info line when it answers again); a recovered server gets the models loaded through
 :meth:`InferenceClient.load_model` again, then takes traffic. A reply is matched by
 ``request_id``, so nothing is lost and a duplicate reply is ignored.
+
+Each connection starts with a hello (an INFO request, answered before the connection takes
+traffic): the server closes connections that say nothing, and one that refuses this client
+(``BUSY``: it holds its most connections) counts as a failed attempt, so the client backs off
+instead of cycling through connect, send, refused.
 
 Backpressure: at most ``max_pending_total`` rows are in flight; ``submit`` blocks until replies
 free room (a single batch larger than the cap is still sent once nothing else is pending).
@@ -24,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import random
 import socket
 import threading
 import time
@@ -53,6 +61,10 @@ from leaguezero.az.inference.protocol import (
 )
 
 log = logging.getLogger(__name__)
+
+BACKOFF_FIRST_S = 0.02  # first wait after a failed connection attempt...
+BACKOFF_MAX_S = 2.0  # ...doubling up to this (times a jitter of 0.5-1)
+HELLO_TIMEOUT_S = 30.0  # a server that accepted must answer the hello within this
 
 
 class InferenceError(RuntimeError):
@@ -434,10 +446,13 @@ class InferenceClient:
             self._take_down(link, sock)
 
     def _connect(self, link: Link) -> socket.socket | None:
-        delay = 0.02
+        """A connection to ``link`` that answered the hello and loaded this client's models;
+        retried with exponential backoff (``link.failures`` carries over between outages
+        until the server answers a request). None: closed, or failed for good."""
         while not self._closed and self._failure is None:
             try:
                 sock = connect(link.endpoint)
+                self._hello(sock)
                 self._replay_models(link.endpoint, sock)
                 return sock
             except UntrustedSocketError as err:  # retrying cannot help: say so at once
@@ -454,9 +469,31 @@ class InferenceClient:
                         "`yz infer-server`"
                     ))  # fmt: skip
                     return None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+                log.debug("connecting to %s failed: %s", link.endpoint, err)
+            link.failures += 1
+            delay = min(BACKOFF_FIRST_S * 2 ** (link.failures - 1), BACKOFF_MAX_S)
+            self._stopping.wait(delay * random.uniform(0.5, 1.0))  # close() cuts it short
         return None
+
+    def _hello(self, sock: socket.socket) -> None:
+        """Ask INFO on a fresh connection (the server closes connections that say nothing).
+        Any answer to it will do (a server of another protocol version answers with an error,
+        which every request then gets as before); an error the server volunteers (request id
+        0: BUSY, its most connections) or no answer raises, so the attempt counts as failed."""
+        sock.settimeout(HELLO_TIMEOUT_S)
+        try:
+            rid = next(self._ids)
+            sock.sendall(encode_control_request(rid, ControlOp.INFO, 0, ""))
+            while True:
+                reply = decode_reply(recv_frame(sock))
+                if reply.request_id == rid:
+                    break
+                if reply.request_id == 0 and not reply.ok:
+                    raise InferenceError(reply.status, reply.message)
+        except BaseException:
+            shutdown_socket(sock)
+            raise
+        sock.settimeout(None)
 
     def _replay_models(self, endpoint: Endpoint, sock: socket.socket) -> None:
         """Load this client's models on a fresh connection before it takes traffic.
@@ -551,8 +588,14 @@ class InferenceClient:
         for ticket in failed:
             ticket.future.set_exception(ConnectionError(f"{link.endpoint} went down"))
         self._send_assigned(targets)
-        if moved:
-            log.warning("%s is down; moved %d requests", link.endpoint, len(moved))
+        if link.outage_since is None:  # one line per outage, however often it reconnects
+            link.outage_since = time.monotonic()
+            log.warning(
+                "%s is down (%d requests moved); reconnecting with backoff", link.endpoint,
+                len(moved),
+            )  # fmt: skip
+        else:
+            log.debug("%s is down again; moved %d requests", link.endpoint, len(moved))
 
     def _health_loop(self) -> None:
         """Ping each live server; one that leaves a ping unanswered too long is taken down."""
@@ -586,9 +629,13 @@ class InferenceClient:
                 owner.inflight.discard(reply.request_id)
                 owner.pending_rows -= ticket.rows
             link.replies += 1
+            link.failures = 0  # it answers: the next outage backs off from the start
+            outage, link.outage_since = link.outage_since, None
             if not ticket.pinned:
                 self.stats.record(ticket.rows, time.perf_counter() - ticket.submitted)
             self._room.notify_all()
+        if outage is not None:
+            log.info("%s answers again after %.1f s", link.endpoint, time.monotonic() - outage)
         if reply.ok:
             ticket.future.set_result(reply)
         else:

@@ -48,6 +48,8 @@ class Link:
         self.pending_rows = 0
         self.replies = 0
         self.failovers = 0  # times this link died with requests moved elsewhere
+        self.failures = 0  # failed connection attempts since it last answered (the backoff)
+        self.outage_since: float | None = None  # went down at (time.monotonic()); None: fine
         self.ping: tuple[Future, float] | None = None  # outstanding health check, sent at
         self.thread: threading.Thread | None = None
 

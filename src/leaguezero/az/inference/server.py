@@ -36,9 +36,20 @@ stream cannot be resynchronised, closes that one connection.
 
 One connection may hold at most ``max_pending_per_connection`` unanswered requests and
 ``max_unsent_bytes`` of replies it has not read; past either bound the server stops reading
-from it (the client's sends block) until it catches up. When a connection closes, its queued
-requests and unsent replies are dropped at once. Over all connections (at most
-``max_connections``), the frames being read, the queued requests and the unread replies hold
+from it (the client's sends block) until it catches up, and past the second it also computes
+nothing more for it (its queued frames wait) until it reads. When a connection closes, its
+queued requests and unsent replies are dropped at once.
+
+Connections are counted per *peer* (a user, or a remote address:
+:mod:`~leaguezero.az.inference.peers`): at most ``max_connections_per_peer`` of one peer and
+``max_connections`` in all. A connection that has not completed a frame within
+``handshake_timeout_s`` is closed (clients send an INFO request first), and a connection that
+has said nothing yet is the first to give way to a newcomer when either cap is reached; past
+the global cap the peer with the most connections gives way to one with fewer. So silent
+connections, from however many addresses, never lock a client out. Batches are fair between
+peers too (:class:`~leaguezero.az.inference.lanes.FairQueue`).
+
+Over all connections, the frames being read, the queued requests and the unread replies hold
 at most ``max_held_bytes``: past it the server closes the connection that holds the most (as
 Redis closes a client over its output-buffer limit); the client library reconnects and sends
 its unanswered requests again, so only a client that does not read its replies loses anything.
@@ -55,6 +66,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +87,7 @@ from leaguezero.az.inference.local import (
     model_dims,
 )
 from leaguezero.az.inference.metrics import ServerMetrics
+from leaguezero.az.inference.peers import PeerTable, peer_of
 from leaguezero.az.inference.positions import PositionCodec
 from leaguezero.az.inference.protocol import (
     LENGTH,
@@ -166,8 +179,14 @@ class ServerSettings:
     admin_token: str | None = None
     unix_needs_token: bool = False  # ...unless this is set (yz infer-server --admin-token-file)
     max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...
-    max_unsent_bytes: int = 16 * 1024 * 1024  # ...and reply bytes it has not read yet
-    max_connections: int = 128  # more are answered BUSY and closed
+    # ...and reply bytes it has not read yet: past it the server neither reads nor computes
+    # for it until it reads (small: a client that reads has next to nothing unread). The
+    # kernel's send buffer of the connection is set to this too (it holds about twice that).
+    max_unsent_bytes: int = 256 * 1024
+    max_connections: int = 128  # in all; more are answered BUSY and closed (see the docstring)
+    max_connections_per_peer: int = 64  # of one user (Unix, loopback TCP) or remote address
+    # A connection that has not completed a frame this long after it opened is closed (0: never).
+    handshake_timeout_s: float = 5.0
     # Frames being read + queued requests + unread replies over all connections; past it the
     # connection holding the most is closed.
     max_held_bytes: int = 256 * 1024 * 1024
@@ -216,11 +235,15 @@ class InferenceServer:
         self._tasks: list[asyncio.Task] = []  # one batcher per model_id
         self._control_tasks: set[asyncio.Task] = set()
         self._connections: set[Connection] = set()
+        self._peers = PeerTable(
+            self.settings.max_connections, self.settings.max_connections_per_peer
+        )
         self._server: asyncio.base_events.Server | None = None
         self._unix_inode: tuple[str, int] | None = None
         self.address = ""
         self._refusals = RateLimitedLog()  # refused admin operations
         self._sheds = RateLimitedLog()  # connections closed for memory or refused as too many
+        self._silent = RateLimitedLog()  # connections closed for saying nothing
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self, endpoint: Endpoint) -> str:
@@ -274,6 +297,10 @@ class InferenceServer:
             await self._load(model_id, served.source)
 
     # ---------------------------------------------------------------- connections
+    def peer_stats(self) -> dict[str, int]:
+        """Open connections per peer (``uid:N`` or ``addr:HOST``)."""
+        return self._peers.peers()
+
     def connection_stats(self) -> list[dict[str, int]]:
         """Per open connection: unanswered requests, reply bytes not yet read by the client, and
         all the bytes it holds (:meth:`Connection.held_bytes`)."""
@@ -298,20 +325,60 @@ class InferenceServer:
             await conn.room.wait()
         await conn.writer.drain()  # returns at once below the write buffer's high-water mark
 
+    def _admit(self, conn: Connection) -> bool:
+        """Make room for ``conn`` under the caps (closing who gives way) and add it; False:
+        refused (BUSY sent)."""
+        victims = self._peers.admit(conn)
+        if victims is None:
+            total, own = self.settings.max_connections, self.settings.max_connections_per_peer
+            self._sheds.warning(
+                "refused a connection of %s: %d are open (the most %d, %d per peer)",
+                conn.peer, len(self._connections), total, own,
+            )  # fmt: skip
+            msg = f"the server has its most connections ({total}, {own} per user or address)"
+            self._error(conn, 0, Status.BUSY, msg)
+            conn.writer.close()
+            return False
+        for victim in victims:
+            self._sheds.warning(
+                "closed a connection of %s (%s) to make room for one of %s",
+                victim.peer, "proven" if victim.proven else "silent", conn.peer,
+            )  # fmt: skip
+            self.metrics.errors.labels("SHED").inc()
+            self._close_connection(victim, abort=True)
+        self._connections.add(conn)
+        self._peers.add(conn)
+        return True
+
+    def _silent_too_long(self, conn: Connection) -> None:
+        """The handshake deadline: close ``conn`` if it has not completed a frame yet."""
+        if conn.proven or conn.closed:
+            return
+        limit = self.settings.handshake_timeout_s
+        self._silent.warning(
+            "closed a connection of %s that sent no complete frame in %.1f s", conn.peer, limit
+        )
+        self._close_connection(conn, abort=True)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(writer, is_unix=self._unix_inode is not None)
-        if len(self._connections) >= self.settings.max_connections:
-            limit = self.settings.max_connections
-            self._sheds.warning("refused a connection: %d are open (the most)", limit)
-            self._error(conn, 0, Status.BUSY, f"the server has its most ({limit}) connections")
-            writer.close()
+        sock = writer.get_extra_info("socket")
+        conn = Connection(writer, is_unix=self._unix_inode is not None, peer=peer_of(sock))
+        if not self._admit(conn):
             return
         limit = self.settings.max_unsent_bytes
         writer.transport.set_write_buffer_limits(high=limit, low=limit // 2)
-        self._connections.add(conn)
+        # The kernel would grow a TCP send buffer to megabytes of replies nobody reads
+        # (autotuning), each computed before the bound above could see them: fix it small.
+        with contextlib.suppress(OSError, AttributeError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, limit)
+        deadline = None
+        if self.settings.handshake_timeout_s > 0:
+            loop = asyncio.get_running_loop()
+            delay = self.settings.handshake_timeout_s
+            deadline = loop.call_later(delay, self._silent_too_long, conn)
         gone = False
         try:
-            while True:
+            while not conn.closed:
                 await self._wait_for_room(conn)
                 (length,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
                 if length > self.settings.max_frame_bytes:
@@ -323,11 +390,14 @@ class InferenceServer:
                 self._enforce_budget()
                 body = await reader.readexactly(length)
                 conn.reading_bytes = 0
+                conn.proven, conn.last_frame = True, time.monotonic()
                 self._dispatch(conn, body)
         except (asyncio.IncompleteReadError, ConnectionError):
             gone = True  # the client went away: nobody will read what it asked for
         finally:
-            self._close_connection(conn, abort=gone)
+            if deadline is not None:
+                deadline.cancel()
+            self._close_connection(conn, abort=gone or conn.closed)
 
     def _close_connection(self, conn: Connection, abort: bool) -> None:
         """Forget ``conn``: drop its queued requests, then close it (``abort``: at once, freeing
@@ -336,6 +406,7 @@ class InferenceServer:
         conn.reading_bytes = 0
         conn.room.set()  # a reader waiting for room sees the connection closed
         self._connections.discard(conn)
+        self._peers.discard(conn)
         self._drop_queued(conn)
         if abort:
             conn.writer.transport.abort()
@@ -425,6 +496,29 @@ class InferenceServer:
         queue.wake.set()
 
     # ---------------------------------------------------------------- batching
+    def _unread_blocks(self, conn: Connection) -> bool:
+        """Whether ``conn`` gets no compute now: its unread replies pass ``max_unsent_bytes``.
+        A task then waits for it to read (the write buffer drains to half) and wakes the
+        batchers."""
+        if not conn.over_unread(self.settings.max_unsent_bytes):
+            return False
+        if not conn.watching:
+            conn.watching = True
+            task = asyncio.create_task(self._wake_when_read(conn))
+            self._control_tasks.add(task)
+            task.add_done_callback(self._control_tasks.discard)
+        return True
+
+    async def _wake_when_read(self, conn: Connection) -> None:
+        try:
+            await conn.writer.drain()  # returns when the buffer is below its low-water mark
+        except ConnectionError:
+            pass  # closed: its frames were dropped
+        finally:
+            conn.watching = False
+            for queue in self._queues.values():
+                queue.wake.set()
+
     def _ensure_queue(self, model_id: int) -> None:
         if model_id not in self._queues:
             self._queues[model_id] = FairQueue()
@@ -433,8 +527,9 @@ class InferenceServer:
     async def _batcher(self, model_id: int) -> None:
         queue = self._queues[model_id]
         max_batch, max_wait = self.settings.max_batch, self.settings.max_wait_us * 1e-6
+        blocked = self._unread_blocks
         while True:
-            if not queue.lanes:
+            if not queue.ready(blocked):  # nothing queued, or only for clients that do not read
                 queue.wake.clear()
                 await queue.wake.wait()
                 continue
@@ -446,13 +541,13 @@ class InferenceServer:
             )
             eager = self.settings.eager_flush and queue.all_clients_waiting()
             if queue.rows < max_batch and not eager:
-                delay = queue.oldest_arrival() + max_wait - time.perf_counter()
+                delay = queue.oldest_arrival(blocked) + max_wait - time.perf_counter()
                 if delay > 0:
                     queue.wake.clear()  # woken early by new frames: re-check the row count
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(queue.wake.wait(), delay)
                     continue
-            batch, rows = queue.take_batch(max_batch)
+            batch, rows = queue.take_batch(max_batch, blocked)
             for p in batch:
                 p.conn.queued_bytes -= p.nbytes
             self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)

@@ -169,6 +169,8 @@ def infer_server(
         admin_token=admin_token,
         unix_needs_token=endpoint.scheme == "unix" and admin_token is not None,
         max_connections=cfg.infer.max_connections,
+        max_connections_per_peer=cfg.infer.max_connections_per_peer,
+        handshake_timeout_s=cfg.infer.handshake_timeout_s,
         max_held_bytes=cfg.infer.max_held_mb * 1024 * 1024,
         max_forward_bytes=cfg.infer.max_forward_mb * 1024 * 1024,
     )
