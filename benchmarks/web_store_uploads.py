@@ -86,12 +86,38 @@ def flood(port: int) -> None:
                 request(port, "POST", "/api/yatzy/games", b'{"judge": false}', session)[0]
             )
     spent = time.perf_counter() - start
-    other = request(port, "POST", "/api/yatzy/games", b'{"judge": false}', source="127.0.0.2")
-    same = request(port, "POST", "/api/yatzy/games", b'{"judge": false}')
+    other = as_another_user(port)
+    same = request(port, "POST", "/api/yatzy/games", b'{"judge": false}', source="127.0.0.2")
     print(
         f"flood: 42 requests of 7 sessions in {spent:.1f} s -> {counts(statuses)}; another "
-        f"client's new game: {other[0]}; a new browser of the same address: {same[0]}"
+        f"local user's new game: {other}; a new browser of the same user: {same[0]}"
     )
+
+
+def as_another_user(port: int) -> str:
+    """A new game asked for by user nobody (a fork that drops root), same address as the
+    flood; from 127.0.0.2 when not root."""
+    if os.getuid() != 0:
+        body = b'{"judge": false}'
+        return (
+            f"{request(port, 'POST', '/api/yatzy/games', body, source='127.0.0.2')[0]} (127.0.0.2)"
+        )
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        status = 0
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            status = request(port, "POST", "/api/yatzy/games", b'{"judge": false}')[0]
+        finally:
+            os.write(write_end, str(status).encode())
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        status = answer.read()
+    os.waitpid(child, 0)
+    return f"{status} (uid 65534)"
 
 
 def uploads(port: int, pid: int, saved: dict) -> None:

@@ -9,6 +9,8 @@ reaches a server on 127.0.0.1).
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
 
@@ -53,27 +55,84 @@ def test_a_self_chosen_session_id_is_replaced_by_a_server_issued_one():
         assert issued_session(http(server.port, "GET", "/yatzy", cookie=issued)[1]) is None
 
 
-def test_one_client_cannot_fill_the_store_for_everyone():
+def flood_from_one_user(port: int) -> list[int]:
+    """Seven sessions of one local user, each from its own loopback address, ask for six games
+    each: the answers."""
+    answers = []
+    for i in range(7):
+        source = "127.0.0.1" if i == 0 else f"127.0.1.{i}"  # hopping addresses buys nothing
+        session = new_session(port, source=source)
+        for _ in range(6):
+            answers.append(http(port, "POST", YATZY, b'{"judge": false}', session, source)[0])
+    return answers
+
+
+def test_one_client_cannot_fill_the_store_for_everyone(monkeypatch):
     """Seven sessions of one client ask for 42 games of a 32-game store; a browser of another
-    client still gets its game, and the flooding client is the one refused."""
+    client still gets its game, and the flooding client is the one refused. The other client
+    connects from 127.0.0.2, taken for another local user here
+    (:func:`test_another_local_user_gets_a_game_beside_a_flood` has a real one)."""
+    import leaguezero.web.sessions as sessions
+
+    real = getattr(sessions, "peer_uid", None)
+
+    def other_user(client, server):
+        return 4242 if client[0] == "127.0.0.2" else real(client, server)
+
+    monkeypatch.setattr(sessions, "peer_uid", other_user, raising=False)
     with LiveServer(WebSettings(max_games=32)) as server:
-        answers = []
-        for _ in range(7):
-            session = new_session(server.port)
-            for _ in range(6):
-                status, _, text = http(server.port, "POST", YATZY, b'{"judge": false}', session)
-                answers.append(status)
-        held = answers.count(200)
+        answers = flood_from_one_user(server.port)
         status, headers, text = http(
             server.port, "POST", YATZY, b'{"judge": false}', source="127.0.0.2"
         )
-        print(f"flooding client: {held} of {len(answers)} games; other client: {status}")
+        print(f"flooding client: {answers.count(200)} of {len(answers)} answered 200; "
+              f"another client: {status}")  # fmt: skip
         assert status == 200, text
-        assert held < 32 and set(answers) <= {200, 503}
+        assert len(server.app.state.games) <= 16 + 1 and set(answers) <= {200, 503}
         game, session = json.loads(text)["id"], issued_session(headers)
         assert http(server.port, "GET", f"{YATZY}/{game}", cookie=session, source="127.0.0.2")[
             0
         ] == 200  # fmt: skip
+
+
+def test_a_loopback_client_is_known_by_its_user():
+    from leaguezero.web.sessions import peer_uid
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        for source in ("127.0.0.1", "127.0.0.9"):
+            with socket.create_connection(
+                listener.getsockname(), timeout=DEADLINE_S, source_address=(source, 0)
+            ) as sock:
+                accepted, _ = listener.accept()
+                accepted.close()
+                assert peer_uid(sock.getsockname(), listener.getsockname()) == os.getuid()
+    assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None  # no such connection
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as a second local user")
+def test_another_local_user_gets_a_game_beside_a_flood():
+    with LiveServer(WebSettings(max_games=32)) as server:
+        answers = flood_from_one_user(server.port)
+        assert answers.count(503) > 0
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # another local user (nobody), same address as the flood
+            status = 0
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                status = http(server.port, "POST", YATZY, b'{"judge": false}')[0]
+            finally:
+                os.write(write_end, str(status).encode())
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as answer:
+            status = int(answer.read() or 0)
+        os.waitpid(child, 0)
+        print(f"root's flood: {answers.count(200)} of 42 answered 200; nobody's game: {status}")
+        assert status == 200
 
 
 def test_a_full_store_evicts_an_idle_game_of_anyone_before_the_sessions_own_in_play():
@@ -285,3 +344,23 @@ def test_a_child_is_stopped_at_its_cpu_limit_and_answers_otherwise():
     with pytest.raises(TookTooLong, match="CPU time"):
         run_in_child(re.match, "(a+)+$", "a" * 40 + "!", cpu_s=1, wall_s=DEADLINE_S)
     assert multiprocessing.active_children() == []  # the child is gone, not left spinning
+
+
+def test_a_request_the_app_works_on_past_the_request_timeout_is_answered(monkeypatch):
+    """The request timeout bounds how long a request takes to arrive, not how long the app
+    works on it: a "Connection: close" request (urllib's, HTTP/1.0's) was cut at 15 s."""
+    import leaguezero.web.routes_diplomacy as routes
+
+    timeout_s = 1.0
+
+    def slow_new_game(*args, **kwargs):
+        start = time.monotonic()
+        while time.monotonic() < start + 2 * timeout_s:  # works past the request timeout
+            time.sleep(0.05)
+        raise ValueError("worked past the request timeout")
+
+    monkeypatch.setattr(routes, "new_game", slow_new_game)
+    with LiveServer(WebSettings(), request_timeout_s=timeout_s) as server:
+        body = json.dumps({"agents": {**BOTS6, "FRANCE": "random_bot"}}).encode()
+        status, _, text = http(server.port, "POST", "/api/diplomacy/games", body)
+        assert "worked past" in one_line(status, text, (400,))

@@ -41,6 +41,9 @@ from leaguezero.web.limits import (
 )
 
 _opened = itertools.count()  # connections' opening order: the oldest idle one goes first
+# The client's h11 states once its whole request is in: DONE, or MUST_CLOSE when it sent
+# "Connection: close" (an HTTP/1.0 or urllib client), CLOSED after it shut its side.
+REQUEST_IN = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED)
 _SHED_BODY = b'{"error":"busy: the server has too many connections open; try again in a moment"}'
 SHED_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
@@ -90,7 +93,7 @@ class BoundedH11Protocol(H11Protocol):
     def _waiting_for_request(self) -> bool:
         """Not a request the app is working on: none whole yet, and no answer under way."""
         answering = self.cycle is not None and not self.cycle.response_complete
-        return self.conn.their_state is not h11.DONE and not answering
+        return self.conn.their_state not in REQUEST_IN and not answering
 
     def _arm_request_timer(self) -> None:
         self._cancel_request_timer()
@@ -103,19 +106,19 @@ class BoundedH11Protocol(H11Protocol):
 
     def _request_timeout(self) -> None:
         self._request_timer = None
-        if self.conn.their_state is not h11.DONE and not self.transport.is_closing():
+        if self.conn.their_state not in REQUEST_IN and not self.transport.is_closing():
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._shed:
             return  # answered already: what the client still sends is read and dropped
         super().data_received(data)
-        if self.conn.their_state is h11.DONE:  # the whole request is in: the app has it now
+        if self.conn.their_state in REQUEST_IN:  # the whole request is in: the app has it now
             self._cancel_request_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+        if not self.transport.is_closing() and self.conn.their_state not in REQUEST_IN:
             self._arm_request_timer()  # the next request on this connection has the same bound
 
     def connection_lost(self, exc: Exception | None) -> None:

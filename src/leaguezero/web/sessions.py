@@ -11,9 +11,10 @@ game id seen by another session finds nothing (404), and nobody can guess one. A
 
 1. a session holds at most ``per_session`` games: its new one replaces its own least recently
    used;
-2. a client (the peer's address, :func:`client_of`) holds games in at most ``per_client_sessions``
-   sessions and at most ``client_share`` of the store: beyond, its new game takes the place of
-   one of its own idle games (or its session's own), else it is refused;
+2. a client (the local user over loopback, else the peer's address: :func:`client_of`) holds
+   games in at most ``per_client_sessions`` sessions and at most ``client_share`` of the store:
+   beyond, its new game takes the place of one of its own idle games (or its session's own),
+   else it is refused;
 3. the store holds at most ``max_games``: when full, a new game takes the place of the least
    recently used game idle for ``evict_idle_s``, of any session; only when none is that idle,
    the session's own least recently used; otherwise it is refused (:class:`StoreFull`).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import secrets
 import threading
 import time
@@ -77,8 +79,54 @@ def session_of(request: Any) -> str:
 
 
 def client_of(request: Any) -> str:
-    """Who sent ``request``, for the per-client bounds: the peer's address."""
-    return request.client.host if request.client is not None else "unknown"
+    """Who sent ``request``, for the per-client bounds: the local user owning the client's
+    socket when it connects over loopback (``uid N``: every local user shares the loopback
+    addresses, and may pick any of 127/8), else the peer's address."""
+    if request.client is None:
+        return "unknown"
+    host, port = request.client
+    server = request.scope.get("server")
+    if server and _is_loopback(host):
+        uid = peer_uid((host, port), (server[0], server[1]))
+        if uid is not None:
+            return f"uid {uid}"
+    return host
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _proc_address(host: str, port: int) -> str:
+    """``host:port`` as ``/proc/net/tcp[6]`` spells it: each 32-bit word of the address in
+    host (little-endian) order, in hex, then the port."""
+    address = ipaddress.ip_address(host)
+    packed = address.packed
+    words = b"".join(packed[i : i + 4][::-1] for i in range(0, len(packed), 4))
+    return f"{words.hex().upper()}:{port:04X}"
+
+
+def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid owning the client end of a loopback TCP connection ``client -> server``, from
+    the kernel's socket table (Linux ``/proc/net/tcp``, ``tcp6``); None where it cannot tell.
+
+    The client's socket is the row whose local address is ``client`` and remote ``server``.
+    """
+    try:
+        table = "tcp6" if ipaddress.ip_address(client[0]).version == 6 else "tcp"
+        local, remote = _proc_address(*client), _proc_address(*server)
+        with open(f"/proc/net/{table}", encoding="ascii") as rows:
+            next(rows)  # the header
+            for row in rows:
+                fields = row.split()
+                if len(fields) > 7 and fields[1] == local and fields[2] == remote:
+                    return int(fields[7])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class GameNotFound(LookupError):
