@@ -68,10 +68,10 @@ def main() -> None:
     rng = random.Random(0)
 
     def fresh_choice(seed: int) -> list[str]:
-        return sorted({
-            f"A {rng.choice(PROVINCES)} - {rng.choice(PROVINCES)} {seed}"
-            for _ in range(args.options)
-        })  # fmt: skip
+        return [
+            f"A {rng.choice(PROVINCES)} - {rng.choice(PROVINCES)} {seed} {k}"
+            for k in range(args.options)
+        ]
 
     with tempfile.TemporaryDirectory() as folder:
         model = build_tiny_lm(Path(folder) / "tiny")
