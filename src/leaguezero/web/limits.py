@@ -14,7 +14,7 @@ MAX_BODY_BYTES = 64 * 1024  # a JSON request: orders, a move, a new game
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024  # a saved Diplomacy game (a 20-year game is well under 1 MB)
 UPLOAD_PATHS = ("/api/diplomacy/replays",)  # the routes that take MAX_UPLOAD_BYTES
 UPLOAD_CPU_S = 20.0  # CPU seconds a saved game's reading may take (its child is killed past them)
-UPLOAD_TIMEOUT_S = 60.0  # waiting on that child at most (a stopped child); the engine's own load
+UPLOAD_TIMEOUT_S = 120.0  # wall seconds that child is waited on at most (one stopped, or starved)
 MAX_UPLOADS_AT_ONCE = 1  # saved games read at once; another gets "busy, try again"
 MAX_SAVED_PHASES = 600  # phases of a saved game the engine is asked to rebuild (200 years)
 # Every list and object of an uploaded document, checked before the engine sees it:
@@ -22,7 +22,9 @@ MAX_UPLOAD_DEPTH = 16  # nesting (a saved game nests 7 deep)
 MAX_UPLOAD_ITEMS = 1000  # entries of one list or object (phases: MAX_SAVED_PHASES)
 MAX_UPLOAD_STRING = 20_000  # characters of one string (an LLM's press message is well under)
 MAX_SAVED_RULES = 50  # rule names of a saved game (the engine knows about 20)
-CHILD_PRELOAD = ("leaguezero.web.diplomacy_games",)  # imported once, before the children fork
+# imported once by the forkserver, before the children fork ("__main__": else each child would
+# import the main module anew, on its own CPU time)
+CHILD_PRELOAD = ("__main__", "leaguezero.web.diplomacy_games")
 
 # --- connections (uvicorn's own settings, and the protocol of web/server.py)
 REQUEST_TIMEOUT_S = 15.0  # a request's line, headers and body must all arrive within this
