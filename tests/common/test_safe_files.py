@@ -42,6 +42,15 @@ def test_a_planted_symlink_is_not_followed(tmp_path):
         with pytest.raises(UnsafeFileError, match="is a symbolic link; only a regular file"):
             open_append(shared / name)
     assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
+    if os.geteuid() != 0:
+        return  # planting a file as another uid needs chown
+    planted = shared / "planted.ndjson"
+    planted.write_text('{"fake": "game"}\n')
+    os.chown(planted, 54321, 54321)
+    with pytest.raises(UnsafeFileError, match="belongs to uid 54321, not you, in a folder"):
+        open_append(planted)
+    os.chmod(shared, 0o755)  # the user's own folder: another's file there is the user's call
+    os.close(open_append(planted))
 
 
 def test_fifos_devices_and_folders_are_refused_without_blocking(tmp_path):

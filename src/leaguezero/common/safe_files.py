@@ -6,7 +6,8 @@ link's target, any file the user can write), must not block forever on a FIFO no
 a device, and should find out before the work starts, not after. :func:`open_append` opens
 with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO with no reader cannot hang the open) and
 refuses anything but a regular file, checked on the open descriptor itself (no race between a
-check and the open).
+check and the open), and another uid's file in a folder others can write (planted, perhaps
+with lines of its own).
 
 A cache a process loads code or weights from must be the user's own: :func:`untrusted_reason`
 says why a path is not (a link, another owner, writable by group or others).
@@ -44,7 +45,8 @@ def open_append(path: str | os.PathLike, mode: int = 0o644) -> int:
     too), blocking as usual once open.
 
     Raises :class:`UnsafeFileError` when ``path`` is a symbolic link, a FIFO, a device, a
-    socket or a folder; ``OSError`` for the other reasons a file cannot be opened.
+    socket or a folder, or another uid's file in a folder writable by group or others;
+    ``OSError`` for the other reasons a file cannot be opened.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,6 +67,12 @@ def open_append(path: str | os.PathLike, mode: int = 0o644) -> int:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError(f"{path} is {_kind(st.st_mode)}; {_ADVICE}")
+        if st.st_uid != os.geteuid() and os.stat(path.parent).st_mode & 0o022:
+            # In a folder others can write, another's file may be planted, lines and all.
+            raise UnsafeFileError(
+                f"{path} belongs to uid {st.st_uid}, not you, in a folder others can write "
+                "(it may be planted); give a path in a folder of your own"
+            )
         flags_now = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags_now & ~os.O_NONBLOCK)
     except BaseException:
