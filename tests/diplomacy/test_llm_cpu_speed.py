@@ -83,7 +83,12 @@ def test_packed_linear_equals_plain_values_and_gradients(dtype) -> None:
         a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
         (packed(a).float() ** 2).sum().backward()
         (plain(b).float() ** 2).sum().backward()
-        assert torch.allclose(a.grad.float(), b.grad.float(), rtol=1e-2, atol=1e-2)
+        # bf16 gradients: each side rounds its own sums (oneDNN blocks them by the buffers'
+        # alignment, so which elements differ by a rounding step varies from run to run); the
+        # error relative to the gradient's size is what a wrong backward would break.
+        a_grad, b_grad = a.grad.float(), b.grad.float()
+        scale = 1e-5 if dtype == torch.float32 else 2e-2
+        assert float((a_grad - b_grad).norm()) <= scale * float(b_grad.norm())
     with torch.no_grad():  # a changed weight is packed again
         plain.weight.mul_(2)
         packed.weight.mul_(2)
@@ -278,3 +283,48 @@ def test_allowed_tokens_logits_give_the_full_heads_answers(tiny_lm, dtype) -> No
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         gaps = [abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)]
         assert max(gaps, default=0.0) < 1e-4
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_prefix_cache_gives_the_answers_and_log_probs_of_a_full_prefill(tiny_lm, dtype) -> None:
+    backend = _backend(tiny_lm, dtype)
+    prompts, choices = _rows(backend, 9)
+    adapters = ["hero", None, "other"] * 3
+    choices = [c if i % 4 else None for i, c in enumerate(choices)]
+
+    def run(rows: range) -> list:
+        return backend.generate_rows(
+            [
+                GenerationRequest(prompts[k], adapters[k], 12, 1.0, 300 + k, extra=(
+                    {"choices": choices[k]} if choices[k] is not None else {}
+                ))
+                for k in rows
+            ]
+        )  # fmt: skip
+
+    backend.prefix_cache = None
+    plain = run(range(9))
+    # The tiny model has no chat template: its prompts share only "Diplomacy, no press.
+    # Phase" (SmolLM2's system turn is ~80 tokens), so the cache takes shorter prefixes here.
+    cache = backend.prefix_cache = sampler.PrefixCache(min_tokens=4)
+    cached = run(range(9))  # learns the shared part from this batch's prompts, then uses it
+    assert cache.boundary is not None and cache.boundary >= cache.min_tokens
+    assert cache.stats.misses == 3 and cache.stats.tokens_saved > 0  # one per adapter
+    again = run(range(9))
+    assert cache.stats.hits == 3 and cache.stats.misses == 3
+    tolerance = 1e-5 if dtype == "float32" else 0.15
+    for got in (cached, again):
+        for a, b in zip(got, plain, strict=True):
+            gaps = [abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)]
+            assert max(gaps, default=0.0) < tolerance
+            if dtype == "float32":  # bf16 rounds by shape: a near tie may flip
+                assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+    # A batch of one row uses the prefix too; an in-place update of an adapter misses.
+    (alone,) = run(range(2, 3))
+    assert cache.stats.hits == 4
+    with torch.no_grad():
+        next(iter(backend.adapter_parameters("other").values())).add_(0.5)
+    run(range(2, 3))
+    assert cache.stats.misses == 4
+    if dtype == "float32":
+        assert alone.token_ids == plain[2].token_ids

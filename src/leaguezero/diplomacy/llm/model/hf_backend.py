@@ -51,6 +51,7 @@ from leaguezero.diplomacy.llm.model.cpu_speed import (
     use_cpu_attention,
 )
 from leaguezero.diplomacy.llm.model.gguf import base_model_folder
+from leaguezero.diplomacy.llm.model.prefix_cache import PrefixCache
 from leaguezero.diplomacy.llm.model.sampler import cache_argument, growing_cache, sample_batch
 from leaguezero.diplomacy.llm.orders.constrained import (
     ConstraintCompiler,
@@ -246,6 +247,9 @@ class HFBackend:
         # Sampling computes a constrained row's allowed tokens' logits only (.cpu_speed);
         # False: the full head every step (the reference of a test).
         self.select_logits = True
+        # The prompt prefix every seat shares, prefilled once per adapter version
+        # (.prefix_cache; with the growing cache only); None: every row prefills it.
+        self.prefix_cache: PrefixCache | None = PrefixCache()
         self.gradient_checkpointing = False  # see enable_gradient_checkpointing
 
     @classmethod
@@ -549,17 +553,32 @@ class HFBackend:
         self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str]
     ) -> list[Completion]:
         """One batch: peft's plain path when every row uses one adapter, else its per-row one."""
+        keys = [self._adapter_version(name) for name in names]
         if len(set(names)) == 1:  # one adapter for all rows: peft's plain path is faster
             with self._one_adapter(names[0]):
-                return self._sample_rows(rows, encoded, None)
-        return self._sample_rows(rows, encoded, names)
+                return self._sample_rows(rows, encoded, None, keys)
+        return self._sample_rows(rows, encoded, names, keys)
+
+    def _adapter_version(self, name: str) -> tuple:
+        """What a row's keys and values depend on besides its tokens: the adapter's LoRA
+        parameters, by identity and in-place version (an optimizer step, a loaded version or
+        an adapter re-added under its name changes it); the prefix cache's key."""
+        if name == BASE:
+            return (BASE,)
+        marker = f".{name}."
+        params = [p for n, p in self.model.named_parameters() if marker in n]
+        return (name, *((p.data_ptr(), p._version) for p in params))
 
     def _sample_rows(
-        self, rows: list[GenerationRequest], encoded: list[list[int]], names: list[str] | None
+        self,
+        rows: list[GenerationRequest],
+        encoded: list[list[int]],
+        names: list[str] | None,
+        keys: list[tuple],
     ) -> list[Completion]:
         """Sample one batch over the KV cache (:func:`.sampler.sample_batch`) and decode it;
         ``names``: each row's adapter for peft's per-row path, None when the active adapter
-        serves all."""
+        serves all; ``keys``: each row's adapter version (:meth:`_adapter_version`)."""
 
         head = self.model.get_output_embeddings()
         head = head if isinstance(head, Float32Head) and self.select_logits else None
@@ -591,6 +610,8 @@ class HFBackend:
                 else None
             ),
             head=None if head is None else head.logits,
+            prefix_cache=self.prefix_cache if self.growing_cache else None,
+            row_keys=keys,
         )
         completions = []
         for b, r in enumerate(rows):

@@ -10,12 +10,13 @@ module knows no peft and no tokenizer: :class:`~.hf_backend.HFBackend` decodes t
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import torch
 
 from leaguezero.diplomacy.llm.client import GenerationRequest
+from leaguezero.diplomacy.llm.model.prefix_cache import PrefixCache
 from leaguezero.diplomacy.llm.orders.constrained import RegexMachine
 
 __all__ = [
@@ -144,6 +145,21 @@ def growing_cache(config: Any, *, float32: bool = False) -> Any | None:
         def get_seq_length(self) -> int:
             return self.length
 
+        def seed(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+            """Start the cache with these entries (``[B, H, T, D]``: a cached prompt prefix
+            in each row's slots, :func:`sample_batch`), room for ``capacity`` positions."""
+            dtype = torch.float32 if float32 else keys.dtype
+            self.device = keys.device
+            shape = (*keys.shape[:2], max(capacity, keys.shape[2]), keys.shape[-1])
+            self._kbuf = keys.new_empty(shape, dtype=dtype)
+            self._vbuf = values.new_empty(shape, dtype=dtype)
+            self._kbuf[:, :, : keys.shape[2]] = keys
+            self._vbuf[:, :, : keys.shape[2]] = values
+            self.length = keys.shape[2]
+            self.keys = self._kbuf[:, :, : self.length]
+            self.values = self._vbuf[:, :, : self.length]
+            self.is_initialized = True
+
         def batch_select_indices(self, indices: torch.Tensor) -> None:
             if not self.is_initialized:
                 return
@@ -168,6 +184,71 @@ def _reserve(cache: Any, needed: int) -> None:
             layer.reserve(needed)
 
 
+def _seed_prefix(
+    cache: Any,
+    prefix_cache: PrefixCache,
+    row_keys: Sequence[Hashable],
+    forward: Callable[..., Any],
+    encoded: list[list[int]],
+    width: int,
+    capacity: int,
+    new_cache: Callable[[], Any],
+    cache_arg: str,
+    device: torch.device,
+) -> int:
+    """Fill ``cache`` with the shared prefix's keys and values in each row's slots (computed
+    once per adapter version, a one-row pass of the prefix); returns the first column the
+    batch still prefills, or 0 when the cache has nothing for these rows.
+
+    Rows are left-padded, so row ``b``'s prefix sits at columns ``pad_b .. pad_b + P``; the
+    batch prefills from ``start = min_b pad_b + P`` (the longest row's first own token), and a
+    shorter row's prefix tokens from ``start`` on are fed again (their entries recomputed)."""
+    prefix_cache.observe(encoded)
+    length = prefix_cache.prefix_length(encoded)
+    layers = getattr(cache, "layers", ())
+    if not length or not layers or not all(isinstance(x, GrowingLayer) for x in layers):
+        return 0
+    entries: dict[Hashable, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    for b, key in enumerate(row_keys):
+        if key in entries:
+            continue
+        entry = prefix_cache.get(key)
+        if entry is None:
+            prefix = torch.tensor([encoded[b][:length]], dtype=torch.long, device=device)
+            scratch = new_cache()
+            _reserve(scratch, length)
+            out = forward(
+                input_ids=prefix,
+                attention_mask=torch.ones_like(prefix),
+                position_ids=torch.arange(length, device=device)[None, :],
+                use_cache=True,
+                logits_to_keep=1,
+                adapter_rows=[b],
+                **{cache_arg: scratch},
+            )
+            entry = [(x.keys.clone(), x.values.clone()) for x in _returned_cache(out).layers]
+            prefix_cache.put(key, entry)
+            prefix_cache.stats.misses += 1
+        else:
+            prefix_cache.stats.hits += 1
+        entries[key] = entry
+    pads = [width - len(ids) for ids in encoded]
+    start = min(pads) + length
+    for i, layer in enumerate(layers):
+        k0, v0 = entries[row_keys[0]][i]
+        keys = k0.new_zeros((len(encoded), k0.shape[1], start, k0.shape[-1]))
+        values = v0.new_zeros((len(encoded), v0.shape[1], start, v0.shape[-1]))
+        for b, pad in enumerate(pads):
+            if pad >= start:  # a short row: its prefix lies wholly in the prefilled columns
+                continue
+            k, v = entries[row_keys[b]][i]
+            keys[b, :, pad:start] = k[0, :, : start - pad]
+            values[b, :, pad:start] = v[0, :, : start - pad]
+        layer.seed(keys, values, capacity)
+    prefix_cache.stats.tokens_saved += sum(max(0, start - pad) for pad in pads)
+    return start
+
+
 # Rows that finished leave the batch once they are at least this share of it (each removal
 # copies the kept rows' cache; a finished row left in costs attention over its cache).
 LEAVE_SHARE = 0.25
@@ -186,6 +267,8 @@ def sample_batch(
     cache_arg: str = "cache",
     new_cache: Callable[[], Any] | None = None,
     head: Callable[[torch.Tensor, list[int] | None], torch.Tensor] | None = None,
+    prefix_cache: PrefixCache | None = None,
+    row_keys: Sequence[Hashable] | None = None,
 ) -> tuple[list[list[int]], list[list[float]], list[str]]:
     """Sample one left-padded batch over the KV cache.
 
@@ -206,6 +289,10 @@ def sample_batch(
             before the output head, and ``head(hidden, tokens)`` gives the logits of
             ``tokens`` (all when None): a constrained row's allowed tokens only, none for a
             forced one (:class:`.cpu_speed.Float32Head`).
+        prefix_cache, row_keys: the shared prompt prefix's keys and values per adapter
+            version (:mod:`.prefix_cache`; ``row_keys[i]``: row ``i``'s adapter version),
+            copied into each row's slots instead of prefilled; only with ``new_cache``'s
+            growing cache.
 
     Rows that finished leave the batch (:data:`LEAVE_SHARE`), so the slowest row does not
     keep every finished one in each pass; a row's draws do not depend on which rows share its
@@ -239,12 +326,19 @@ def sample_batch(
     active = [True] * batch
     live = list(range(batch))  # the row at each batch position
     cache = new_cache() if new_cache is not None else None
-    if cache is not None:
-        _reserve(cache, width + max(r.max_new_tokens for r in rows))
+    capacity = width + max(r.max_new_tokens for r in rows)
+    start = 0  # the first column prefilled: the columns before it come from the prefix cache
+    if cache is not None and prefix_cache is not None and row_keys is not None:
+        start = _seed_prefix(
+            cache, prefix_cache, row_keys, forward, encoded, width, capacity, new_cache,
+            cache_arg, device,
+        )  # fmt: skip
+    if cache is not None and not start:
+        _reserve(cache, capacity)
     out = forward(
-        input_ids=input_ids,
+        input_ids=input_ids[:, start:],
         attention_mask=mask,
-        position_ids=positions,
+        position_ids=positions[:, start:],
         use_cache=True,
         logits_to_keep=1,
         adapter_rows=live,
