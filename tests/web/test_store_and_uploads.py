@@ -364,3 +364,22 @@ def test_a_request_the_app_works_on_past_the_request_timeout_is_answered(monkeyp
         body = json.dumps({"agents": {**BOTS6, "FRANCE": "random_bot"}}).encode()
         status, _, text = http(server.port, "POST", "/api/diplomacy/games", body)
         assert "worked past" in one_line(status, text, (400,))
+
+
+def test_a_game_with_no_room_is_refused_before_it_is_built(monkeypatch):
+    import leaguezero.web.routes_yatzy as routes
+
+    built: list[str] = []
+    real_new_game = routes.new_game
+
+    def counted(*args, **kwargs):
+        built.append("game")
+        return real_new_game(*args, **kwargs)
+
+    monkeypatch.setattr(routes, "new_game", counted)
+    with LiveServer(WebSettings(max_games=2)) as server:  # one client: 1 game, its half
+        first, second = new_session(server.port), new_session(server.port)
+        assert http(server.port, "POST", YATZY, b'{"judge": false}', first)[0] == 200
+        status, _, text = http(server.port, "POST", YATZY, b'{"judge": false}', second)
+        assert "try again later" in one_line(status, text, (503,))
+    assert built == ["game"]  # the refused one was never built

@@ -57,6 +57,7 @@ def agents() -> dict:
 async def start(body: NewGame, request: Request) -> dict:
     human = body.human.upper() if body.human else None
     agents = {power.upper(): name for power, name in body.agents.items()}
+    request.app.state.games.check_room(session_of(request), client_of(request))  # before the work
     game = await request.app.state.pool.run(new_game, agents, human, body.max_years, body.seed)
     game_id = request.app.state.games.add(session_of(request), game, client_of(request))
     return {"id": game_id, **await request.app.state.pool.run(game.locked_view)}
@@ -79,6 +80,7 @@ async def replay(request: Request) -> dict:
     body = await request.body()
     if getattr(state, "uploads", 0) >= MAX_UPLOADS_AT_ONCE:
         raise Busy("busy: another saved game is being read; try again in a moment")
+    state.games.check_room(session_of(request), client_of(request))  # before the child's work
     state.uploads = getattr(state, "uploads", 0) + 1  # the event loop's thread only: no lock
     try:
         game = await state.pool.run(_read_and_load, body)

@@ -51,6 +51,7 @@ def agents() -> dict:
 @router.post("/games")
 async def start(body: NewGame, request: Request) -> dict:
     settings, pool = request.app.state.settings, request.app.state.pool
+    request.app.state.games.check_room(session_of(request), client_of(request))  # before the work
     game = await pool.run(
         new_game, body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table
     )

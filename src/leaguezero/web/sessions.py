@@ -198,54 +198,72 @@ class GameStore:
         with self._lock:
             now = self._clock()
             self._expire(now)
-            own = [key for key in self._games if key[0] == session]  # oldest use first
-            if len(own) >= self.per_session:
-                del self._games[own.pop(0)]
-            if client is not None:
-                self._make_room_for_client(session, client, own, now)
-            while len(self._games) >= self.max_games:
-                idle = next((key for key in self._games if self._idle(key, now)), None)
-                if idle is None and not own:
-                    raise StoreFull(
-                        f"the server holds its {self.max_games} games, all in play: try again "
-                        "later (leaguezero web --max-games raises the bound)"
-                    )
-                victim = idle if idle is not None else own[0]
-                if victim in own:
-                    own.remove(victim)
-                del self._games[victim]
+            for key in self._victims(session, client, now):
+                del self._games[key]
             self._games[(session, game_id)] = _Entry(now, game, client)
         return game_id
 
-    def _make_room_for_client(
-        self, session: str, client: str, own: list[tuple[str, str]], now: float
-    ) -> None:
-        """Bound 2 of the module docstring: drop one of ``client``'s games (its idle ones
-        first, then the session's own) or raise :class:`StoreFull`."""
-        theirs = [key for key, entry in self._games.items() if entry.client == client]
-        sessions = list(dict.fromkeys(key[0] for key in theirs))
-        if not own and len(sessions) >= self.per_client_sessions:
-            # a new session of a client at its bound: one of its sessions idle throughout goes
-            idle = [s for s in sessions if all(self._idle(k, now) for k in theirs if k[0] == s)]
-            if not idle:
-                raise StoreFull(
-                    f"this client holds games in {len(sessions)} sessions, all in play: try "
-                    "again later, or go on in a session you have"
-                )
-            for key in [k for k in theirs if k[0] == idle[0]]:
-                del self._games[key]
-                theirs.remove(key)
-        if len(theirs) >= self.per_client_games:
-            idle_key = next((key for key in theirs if self._idle(key, now)), None)
-            victim = idle_key if idle_key is not None else own[0] if own else None
+    def check_room(self, session: str, client: str | None = None) -> None:
+        """Raise :class:`StoreFull` now if :meth:`add` would (before a game is built for
+        nothing); a game added meanwhile by another request may still fill the room."""
+        with self._lock:
+            now = self._clock()
+            self._expire(now)
+            self._victims(session, client, now)
+
+    def _victims(self, session: str, client: str | None, now: float) -> list[tuple[str, str]]:
+        """The games a new game of ``session`` (of ``client``) takes the place of, by the bounds
+        of the module docstring in their order; raises :class:`StoreFull`. Changes nothing."""
+        gone: list[tuple[str, str]] = []
+        kept = [key for key in self._games]  # oldest use first
+
+        def drop(key: tuple[str, str]) -> None:
+            gone.append(key)
+            kept.remove(key)
+
+        def idle(keys: list[tuple[str, str]]) -> tuple[str, str] | None:
+            return next((key for key in keys if self._idle(key, now)), None)
+
+        own = [key for key in kept if key[0] == session]
+        if len(own) >= self.per_session:  # bound 1
+            drop(own.pop(0))
+        if client is not None:  # bound 2
+            theirs = [key for key in kept if self._games[key].client == client]
+            sessions = list(dict.fromkeys(key[0] for key in theirs))
+            if not own and len(sessions) >= self.per_client_sessions:
+                # a new session of a client at its bound: one of its sessions idle throughout
+                quiet = [
+                    s for s in sessions if all(self._idle(k, now) for k in theirs if k[0] == s)
+                ]
+                if not quiet:
+                    raise StoreFull(
+                        f"this client holds games in {len(sessions)} sessions, all in play: try "
+                        "again later, or go on in a session you have"
+                    )
+                for key in [k for k in theirs if k[0] == quiet[0]]:
+                    drop(key)
+                    theirs.remove(key)
+            if len(theirs) >= self.per_client_games:
+                victim = idle(theirs) or (own[0] if own else None)
+                if victim is None:
+                    raise StoreFull(
+                        f"this client holds {len(theirs)} of the server's {self.max_games} "
+                        "games, all in play: try again later"
+                    )
+                if victim in own:
+                    own.remove(victim)
+                drop(victim)
+        while len(kept) >= self.max_games:  # bound 3
+            victim = idle(kept) or (own.pop(0) if own else None)
             if victim is None:
                 raise StoreFull(
-                    f"this client holds {len(theirs)} of the server's {self.max_games} games, "
-                    "all in play: try again later"
+                    f"the server holds its {self.max_games} games, all in play: try again "
+                    "later (leaguezero web --max-games raises the bound)"
                 )
             if victim in own:
                 own.remove(victim)
-            del self._games[victim]
+            drop(victim)
+        return gone
 
     def get(self, session: str, game_id: str) -> Any:
         """The game ``game_id`` of ``session``; raises :class:`GameNotFound` otherwise."""
