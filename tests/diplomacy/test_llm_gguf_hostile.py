@@ -12,6 +12,10 @@ import time
 import tracemalloc
 
 import pytest
+
+# Imported at collection, transformers' log handler binds to pytest's stderr, not to that of a
+# CliRunner call below, which closes (later tests would print "Logging error" tracebacks).
+import transformers  # noqa: F401
 from typer.testing import CliRunner
 
 from leaguezero.cli import app
@@ -78,6 +82,15 @@ def test_metadata_is_bounded_in_all_keys_together(tmp_path):
     nested += struct.pack("<Q", 1) + struct.pack("<IQ", ARRAY, 1) * 5 + b"\0" * 64
     with pytest.raises(LLMError, match="nests arrays more than 4 deep"):
         gguf_header.check_header(_write(tmp_path, header(0, 1) + nested))
+
+
+def test_a_fifo_or_device_named_as_a_gguf_file_is_never_opened(tmp_path, monkeypatch):
+    monkeypatch.setenv(gguf.CACHE_ENV, str(tmp_path / "cache"))
+    os.mkfifo(tmp_path / "pipe.gguf")
+    (tmp_path / "zero.gguf").symlink_to("/dev/zero")
+    for name in ("pipe.gguf", "zero.gguf"):
+        with pytest.raises(LLMError, match="is not a regular file"):
+            gguf.base_model_folder(tmp_path / name)
 
 
 def test_the_header_is_read_before_the_file_is_hashed(tmp_path, monkeypatch):

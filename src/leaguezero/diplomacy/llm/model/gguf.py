@@ -130,7 +130,8 @@ def _locate(source: Path) -> tuple[Path, str]:
     """The cache folder and the file's digest, the header checked before the file is hashed
     (a bad 8 GB file is refused in a millisecond, not after minutes of SHA-256)."""
     if not source.is_file():
-        raise LLMError(f"GGUF file {source} does not exist")
+        what = "is not a regular file" if source.exists() else "does not exist"
+        raise LLMError(f"GGUF file {source} {what}")  # a FIFO or device: never opened
     check_header(source)
     return gguf_cache(), file_digest(source)
 
