@@ -179,3 +179,34 @@ def test_bearer_mode_is_for_third_party_servers_only(tiny_lm) -> None:
             OpenAIClient(url, api_key=KEY, key_mode="plain")
     finally:
         squatter.close()
+
+
+def test_a_429_is_retried_until_the_server_takes_the_request() -> None:
+    """``llm serve`` answers 429 to a client (a uid) with its bound of compiles running; the
+    client retries with growing pauses rather than failing the seat."""
+    answers = [429, 429, 200]
+
+    class Busy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            status = answers.pop(0)
+            data = json.dumps({"data": [{"id": "tiny", "parent": None}]}).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with OpenAIClient(url, api_key="", reconnect_s=600) as client:
+            assert client.models()[0]["id"] == "tiny"
+        assert answers == []
+    finally:
+        server.shutdown()
+        server.server_close()

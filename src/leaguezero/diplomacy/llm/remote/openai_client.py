@@ -85,10 +85,11 @@ class OpenAIClient:
     ``retries``: how often a reset or refused connection is retried at least (growing pauses,
     at most 2 s apart), and for ``reconnect_s`` seconds in all: a server restarting (vLLM
     takes a minute to load a model) is waited for, with one line on stderr, rather than ending
-    a long run. ``reloader``: called with an adapter's name when the server answers a
-    completion with "no such model" (it restarted, or someone unloaded it); returning True
-    means the adapter was loaded again and the completion is sent once more
-    (:meth:`~.adapters.AdapterSlots.reload`).
+    a long run; a 429 (``llm serve``: this client's uid has as many expressions compiling as it
+    may) is retried the same way for ``reconnect_s``. ``reloader``: called with an adapter's
+    name when the server answers a completion with "no such model" (it restarted, or someone
+    unloaded it); returning True means the adapter was loaded again and the completion is sent
+    once more (:meth:`~.adapters.AdapterSlots.reload`).
     """
 
     def __init__(
@@ -158,7 +159,12 @@ class OpenAIClient:
         while True:
             try:
                 response = self._exchange(method, path, data)
-                break
+                # 429: this client (its uid, for llm serve's compile workers) has as many
+                # expressions compiling as it may; they end within the server's CPU bound.
+                if response.status_code != 429 or time.monotonic() >= deadline:
+                    break
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+                attempt += 1
             except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as err:
                 # A reset or refused connection (a full backlog, a server restarting) is
                 # retried with a growing pause; a timeout is not (the request may be running).

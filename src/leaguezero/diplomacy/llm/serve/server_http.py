@@ -250,6 +250,10 @@ def peer_identity(sock: socket.socket, client_address: tuple) -> str:
     if loopback:
         with contextlib.suppress(OSError, ValueError, IndexError):
             server_host, server_port = sock.getsockname()[:2]
+            if mapped:  # the client's socket is an IPv4 one: /proc/net/tcp spells it so
+                host = str(mapped)
+                server_host = str(getattr(ipaddress.ip_address(server_host), "ipv4_mapped", "")
+                                  or server_host)  # fmt: skip
             near = _proc_net_address(host, port)
             far = _proc_net_address(server_host, server_port)
             if near and far:
