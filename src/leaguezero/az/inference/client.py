@@ -442,8 +442,8 @@ class InferenceClient:
             except (OSError, EOFError, ProtocolError) as err:
                 if self._closed:
                     return
-                log.info("inference connection to %s lost (%s)", link.endpoint, err)
-            self._take_down(link, sock)
+                reason = str(err) or type(err).__name__
+            self._take_down(link, sock, reason)
 
     def _connect(self, link: Link) -> socket.socket | None:
         """A connection to ``link`` that answered the hello and loaded this client's models;
@@ -552,7 +552,7 @@ class InferenceClient:
         if reconnect or parked:
             log.info("%s is up; sent %d waiting requests", link.endpoint, len(parked))
 
-    def _take_down(self, link: Link, sock: socket.socket) -> None:
+    def _take_down(self, link: Link, sock: socket.socket, reason: str) -> None:
         """Mark ``link`` down and move its unanswered requests to live links (or park them)."""
         shutdown_socket(sock, close=False)  # unblocks a sender stuck on it; no fd is freed yet
         with link.send_lock:  # close only while no sender can be using the fd
@@ -591,11 +591,11 @@ class InferenceClient:
         if link.outage_since is None:  # one line per outage, however often it reconnects
             link.outage_since = time.monotonic()
             log.warning(
-                "%s is down (%d requests moved); reconnecting with backoff", link.endpoint,
-                len(moved),
+                "%s is down (%s; %d requests moved); reconnecting with backoff", link.endpoint,
+                reason, len(moved),
             )  # fmt: skip
         else:
-            log.debug("%s is down again; moved %d requests", link.endpoint, len(moved))
+            log.debug("%s is down again (%s); moved %d requests", link.endpoint, reason, len(moved))
 
     def _health_loop(self) -> None:
         """Ping each live server; one that leaves a ping unanswered too long is taken down."""
