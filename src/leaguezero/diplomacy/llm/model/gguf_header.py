@@ -75,12 +75,12 @@ class _Reader:
         self.pos = 0
         self.size = len(buf)
 
-    def fail(self, what: str) -> LLMError:
+    def damaged(self, what: str) -> LLMError:
         return LLMError(f"GGUF file {self.path} is damaged or not a GGUF file: {what}")
 
     def need(self, nbytes: int, what: str) -> None:
         if nbytes > self.size - self.pos:
-            raise self.fail(
+            raise self.damaged(
                 f"{what} needs {nbytes:,} bytes at byte {self.pos:,} but the file ends at "
                 f"{self.size:,} (truncated?)"
             )
@@ -97,9 +97,9 @@ class _Reader:
         above ``limit`` or when that many items cannot fit in the bytes left."""
         n = self.scalar("Q", what)
         if n > limit:
-            raise self.fail(f"{what} is {n:,}, above the limit of {limit:,}")
+            raise self.damaged(f"{what} is {n:,}, above the limit of {limit:,}")
         if n * item_min_bytes > self.size - self.pos:
-            raise self.fail(
+            raise self.damaged(
                 f"{what} is {n:,} but only {self.size - self.pos:,} bytes are left "
                 f"(at least {item_min_bytes} each; truncated?)"
             )
@@ -160,7 +160,7 @@ def _check(buf, path: Path) -> GGUFHeader:
     tensor_count = reader.scalar("Q", "the tensor count")
     kv_count = reader.count("the metadata key count", MAX_KV, 13)
     if tensor_count > MAX_TENSORS:
-        raise reader.fail(
+        raise reader.damaged(
             f"the tensor count is {tensor_count:,}, above the limit of {MAX_TENSORS:,}"
         )
     budget = [MAX_METADATA_ITEMS]
@@ -171,13 +171,13 @@ def _check(buf, path: Path) -> GGUFHeader:
         if key == "general.alignment" and value_type == 4:
             alignment = reader.scalar("I", key)
             if alignment == 0 or alignment & (alignment - 1):
-                raise reader.fail(f"general.alignment is {alignment}, not a power of two")
+                raise reader.damaged(f"general.alignment is {alignment}, not a power of two")
         elif key == "general.architecture" and value_type == _STRING:
             architecture = reader.string(key, MAX_STRING_BYTES).decode("utf-8", "replace")
         else:
             _skip_value(reader, value_type, key, budget, depth=0)
     if tensor_count * 24 > reader.size - reader.pos:
-        raise reader.fail(
+        raise reader.damaged(
             f"the tensor count is {tensor_count:,} but only {reader.size - reader.pos:,} bytes "
             "are left (at least 24 each; truncated?)"
         )
@@ -195,17 +195,17 @@ def _skip_value(reader: _Reader, value_type: int, key: str, budget: list[int], d
         reader.skip_string(f"the value of {key!r}", MAX_STRING_BYTES)
     elif value_type == _ARRAY:
         if depth >= MAX_ARRAY_DEPTH:
-            raise reader.fail(f"{key!r} nests arrays more than {MAX_ARRAY_DEPTH} deep")
+            raise reader.damaged(f"{key!r} nests arrays more than {MAX_ARRAY_DEPTH} deep")
         item_type = reader.scalar("I", f"the item type of {key!r}")
         if item_type in _SCALAR:
             item_min = struct.calcsize(_SCALAR[item_type])
         elif item_type in (_STRING, _ARRAY):
             item_min = 8 if item_type == _STRING else 12  # a length; an item type and a count
         else:
-            raise reader.fail(f"{key!r} is an array of unknown value type {item_type}")
+            raise reader.damaged(f"{key!r} is an array of unknown value type {item_type}")
         n = reader.count(f"the length of the array {key!r}", MAX_ARRAY_ITEMS, item_min)
         if n > budget[0]:
-            raise reader.fail(
+            raise reader.damaged(
                 f"the arrays up to {key!r} hold more than {MAX_METADATA_ITEMS:,} items in all"
             )
         budget[0] -= n
@@ -218,14 +218,14 @@ def _skip_value(reader: _Reader, value_type: int, key: str, budget: list[int], d
             for _ in range(n):
                 _skip_value(reader, _ARRAY, key, budget, depth + 1)
     else:
-        raise reader.fail(f"{key!r} has unknown value type {value_type}")
+        raise reader.damaged(f"{key!r} has unknown value type {value_type}")
 
 
 def _tensor_info(reader: _Reader, index: int) -> tuple[str, tuple[int, ...], int, int]:
     name = reader.string(f"tensor {index}'s name", MAX_KEY_BYTES).decode("utf-8", "replace")
     n_dims = reader.scalar("I", f"tensor {name!r}'s number of dimensions")
     if not 1 <= n_dims <= MAX_DIMS:
-        raise reader.fail(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
+        raise reader.damaged(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
     dims = tuple(reader.scalar("Q", f"tensor {name!r}'s shape") for _ in range(n_dims))
     ggml_type = reader.scalar("I", f"tensor {name!r}'s type")
     offset = reader.scalar("Q", f"tensor {name!r}'s offset")
@@ -244,14 +244,14 @@ def _check_tensor_data(reader: _Reader, tensors, data_start: int, alignment: int
         try:
             block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
         except (ValueError, KeyError):
-            raise reader.fail(f"tensor {name!r} has unknown ggml type {ggml_type}") from None
+            raise reader.damaged(f"tensor {name!r} has unknown ggml type {ggml_type}") from None
         if dims[0] % block:
-            raise reader.fail(
+            raise reader.damaged(
                 f"tensor {name!r}'s first dimension {dims[0]} is not a whole number of "
                 f"{block}-item blocks"
             )
         if offset % alignment:
-            raise reader.fail(
+            raise reader.damaged(
                 f"tensor {name!r}'s offset {offset:,} is not a multiple of {alignment}"
             )
         items = 1
@@ -259,7 +259,7 @@ def _check_tensor_data(reader: _Reader, tensors, data_start: int, alignment: int
             items *= dim
         tensor_end = data_start + offset + items // block * type_size
         if tensor_end > reader.size:
-            raise reader.fail(
+            raise reader.damaged(
                 f"tensor {name!r} ends at byte {tensor_end:,}, past the file's end at "
                 f"{reader.size:,} (truncated?)"
             )
