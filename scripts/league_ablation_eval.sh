@@ -2,7 +2,7 @@
 # Measures the four arms of scripts/league_ablation.sh (issue 52, docs/league.md "Does the
 # league pay?"): each final hero (and the imitation start, bc1.pt) against six dumb_bots,
 # a round robin among the arms, and each arm's exploitability.
-#   scripts/league_ablation_eval.sh OUT_DIR SEED [strength|roundrobin|exploit ...]
+#   scripts/league_ablation_eval.sh OUT_DIR SEED [strength|roundrobin|exploit|exploit_sampled ...]
 # SEED is drawn after training (say how in the docs); every arm plays the same seeds, so the
 # strength figures are paired game by game. Results: OUT_DIR/eval/*.json; a part whose file
 # exists is not played again (the script resumes). Summarise with
@@ -50,6 +50,17 @@ sys.exit(json.load(open(sys.argv[1])).get("final") is None)' "$run/exploit.json"
           --eval-every 25 --eval-games 7 --final-games 7 --final-seed "$seed" \
           --set train.lr=0.0003 "${resume[@]}"
       done ;;
-    *) echo "unknown part $part (strength roundrobin exploit)" >&2; exit 2 ;;
+    exploit_sampled)  # the same, the target's copies sampling (games differ by seed: an SE)
+      for arm in "${arms[@]}"; do
+        run="$out/exploit_sampled_$arm"
+        if [ -f "$run/exploit.json" ] && python -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("final") is None)' "$run/exploit.json"; then continue; fi
+        echo "== exploit (sampling copies) $arm"
+        resume=(); [ -f "$run/state.pt" ] && resume=(--resume)
+        $lz diplomacy exploit --target "$(final "$arm")" --out "$run" --steps "$steps" --sample \
+          --eval-every 25 --eval-games 70 --final-games 140 --final-seed "$seed" \
+          --set train.lr=0.0003 "${resume[@]}"
+      done ;;
+    *) echo "unknown part $part (strength roundrobin exploit exploit_sampled)" >&2; exit 2 ;;
   esac
 done

@@ -55,7 +55,8 @@ def load(path: Path) -> dict | None:
 
 def main(out: Path) -> None:
     ev = out / "eval"
-    strength = {a: load(ev / f"strength_{a}.json") for a in ("start", *ARMS)}
+    extra = ("pfsp_long",)  # the PFSP arm run for self-play's CPU time (docs/league.md)
+    strength = {a: load(ev / f"strength_{a}.json") for a in ("start", *ARMS, *extra)}
     have = {a: r for a, r in strength.items() if r is not None}
     if have:
         seed = next(iter(have.values()))["seed"]
@@ -101,9 +102,18 @@ def main(out: Path) -> None:
             mean = f"{sum(vals) / len(vals):.3f}" if vals else "—"
             print(f"| {a} | " + " | ".join(row) + f" | {mean} |")
         print()
+    for prefix, title in (
+        ("exploit", "an exploiter's win share against six greedy copies (7 games a point)"),
+        ("exploit_sampled", "against six sampling copies (70 games a point, final 140)"),
+    ):
+        exploit_table(out, prefix, title)
+    training_table(out)
+
+
+def exploit_table(out: Path, prefix: str, title: str) -> None:
     rows = []
     for a in ARMS:
-        record = load(out / f"exploit_{a}" / "exploit.json")
+        record = load(out / f"{prefix}_{a}" / "exploit.json")
         if record is None:
             continue
         curve = record["evaluations"]
@@ -111,8 +121,8 @@ def main(out: Path) -> None:
         final = record.get("final")
         rows.append((a, curve, best, final))
     if rows:
-        print("### Exploitability: an exploiter's win share against six greedy copies\n")
-        print("| hero | curve (step: share) | best | final (seed, games) |")
+        print(f"### Exploitability: {title}\n")
+        print("| hero | curve (step: share) | best | final (step, games) |")
         print("|---|---|---|---|")
         for a, curve, best, final in rows:
             pts = ", ".join(
@@ -122,24 +132,31 @@ def main(out: Path) -> None:
             fin = (
                 "—"
                 if not final
-                else f"{final['win_share']:.3f} (step {final['step']}, {final['games']} games)"
+                else (
+                    f"{final['win_share']:.3f} ± {final['win_share_se']:.3f} "
+                    f"(step {final['step']}, {final['games']} games)"
+                )
             )
             print(f"| {a} | {pts} | {best['win_share']:.3f} | {fin} |")
         print()
-    print("### Training\n")
-    print("| arm | steps | mean s/step | final hero Elo | checkpoints |")
-    print("|---|---|---|---|---|")
-    for a in ARMS:
+
+
+def training_table(out: Path) -> None:
+    print("### Training (one core each)\n")
+    print("| arm | hero steps | exploiter steps | records trained on | seconds | league agents |")
+    print("|---|---|---|---|---|---|")
+    for a in (*ARMS, "pfsp_long"):
         events = out / a / "events.ndjson"
         if not events.is_file():
             continue
-        steps = [json.loads(x) for x in events.open() if '"diplomacy.train_step"' in x]
+        rows = [json.loads(x) for x in events.open() if '"step"' in x]
+        hero = [r for r in rows if r["event"] == "diplomacy.train_step"]
+        exploiter = [r for r in rows if r["event"] == "league.exploiter_step"]
         league = out / a / "league.json"
-        ckpts = len(json.loads(league.read_text())["agents"]) if league.is_file() else "?"
-        secs = [s.get("seconds") for s in steps if s.get("seconds") is not None]
-        mean = f"{sum(secs) / len(secs):.1f}" if secs else "?"
-        elo = steps[-1].get("hero_elo", "?") if steps else "?"
-        print(f"| {a} | {len(steps)} | {mean} | {elo} | {ckpts} |")
+        agents = len(json.loads(league.read_text())["agents"]) if league.is_file() else "?"
+        seconds = sum(r.get("seconds", 0.0) for r in hero + exploiter)
+        records = int(sum(r.get("records", 0) for r in hero + exploiter))
+        print(f"| {a} | {len(hero)} | {len(exploiter)} | {records:,} | {seconds:.0f} | {agents} |")
 
 
 if __name__ == "__main__":
