@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -63,6 +66,35 @@ def test_the_command_serves_pages_and_runs_on_localhost(tmp_path):
     assert "Traceback" not in out
 
 
+def test_serving_on_is_printed_once_the_socket_accepts(tmp_path):
+    """The "serving on" line is a promise: a connection made the moment it is read succeeds,
+    with no retry (it used to come before the app was built and uvicorn listened)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "leaguezero", "web", "--port", str(port)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+        deadline = time.monotonic() + DEADLINE_S
+        seen = []
+        while not any("serving on" in line for line in seen):
+            assert proc.poll() is None or not lines.empty(), "".join(seen)
+            seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        address = seen[-1].split("serving on ")[1].split()[0]
+        assert address == f"http://127.0.0.1:{port}/"
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S):
+            pass  # accepted: refused (ConnectionRefusedError) before the fix
+        assert b"<html" in (_get(address + "yatzy") or b"")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=DEADLINE_S)
+
+
 def test_a_missing_run_is_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "leaguezero", "web", "--run", str(tmp_path / "nope")],
@@ -85,7 +117,9 @@ def test_web_sets_one_torch_thread_for_its_agents(monkeypatch):
     from leaguezero.web import app as web_app
 
     seen = []
-    monkeypatch.setattr(web_app, "serve", lambda host, port, settings: seen.append(port))
+    monkeypatch.setattr(
+        web_app, "serve", lambda host, port, settings, on_ready=None: seen.append(port)
+    )
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

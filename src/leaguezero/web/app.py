@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,15 +136,17 @@ def _page(name: str):
     return serve
 
 
-def serve(host: str, port: int, settings: WebSettings) -> None:
-    """Run the app with uvicorn (``web/server.py``'s limits) until interrupted."""
-    import uvicorn
-
-    from leaguezero.web.server import raise_file_limit, uvicorn_config
+def serve(
+    host: str, port: int, settings: WebSettings, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Run the app with uvicorn (``web/server.py``'s limits) until interrupted; ``on_ready`` is
+    called once the socket listens (a "serving on" printed before that sends the user to a
+    refused connection while the app and uvicorn still start)."""
+    from leaguezero.web.server import ReadyServer, raise_file_limit, uvicorn_config
 
     raise_file_limit()
     settings.allowed_hosts = [host, *settings.allowed_hosts]
     from leaguezero.web.workers import start_children
 
     threading.Thread(target=start_children, name="leaguezero-forkserver", daemon=True).start()
-    uvicorn.Server(uvicorn_config(create_app(settings), host, port)).run()
+    ReadyServer(uvicorn_config(create_app(settings), host, port), on_ready=on_ready).run()

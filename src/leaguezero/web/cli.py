@@ -57,9 +57,12 @@ def web(
     missing = [str(r) for r in runs if not r.is_dir()]
     if missing:
         raise fail(f"--run: no such directory: {', '.join(missing)}")
-    typer.echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
+    url = f"http://{host}:{port}/"
     try:
         settings = WebSettings(runs=runs, allowed_hosts=list(allow_host or []), max_games=max_games)
-        serve(host, port, settings)
+        # printed once the socket listens, not before the app and uvicorn have started
+        serve(
+            host, port, settings, on_ready=lambda: typer.echo(f"serving on {url}  (Ctrl-C stops)")
+        )
     except OSError as err:
         raise fail(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

@@ -27,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import resource
+from collections.abc import Callable
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from leaguezero.web.limits import (
@@ -126,6 +128,22 @@ class BoundedH11Protocol(H11Protocol):
         if self._linger_timer is not None:
             self._linger_timer.cancel()
         super().connection_lost(exc)
+
+
+class ReadyServer(uvicorn.Server):
+    """A ``uvicorn.Server`` that calls ``on_ready`` once its sockets listen: what
+    ``leaguezero web`` prints its "serving on" line from, so the address it prints accepts."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None = None):
+        super().__init__(config)
+        self.on_ready = on_ready
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets=sockets)
+        # started is set once every socket listens and the lifespan is up; a failed bind
+        # exits inside startup, before this line.
+        if self.started and self.on_ready is not None:
+            self.on_ready()
 
 
 def raise_file_limit() -> None:
