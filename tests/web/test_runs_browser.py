@@ -49,17 +49,38 @@ def test_the_league_page_follows_a_run_while_it_grows(live_server, browser, web_
              "the PFSP shares did not follow")  # fmt: skip
 
 
+# Installed before the page's scripts run: records every text the report's loading note shows.
+_WATCH_LOADING = """
+window.__loadingSeen = [];
+new MutationObserver(() => {
+  const note = document.getElementById('report-loading');
+  if (note && !note.hidden && note.textContent) window.__loadingSeen.push(note.textContent);
+}).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+"""
+
+
 def test_the_yatzy_run_page_shows_the_report(live_server, browser, tmp_path):
     d = browser
-    d.get(f"{live_server.url}/runs?run=0&refresh=0")
+    watch = d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _WATCH_LOADING})
+    try:
+        d.get(f"{live_server.url}/runs?run=0&refresh=0")
+    finally:
+        d.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                          {"identifier": watch["identifier"]})  # fmt: skip
     wait_for(d, lambda d: d.find_element(By.ID, "yatzy").is_displayed(), "no report panel")
     assert not d.find_element(By.ID, "league").is_displayed()
     d.switch_to.frame(d.find_element(By.ID, "report"))
     try:
         wait_for(d, lambda d: len(d.find_elements(By.TAG_NAME, "img")) >= 3, "report charts")
-        assert "Training losses" in d.find_element(By.TAG_NAME, "body").text
+        body = d.find_element(By.TAG_NAME, "body").text
+        assert "Training losses" in body and "~50" not in body
     finally:
         d.switch_to.default_content()
+    # While the report was drawn the box said so; once it is in, the note is gone.
+    seen = d.execute_script("return window.__loadingSeen")
+    assert any(text.startswith("loading the report") for text in seen), seen
+    wait_for(d, lambda d: not d.find_element(By.ID, "report-loading").is_displayed(),
+             "the loading note stayed")  # fmt: skip
     screenshot(d, "web_run_yatzy", tmp_path)
 
 
@@ -73,7 +94,10 @@ def test_the_yatzy_run_page_refreshes_in_place_with_a_status_line(
     status = wait_for(d, lambda d: d.find_element(By.ID, "run-status").text, "no status line")
     assert "iteration 5 of 10" in status and "now: training of iteration 6" in status, status
     assert "ETA 10 min (2 min an iteration)" in status, status
-    assert "best so far: solitaire mean 195.0 (iteration 5)" in status, status
+    # The network that is best now, with its SE: not the maximum of the noisy estimates
+    # (iteration 3's 249.1, above the oracle's 248.4), which the page used to show.
+    assert "best network: solitaire mean 195.0 ± 4.5 (SE) over 100 boards" in status, status
+    assert "its eval at iteration 5" in status and "249.1" not in status, status
     assert "last promoted at iteration 4" in status, status
     wait_for(d, lambda d: d.execute_script(_REPORT_LOADED), "the report did not load")
     d.execute_script("window.scrollTo(0, 1500)")

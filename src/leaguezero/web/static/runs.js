@@ -80,15 +80,34 @@ function duration(s) {
   return `${(s / 3600).toFixed(1)} h`;
 }
 
-// "iteration 5 of 60 · now: train · ETA 2.3 h · best so far: solitaire mean 195.0 (iteration 5)"
+// "iteration 5 of 60 · now: train · ETA 2.3 h · best network: solitaire 195.0 ± 4.1 (SE) ..."
 function statusLine(st) {
   const parts = [st.iterations ? `iteration ${st.iteration} of ${st.iterations}` : `iteration ${st.iteration}`];
   const names = { selfplay: "self-play", train: "training", gate: "gating", eval: "oracle evaluation", promote: "promotion" };
   parts.push(st.phase ? `now: ${names[st.phase] ?? st.phase} of iteration ${st.iteration + 1}` : "finished");
   if (st.eta_s !== null) parts.push(`ETA ${duration(st.eta_s)} (${duration(st.seconds_per_iteration)} an iteration)`);
-  if (st.best_solitaire_mean !== null) parts.push(`best so far: solitaire mean ${fmt(st.best_solitaire_mean, 1)} (iteration ${st.best_iteration})`);
+  if (st.best) parts.push(bestText(st.best));
   if (st.last_promoted !== null) parts.push(`last promoted at iteration ${st.last_promoted}`);
   return parts.join(" · ");
+}
+
+// The network that is best now, as measured: never the maximum of the iterations' small noisy
+// estimates (which can top the oracle's 248.4); yz eval's large measurement when there is one.
+function bestText(b) {
+  const se = b.se === null || b.se === undefined ? " (no standard error recorded)" : ` ± ${fmt(b.se, 1)} (SE)`;
+  const boards = b.boards ? ` over ${Number(b.boards).toLocaleString("en")} boards` : "";
+  let text = `best network: solitaire mean ${fmt(b.mean, 1)}${se}${boards}`;
+  if (b.source === "yz eval") {
+    const m = b.vs_oracle || {};
+    if (m.a_win_rate !== null && m.a_win_rate !== undefined) {
+      text += `, win rate against the oracle ${fmt(m.a_win_rate, 3)}` +
+        (m.a_win_rate_se ? ` ± ${fmt(m.a_win_rate_se, 3)}` : "") + ` over ${m.games} games`;
+    }
+    text += ` (yz eval of ${b.model}${b.stale ? "; best.pt changed since: run yz eval again" : ""})`;
+  } else {
+    text += ` (its eval at iteration ${b.iteration}, a small sample; yz eval RUN measures it on 2,000 boards)`;
+  }
+  return text;
 }
 
 // The new report loads out of sight beside the shown one and takes its place once loaded, sized
@@ -98,7 +117,11 @@ function loadReport(index, stamp) {
   const shown = document.getElementById("report");
   const fresh = el("iframe", { class: shown ? "report loading" : "report", "data-stamp": stamp,
     id: shown ? null : "report", src: `/runs/${index}/report?t=${stamp}` });
+  const loading = document.getElementById("report-loading");
+  loading.hidden = false;  // building the report's charts takes seconds
+  loading.textContent = shown ? "updating the report (the run has new iterations)…" : "loading the report (drawing its charts takes a few seconds)…";
   fresh.addEventListener("load", () => {
+    loading.hidden = true;
     const y = window.scrollY;
     fresh.style.height = `${fresh.contentDocument.documentElement.scrollHeight + 20}px`;
     if (shown) shown.remove();

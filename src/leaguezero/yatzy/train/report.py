@@ -54,6 +54,22 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
+def _solitaire_series(rows: list[dict], key: str, who: str):
+    """``_series(rows, key)`` with each point's standard error (``who``'s ``se`` in the
+    record's ``detail.eval``; 0 where the record has none): (xs, ys, errors)."""
+    xs, ys, errs = [], [], []
+    for r in rows:
+        v = r.get(key)
+        if isinstance(v, int | float):
+            detail = r.get("detail")
+            ev = detail.get("eval", {}) if isinstance(detail, dict) else {}
+            se = ev.get(who, {}).get("se") if isinstance(ev.get(who), dict) else None
+            xs.append(r["iteration"])
+            ys.append(float(v))
+            errs.append(float(se) if isinstance(se, int | float) and np.isfinite(se) else 0.0)
+    return xs, ys, errs
+
+
 Chart = tuple[str, str, str]  # (title, PNG base64, what a good curve does)
 
 
@@ -84,26 +100,37 @@ def build_report(run_dir: str | Path, oracle_games: int = 4000) -> Path:
 def _loss_chart(rows: list[dict]) -> Chart:
     import matplotlib.pyplot as plt
 
-    # The turn search trains no policy head (its loss is 0 throughout): plot what is trained,
-    # each loss on its own axis so the small value loss is not flattened under the margin's.
-    losses = (
-        ("loss_policy", "policy CE"),
-        ("loss_value", "value MSE"),
-        ("loss_margin", "margin MSE"),
-    )
-    trained = [(key, label) for key, label in losses if any((r.get(key) or 0) > 0 for r in rows)]
-    fig, axes = plt.subplots(1, max(1, len(trained)), figsize=(4 * max(1, len(trained)), 3.2))
-    for ax, (key, label) in zip(np.atleast_1d(axes), trained, strict=False):
-        ax.plot(*_series(rows, key), marker="o")
-        ax.set(xlabel="iteration", title=label)
+    # The turn search trains no policy head (its loss is 0 throughout): plot what is trained.
+    # The value and margin losses share a panel: with train.q_weight 1 (the configs' default)
+    # both heads regress to the same target q, so two panels drew the same curve twice.
+    def trained(key: str) -> bool:
+        return any((r.get(key) or 0) > 0 for r in rows)
+
+    panels = [[("loss_policy", "policy CE")]] if trained("loss_policy") else []
+    heads = [(k, label) for k, label in (("loss_value", "value"), ("loss_margin", "margin"))
+             if trained(k)]  # fmt: skip
+    if heads:
+        panels.append(heads)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 3.2))
+    for ax, panel in zip(np.atleast_1d(axes), panels, strict=False):
+        for (key, label), marker in zip(panel, "os", strict=False):
+            ax.plot(*_series(rows, key), marker=marker, label=label)
+        title = panel[0][1] if panel[0][0] == "loss_policy" else "value and margin MSE"
+        ax.set(xlabel="iteration", title=title)
+        if len(panel) > 1:
+            _legend_outside(ax)
     np.atleast_1d(axes)[0].set_ylabel("loss (last quarter of training)")
+    fig.tight_layout()
     return (
         "Training losses", _png(fig),
         "What to expect: each loss is measured against targets that move (each iteration "
         "trains on newer self-play, whose values the better network computes), so a loss need "
         "not fall and may rise as games get sharper; a loss that jumps by an order of magnitude, "
-        "or NaN, is the warning sign. The turn search trains no policy head, so no policy loss "
-        "is shown for it.",
+        "or NaN, is the warning sign. The value and margin heads share a panel: with "
+        "train.q_weight 1 (the default) both learn the same target (the search's value q), so "
+        "their curves lie on each other; they part when q_weight < 1 blends in the outcome "
+        "(the win for the value head, the score difference for the margin head). The turn "
+        "search trains no policy head, so no policy loss is shown for it.",
     )  # fmt: skip
 
 
@@ -111,8 +138,11 @@ def _strength_chart(rows: list[dict]) -> Chart:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))
-    axes[0].plot(*_series(rows, "solitaire_mean"), marker="o", label="candidate")
-    axes[0].plot(*_series(rows, "best_solitaire_mean"), marker="s", label="best")
+    # Each point is a small sample (oracle_eval.games mirror games): its bar is ± one SE.
+    for key, who, marker in (("solitaire_mean", "candidate", "o"),
+                             ("best_solitaire_mean", "best", "s")):  # fmt: skip
+        xs, ys, errs = _solitaire_series(rows, key, who)
+        axes[0].errorbar(xs, ys, yerr=errs, marker=marker, capsize=2, label=f"{who} (± SE)")
     axes[0].axhline(ORACLE_EXPECTED, color="k", ls="--", label="oracle 248.44")
     axes[0].axhline(GREEDY_MEAN, color="gray", ls=":", label="greedy ~177")
     axes[0].set(xlabel="iteration", ylabel="points per board", title="Solitaire score")
@@ -126,9 +156,13 @@ def _strength_chart(rows: list[dict]) -> Chart:
                 title="Win rates of each iteration's candidate")  # fmt: skip
     _legend_outside(axes[1])
     fig.tight_layout()
+    its, means = _series(rows, "solitaire_mean")
+    start = f"from {means[0]:.0f} (iteration {its[0]}'s candidate) " if means else ""
     return ("Strength", _png(fig),
-            "Good: the solitaire score climbs from ~50 past greedy's 177 toward the "
-            "oracle's 248; the candidate's win rate against greedy rises past 0.5, "
+            f"Good: the solitaire score climbs {start}past greedy's 177 toward the "
+            "oracle's 248; each point is a small sample (± one standard error), so the "
+            "highest point overstates the run: yz eval RUN measures the best on 2,000 boards. "
+            "The candidate's win rate against greedy rises past 0.5, "
             "and against the best it hovers near 0.5 (each is a small step).")  # fmt: skip
 
 
