@@ -3,7 +3,7 @@
 A 13-byte expression (``a{1000}{1000}``) can keep outlines-core compiling for minutes and take
 gigabytes, and a ``choice`` list is an expression too. So the server never compiles a request's
 expression in its own process: :class:`RegexSandbox` hands it to a worker process
-(``python -m leaguezero.diplomacy.llm.serve.regex_sandbox``) that
+(``python -m leaguezero.diplomacy.llm.serve.regex_worker``) that
 
 - holds the tokenizer's vocabulary (sent once, when it starts);
 - runs under ``RLIMIT_AS`` (``memory_bytes``) and at niceness +10, so compiles yield the cores
@@ -38,13 +38,10 @@ reason).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
-import resource
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -53,14 +50,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from leaguezero.diplomacy.llm.serve import regex_worker
 from leaguezero.diplomacy.llm.serve.fair_slots import ClientOverLimit, FairSlots, SlotWaitOver
+from leaguezero.diplomacy.llm.serve.regex_worker import HEADER as _HEADER
 
 __all__ = ["ClientOverLimit", "CompileLimits", "CompilerBusy", "RegexRefused", "RegexSandbox"]
-_HEADER = struct.Struct("<Q")
-# Workers yield the CPU to the server's own threads: hostile compiles at full tilt on every core
-# must not slow the forward passes of good requests (a plain request beside three hostile
-# compiles on 2 shared cores: 1.9 s at niceness 0, 0.14-0.49 s at +10).
-WORKER_NICENESS = 10
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -114,7 +108,7 @@ class _Worker:
     def __init__(self, vocabulary: bytes, limits: CompileLimits) -> None:
         # RLIMIT_CPU is the backstop: the server kills at time_s of CPU first.
         cpu_s = limits.time_s + 1
-        cmd = [sys.executable, "-m", __name__, str(limits.memory_bytes), str(cpu_s)]
+        cmd = [sys.executable, "-m", regex_worker.__name__, str(limits.memory_bytes), str(cpu_s)]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
@@ -418,85 +412,3 @@ class RegexSandbox:
             f"compiling the expression needed more than {limits.memory_bytes >> 20} MiB "
             f"(worker exit {code}; simplify it)"
         )
-
-
-# ------------------------------------------------------------------- the worker
-def _read_frame(stream) -> bytes | None:
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(head)
-    return stream.read(size)
-
-
-def _write_frame(stream, kind: bytes, payload: bytes) -> None:
-    stream.write(_HEADER.pack(len(kind) + len(payload)) + kind + payload)
-    stream.flush()
-
-
-def _malloc_meter() -> Callable[[bytes], int]:
-    """A function of an index's bytes giving the memory its :meth:`Index.from_binary` takes:
-    glibc's allocated bytes around one (this process is single-threaded), else 20x the bytes
-    (the most measured on small indexes)."""
-    from outlines_core import Index
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        fields = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
-
-        class Info(ctypes.Structure):
-            _fields_ = [(name, ctypes.c_size_t) for name in fields.split()]
-
-        libc.mallinfo2.restype = Info
-    except (OSError, AttributeError):
-        return lambda blob: 20 * len(blob)
-
-    def allocated() -> int:
-        info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
-
-    def measure(blob: bytes) -> int:
-        before = allocated()
-        try:
-            loaded = Index.from_binary(blob)
-        except MemoryError:  # within RLIMIT_AS the index fits once, not twice: a guess
-            return 20 * len(blob)
-        held = allocated() - before
-        del loaded
-        return max(held, len(blob))
-
-    return measure
-
-
-def _worker_main(memory_bytes: int, cpu_s: float) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    os.nice(WORKER_NICENESS)
-    from outlines_core import Index, Vocabulary
-
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    vocabulary = Vocabulary.from_binary(_read_frame(source))
-    held_bytes = _malloc_meter()
-    _write_frame(sink, b"rd", b"")  # started: the CPU of an expression counts from here
-    while (data := _read_frame(source)) is not None:
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        spent = used.ru_utime + used.ru_stime
-        limit = int(spent + cpu_s) + 1
-        # The soft limit only (SIGXCPU ends the worker): a hard limit can never be raised
-        # again, and the next expression's limit is higher (a worker compiles many).
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
-        try:
-            index = Index(data.decode("utf-8"), vocabulary)
-        except (ValueError, RuntimeError, UnicodeDecodeError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            _write_frame(sink, b"er", f"cannot constrain to that regex: {first[:300]}".encode())
-            continue
-        except MemoryError:
-            _write_frame(sink, b"er", b"compiling the expression ran out of memory")
-            continue
-        blob = index.__reduce__()[1][0]
-        del index
-        _write_frame(sink, b"ok", _HEADER.pack(held_bytes(blob)) + blob)
-
-
-if __name__ == "__main__":  # argv: the memory bound in bytes, the CPU bound per expression in s
-    _worker_main(int(sys.argv[1]), float(sys.argv[2]))
