@@ -122,7 +122,11 @@ def web_runs(tmp_path_factory) -> list[Path]:
     from tests.web.fake_runs import make_league_run, make_yatzy_run
 
     root = tmp_path_factory.mktemp("web_runs")
-    return [make_yatzy_run(root / "yatzy_run"), make_league_run(root / "league_run")]
+    # the Yatzy run has a best network (the shipped one): the play page offers it as run:0
+    return [
+        make_yatzy_run(root / "yatzy_run", with_best=True),
+        make_league_run(root / "league_run"),
+    ]
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ league run (registry, match log, events) that :func:`advance_league_run` can gro
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from leaguezero.common.events import EventWriter
@@ -19,10 +20,16 @@ BASELINES = {"random_bot": 800.0, "chaos_bot": 900.0, "base_model": 1000.0}
 YATZY_ITERATIONS = 10  # the fake yz run's planned iterations (its config.yaml)
 
 
-def make_yatzy_run(root: Path) -> Path:
+def make_yatzy_run(root: Path, with_best: bool = False) -> Path:
     """A yz run directory with five of ten iterations done (what `leaguezero report` reads) and
-    the sixth in training (``run_state.json``)."""
+    the sixth in training (``run_state.json``); ``with_best``: the shipped network as its
+    ``models/best.pt`` (a real checkpoint the play page can load)."""
     (root / "logs").mkdir(parents=True)
+    if with_best:
+        from leaguezero.yatzy.agents.registry import PRETRAINED_PATH
+
+        (root / "models").mkdir()
+        shutil.copyfile(PRETRAINED_PATH, root / "models" / "best.pt")
     (root / "config.yaml").write_text(f"run:\n  iterations: {YATZY_ITERATIONS}\n")
     rows = [_yatzy_row(it) for it in range(1, 6)]
     (root / "logs" / "iteration_stats.ndjson").write_text(

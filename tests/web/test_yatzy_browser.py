@@ -104,3 +104,39 @@ def test_a_busy_server_is_asked_again(live_server, browser):
         del pool.run
     wait_for(d, lambda d: _to_move(d) in ("you", "over"), "the page did not ask again")
     assert d.find_element(By.ID, "error").text == ""
+
+
+def test_the_card_names_the_agent_and_its_boxes_and_offers_the_runs_best(
+    live_server, browser, tmp_path
+):
+    """Issue 55: the column is the opponent's name, boxes are in words, the points say a click
+    marks the box, and the --run folder's best network is among the opponents (as run:0)."""
+    d = browser
+    d.get(f"{live_server.url}/yatzy?delay=0")
+    options = wait_for(d, lambda d: d.execute_script(
+        "return [...document.querySelectorAll('#agent-list option')]"
+        ".map((o) => [o.value, o.label])"), "no agents")  # fmt: skip
+    assert ["run:0", "best of yatzy_run"] in options, options
+    assert "run:0 (best of yatzy_run)" in d.find_element(By.ID, "run-agents").text
+    agent = d.find_element(By.ID, "agent")
+    agent.clear()
+    agent.send_keys("run:0")
+    d.find_element(By.ID, "judge").click()  # off: no oracle needed here
+    d.find_element(By.ID, "start").click()
+    wait_for(d, lambda d: _to_move(d) == "you", "the game did not start")
+    assert d.find_element(By.ID, "agent-head").text == "best of yatzy_run"
+    boxes = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#card tbody td.box-name")]
+    assert boxes[7] == "Two pairs" and boxes[12] == "Full house", boxes
+    assert all("_" not in b for b in boxes), boxes
+    head = d.find_element(By.CSS_SELECTOR, "#card thead").text
+    assert "click to mark" in head, head
+    assert d.find_element(By.ID, "mark-hint").is_displayed()
+    mark = d.find_elements(By.CSS_SELECTOR, "button.mark")[0]
+    assert mark.get_attribute("title").startswith("mark ") and "in Ones" in mark.get_attribute(
+        "title"
+    )
+    screenshot(d, "web_yatzy_run_best", tmp_path)
+    mark.click()  # the run's network then plays its turn
+    wait_for(d, lambda d: any(li.text.startswith("agent: ") for li in d.find_elements(
+        By.CSS_SELECTOR, "#log li")), "the run's best did not move")  # fmt: skip
+    assert d.find_element(By.ID, "error").text == ""

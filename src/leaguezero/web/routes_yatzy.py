@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field
 
 from leaguezero.web.limits import MAX_SIMS
 from leaguezero.web.sessions import client_of, session_of
-from leaguezero.web.yatzy_games import AGENT_CHOICES, YatzyWebGame, agent_hints, new_game
+from leaguezero.web.yatzy_games import (
+    AGENT_CHOICES,
+    YatzyWebGame,
+    agent_hints,
+    new_game,
+    resolve_run_spec,
+    run_opponents,
+)
 
 router = APIRouter(prefix="/api/yatzy")
 
@@ -44,16 +51,19 @@ def _locked(game: YatzyWebGame, fn, *args, **kwargs):
 
 
 @router.get("/agents")
-def agents() -> dict:
-    return {"agents": list(AGENT_CHOICES), "hints": agent_hints()}
+def agents(request: Request) -> dict:
+    """The agents by name, and the ``--run`` folders' best networks (``run:N``, named)."""
+    runs = run_opponents(request.app.state.settings.runs)
+    return {"agents": list(AGENT_CHOICES), "runs": runs, "hints": agent_hints()}
 
 
 @router.post("/games")
 async def start(body: NewGame, request: Request) -> dict:
     settings, pool = request.app.state.settings, request.app.state.pool
     request.app.state.games.check_room(session_of(request), client_of(request))  # before the work
+    spec, name = resolve_run_spec(body.agent, settings.runs)  # run:N by index, never a path
     game = await pool.run(
-        new_game, body.agent, body.seed, body.seat, body.judge, body.sims, settings.oracle_table
+        new_game, spec, body.seed, body.seat, body.judge, body.sims, settings.oracle_table, name
     )
     game_id = request.app.state.games.add(session_of(request), game, client_of(request))
     return {"id": game_id, **game.view()}

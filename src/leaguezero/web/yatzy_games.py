@@ -51,6 +51,15 @@ from leaguezero.yatzy.game.tables import (
 # network first.
 AGENT_CHOICES = ("greedy", PRETRAINED, *(name for name in BOT_NAMES if name != "greedy"))
 CHECKPOINT_HINT = "model:runs/ID/models/best.pt"  # where yz run keeps its best network
+RUN_SPEC = "run:"  # run:N, the best network of the server's N-th --run (a path never travels)
+# The card's boxes in words (the rules' identifiers stay the API's names: ``mark`` takes either).
+BOX_WORDS = {
+    "ones": "Ones", "twos": "Twos", "threes": "Threes", "fours": "Fours", "fives": "Fives",
+    "sixes": "Sixes", "pair": "One pair", "two_pairs": "Two pairs",
+    "three_kind": "Three of a kind", "four_kind": "Four of a kind",
+    "small_straight": "Small straight", "large_straight": "Large straight",
+    "house": "Full house", "chance": "Chance", "yatzy": "Yatzy",
+}  # fmt: skip
 MAX_LOG = 200  # lines of the move log kept per game
 
 
@@ -90,6 +99,38 @@ def agent_hints() -> dict[str, str]:
     return {"checkpoint": CHECKPOINT_HINT}
 
 
+def run_best(run: Path) -> Path | None:
+    """A yz run's current best network (``models/best.pt``), None when it has none yet."""
+    best = Path(run) / "models" / "best.pt"
+    return best if best.is_file() else None
+
+
+def run_opponents(runs: list[Path]) -> list[dict[str, str]]:
+    """The ``--run`` folders' best networks as opponents: ``run:N`` and what the page calls it
+    (the folder's name: an answer never carries a path)."""
+    return [
+        {"spec": f"{RUN_SPEC}{i}", "name": f"best of {Path(run).name}"}
+        for i, run in enumerate(runs)
+        if run_best(run) is not None
+    ]
+
+
+def resolve_run_spec(spec: str, runs: list[Path]) -> tuple[str, str]:
+    """``run:N`` as (the checkpoint's spec, the name the page shows); another spec as itself.
+    Raises ValueError for a run the server does not follow or one with no best network."""
+    spec = spec.strip()
+    if not spec.startswith(RUN_SPEC):
+        return spec, spec
+    index = spec.removeprefix(RUN_SPEC)
+    if not index.isdigit() or int(index) >= len(runs):
+        raise ValueError(f"no run {index[:20]!r}: this server follows {len(runs)} run(s)")
+    run = Path(runs[int(index)])
+    best = run_best(run)
+    if best is None:
+        raise ValueError(f"run {run.name} has no models/best.pt yet")
+    return f"model:{best}", f"best of {run.name}"
+
+
 class YatzyWebGame:
     """One game: the person on seat ``human``, ``agent`` on the other, the oracle as judge.
 
@@ -123,7 +164,7 @@ class YatzyWebGame:
         seats = {"you": human, "agent": 1 - human}
         cards = []
         for cat, name in enumerate(CATEGORIES):
-            row: dict[str, Any] = {"cat": cat, "name": name}
+            row: dict[str, Any] = {"cat": cat, "name": name, "label": BOX_WORDS[name]}
             for who, seat in seats.items():
                 is_open = bool((int(s[S_AVAIL + seat]) >> (14 - cat)) & 1)
                 row[who] = None if is_open else self.filled[seat].get(cat)
@@ -233,9 +274,16 @@ class YatzyWebGame:
 
 
 def new_game(
-    agent: str, seed: int, seat: int, judge: bool, sims: int = 64, oracle_table: Path | None = None
+    agent: str,
+    seed: int,
+    seat: int,
+    judge: bool,
+    sims: int = 64,
+    oracle_table: Path | None = None,
+    name: str | None = None,
 ) -> YatzyWebGame:
-    """Start a game against ``agent`` (a spec); ``judge`` loads the oracle (first build ~20 s).
+    """Start a game against ``agent`` (a spec), shown as ``name`` (the spec as typed by
+    default); ``judge`` loads the oracle (first build ~20 s).
 
     Raises ValueError with a one-line reason for an agent that cannot be built or a bad seat.
     """
@@ -245,7 +293,7 @@ def new_game(
         from leaguezero.yatzy.oracle.solver import load_oracle
 
         oracle = load_oracle(oracle_table)
-    return YatzyWebGame(opponent, agent.strip(), seed, seat, oracle)  # the name as typed
+    return YatzyWebGame(opponent, name or agent.strip(), seed, seat, oracle)
 
 
 _report_lock = threading.Lock()

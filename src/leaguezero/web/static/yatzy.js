@@ -10,6 +10,12 @@ async function loadAgents() {
   const data = await api("GET", "/api/yatzy/agents");
   const list = document.getElementById("agent-list");
   for (const name of data.agents) list.append(el("option", { value: name }));
+  // The best network of each --run folder, by index (run:N): first, so it is seen.
+  const runs = data.runs || [];
+  list.prepend(...runs.map((r) => el("option", { value: r.spec, label: r.name }, r.name)));
+  const note = document.getElementById("run-agents");
+  note.hidden = !runs.length;
+  note.textContent = runs.length ? `Your runs' best: ${runs.map((r) => `${r.spec} (${r.name})`).join(", ")}.` : "";
 }
 
 function render() {
@@ -20,12 +26,15 @@ function render() {
   for (const row of game.cards) {
     let now = "";
     if (yourTurn && row.now !== null) {
-      now = el("button", { class: "mark", "data-cat": row.cat, onclick: () => move({ mark: row.cat }) }, row.now);
+      now = el("button", { class: "mark", "data-cat": row.cat, title: `mark ${row.now} in ${row.label}`,
+        onclick: () => move({ mark: row.cat }) }, row.now);
     }
-    body.append(el("tr", { "data-box": row.name }, el("td", {}, row.name),
+    body.append(el("tr", { "data-box": row.name }, el("td", { class: "box-name" }, row.label),
       el("td", { class: "you-cell" }, row.you === null ? "" : row.you),
       el("td", { class: "agent-cell" }, row.agent === null ? "" : row.agent), el("td", {}, now)));
   }
+  document.getElementById("agent-head").textContent = game.agent;  // who the column is
+  document.getElementById("mark-hint").hidden = !yourTurn;
   const t = game.totals;
   document.querySelector("#card tfoot").replaceChildren(
     el("tr", {}, el("td", {}, "upper total (bonus at 63)"), el("td", { id: "upper-you" }, t.you.upper), el("td", { id: "upper-agent" }, t.agent.upper), el("td")),
