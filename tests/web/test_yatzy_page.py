@@ -57,3 +57,15 @@ def test_boxes_are_named_in_words():
     assert labels["two_pairs"] == "Two pairs" and labels["three_kind"] == "Three of a kind"
     assert labels["house"] == "Full house" and labels["pair"] == "One pair"
     assert all("_" not in label for label in labels.values())
+
+
+def test_the_log_names_boxes_in_words():
+    from leaguezero.web.yatzy_games import in_words
+
+    assert in_words("rolled 2 2 5 5 6, scored 20 in two_pairs") == (
+        "rolled 2 2 5 5 6, scored 20 in two pairs"
+    )
+    assert in_words("mark three_kind; mark small_straight") == (
+        "mark three of a kind; mark small straight"
+    )
+    assert in_words("scored 12 in pair") == "scored 12 in pair"  # a word already

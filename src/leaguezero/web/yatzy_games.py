@@ -8,6 +8,7 @@ module turns its blocking loop into calls a page can make one at a time.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,16 @@ BOX_WORDS = {
     "small_straight": "Small straight", "large_straight": "Large straight",
     "house": "Full house", "chance": "Chance", "yatzy": "Yatzy",
 }  # fmt: skip
+# yz play's texts name boxes by identifier; the page's say the ones with an underscore in words
+# (the others, "pair", "chance", ..., read as words already).
+_IDENTIFIER = re.compile(r"\b(" + "|".join(k for k in BOX_WORDS if "_" in k) + r")\b")
+
+
+def in_words(text: str) -> str:
+    """``text`` with the box identifiers ``two_pairs``, ``three_kind``, ... in words."""
+    return _IDENTIFIER.sub(lambda m: BOX_WORDS[m.group(1)].lower(), text)
+
+
 MAX_LOG = 200  # lines of the move log kept per game
 
 
@@ -202,7 +213,7 @@ class YatzyWebGame:
         return {"upper": upper, "bonus": bonus, "score": int(self.state[S_SCORE + seat])}
 
     def _say(self, who: str, text: str) -> None:
-        self.log.append({"who": who, "text": text})
+        self.log.append({"who": who, "text": in_words(text)})
 
     # ----------------------------------------------------------------- moves
     def _expect(self, mover: str) -> None:
@@ -246,7 +257,7 @@ class YatzyWebGame:
         verdict = None
         if self._values_of is not None:
             values = self._values_of(self.state[None, :])[0]
-            verdict = oracle_verdict(values, action, dice)
+            verdict = in_words(oracle_verdict(values, action, dice))
         rerolls = int(self.state[S_REROLLS])
         points = _mark(self.state, action, self.filled)
         self._say("you", describe_move(action, dice, rerolls, points))
@@ -270,7 +281,7 @@ class YatzyWebGame:
         if self._values_of is None:
             raise MoveError("no oracle loaded for this game (start one with the judge on)")
         values = self._values_of(self.state[None, :])[0]
-        return _hint(values, self._dice(), int(self.state[S_SCORE + self.human]))
+        return in_words(_hint(values, self._dice(), int(self.state[S_SCORE + self.human])))
 
 
 def new_game(
