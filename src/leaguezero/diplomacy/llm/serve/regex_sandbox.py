@@ -127,10 +127,16 @@ class _Worker:
 
 
 class _Stopped(Exception):
-    """A compile ended without an index; ``kind``: "refused" (cached), "gone", "busy"."""
+    """A compile ended without an index. ``outcome``: the error to raise for ``why`` — None
+    for the expression's own fault (a refusal, cached), :class:`CompilerBusy` when no worker
+    could take it, :func:`_not_compiled` when its client went away (not cached either)."""
 
-    def __init__(self, why: str, kind: str = "refused") -> None:
-        self.why, self.kind = why, kind
+    def __init__(self, why: str, outcome: Callable[[str], Exception] | None = None) -> None:
+        self.why, self.outcome = why, outcome
+
+
+def _not_compiled(why: str) -> RegexRefused:
+    return RegexRefused(f"not compiled: {why}")
 
 
 class RegexSandbox:
@@ -308,10 +314,8 @@ class RegexSandbox:
                 kind, payload = self._exchange(worker, regex.encode("utf-8"), gone)
             except _Stopped as stop:
                 worker.kill()
-                if stop.kind == "gone":
-                    raise RegexRefused(f"not compiled: {stop.why}") from None
-                if stop.kind == "busy":
-                    raise CompilerBusy(stop.why) from None
+                if stop.outcome is not None:
+                    raise stop.outcome(stop.why) from None
                 raise self._refuse(regex, stop.why) from None
             except BaseException:
                 worker.kill()
@@ -339,11 +343,13 @@ class RegexSandbox:
             try:
                 kind, _ = self._read_answer(worker, None, wall_end, gone)
             except _Stopped as stop:
-                if stop.kind != "refused":
+                if stop.outcome is not None:
                     raise
-                raise _Stopped(f"a compile worker could not start: {stop.why}", "busy") from None
+                raise _Stopped(
+                    f"a compile worker could not start: {stop.why}", CompilerBusy
+                ) from None
             if kind != b"rd":
-                raise _Stopped(f"a compile worker started badly ({bytes(kind)!r})", "busy")
+                raise _Stopped(f"a compile worker started badly ({bytes(kind)!r})", CompilerBusy)
             worker.started = True
         cpu_start = _cpu_s(worker.proc.pid)
         try:
@@ -378,7 +384,7 @@ class RegexSandbox:
                         "busy",
                     )
                 if gone():
-                    raise _Stopped("the client went away", "gone")
+                    raise _Stopped("the client went away", _not_compiled)
                 ready, _, _ = select.select([fd], [], [], 0.1)
                 if not ready:
                     continue
