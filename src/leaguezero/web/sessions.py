@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leaguezero.common.peers import loopback_uid
 from leaguezero.web.limits import (
     CLIENT_SHARE,
     EVICT_IDLE_S,
@@ -100,33 +101,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _proc_address(host: str, port: int) -> str:
-    """``host:port`` as ``/proc/net/tcp[6]`` spells it: each 32-bit word of the address in
-    host (little-endian) order, in hex, then the port."""
-    address = ipaddress.ip_address(host)
-    packed = address.packed
-    words = b"".join(packed[i : i + 4][::-1] for i in range(0, len(packed), 4))
-    return f"{words.hex().upper()}:{port:04X}"
-
-
 def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid owning the client end of a loopback TCP connection ``client -> server``, from
-    the kernel's socket table (Linux ``/proc/net/tcp``, ``tcp6``); None where it cannot tell.
-
-    The client's socket is the row whose local address is ``client`` and remote ``server``.
-    """
-    try:
-        table = "tcp6" if ipaddress.ip_address(client[0]).version == 6 else "tcp"
-        local, remote = _proc_address(*client), _proc_address(*server)
-        with open(f"/proc/net/{table}", encoding="ascii") as rows:
-            next(rows)  # the header
-            for row in rows:
-                fields = row.split()
-                if len(fields) > 7 and fields[1] == local and fields[2] == remote:
-                    return int(fields[7])
-    except (OSError, ValueError):
-        pass
-    return None
+    """The uid owning the client end of a loopback TCP connection ``client -> server``
+    (:func:`leaguezero.common.peers.loopback_uid`); None where the kernel cannot tell."""
+    return loopback_uid(client, server)
 
 
 class GameNotFound(LookupError):

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 import socket
-import struct
 import sys
 import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from leaguezero.common.peers import loopback_uid
 
 # The API key of `llm serve --api-key` and of the client (OpenAIClient), from the environment.
 API_KEY_ENV = "LEAGUEZERO_LLM_API_KEY"
@@ -227,44 +227,15 @@ def is_json(handler: BaseHTTPRequestHandler) -> bool:
     return kind.partition(";")[0].strip().lower() == "application/json"
 
 
-def _proc_net_address(host: str, port: int) -> str | None:
-    """``host:port`` as ``/proc/net/tcp{,6}`` spells it (32-bit words in host order, hex)."""
-    try:
-        packed = ipaddress.ip_address(host.partition("%")[0]).packed
-    except ValueError:
-        return None
-    words = struct.unpack(f"={len(packed) // 4}I", packed)
-    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
-
-
 def peer_identity(sock: socket.socket, client_address: tuple) -> str:
     """Who is on the other end of ``sock`` (see module doc): ``uid N`` for a loopback peer
-    whose socket ``/proc/net/tcp`` names, else ``address A``."""
-    host, port = client_address[0], client_address[1]
+    whose socket the kernel names (:func:`leaguezero.common.peers.loopback_uid`), else
+    ``address A``."""
     try:
-        address = ipaddress.ip_address(host.partition("%")[0])
-    except ValueError:
-        address = None
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
-    loopback = address is not None and (address.is_loopback or bool(mapped and mapped.is_loopback))
-    if loopback:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            server_host, server_port = sock.getsockname()[:2]
-            if mapped:  # the client's socket is an IPv4 one: /proc/net/tcp spells it so
-                host = str(mapped)
-                server_host = str(getattr(ipaddress.ip_address(server_host), "ipv4_mapped", "")
-                                  or server_host)  # fmt: skip
-            near = _proc_net_address(host, port)
-            far = _proc_net_address(server_host, server_port)
-            if near and far:
-                for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-                    with open(table) as f:
-                        text = f.read()
-                    at = text.find(f" {near} {far} ")
-                    if at >= 0:
-                        line = text[text.rfind("\n", 0, at) + 1 : text.find("\n", at)]
-                        return f"uid {int(line.split()[7])}"
-    return f"address {host}"
+        uid = loopback_uid(client_address, sock.getsockname())
+    except OSError:
+        uid = None
+    return f"address {client_address[0]}" if uid is None else f"uid {uid}"
 
 
 def resident_bytes() -> dict[str, int]:
