@@ -60,7 +60,7 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
     phase = RaySelfPlay(cfg, _best(tmp_path), out, games=2 * per_worker, seed=5)
     phase.start()
     try:
-        victim = phase.worker_pids()[0]
+        victim = phase.worker_pids(timeout_s=600)[0]  # actors import torch: slow under load
         # Worker 0 runs only in short steps between SIGCONT and SIGSTOP, so the kill lands
         # in the middle of its games however the machine schedules the test (no race with a
         # worker that finishes while this process waits for the CPU).
