@@ -63,12 +63,14 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
         victim = phase.worker_pids(timeout_s=600)[0]  # actors import torch: slow under load
         # Worker 0 runs only in short steps between SIGCONT and SIGSTOP, so the kill lands
         # in the middle of its games however the machine schedules the test (no race with a
-        # worker that finishes while this process waits for the CPU).
+        # worker that finishes while this process waits for the CPU). A step of 50 ms of wall
+        # time is at most 50 ms of the worker's CPU: a few dozen tiny games of its 200, while
+        # its start (imports, compiling the search) takes a few hundred steps.
         os.kill(victim, signal.SIGSTOP)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 1200
         while games_on_disk(out, worker=0) < 2 and time.monotonic() < deadline:
             os.kill(victim, signal.SIGCONT)
-            time.sleep(0.01)
+            time.sleep(0.05)
             os.kill(victim, signal.SIGSTOP)
         at_kill = games_on_disk(out, worker=0)  # frozen: nothing moves until the kill
         os.kill(victim, signal.SIGKILL)
