@@ -21,6 +21,16 @@ final() {  # the arm's final hero: its newest checkpoint (the schedule keeps the
   ls "$out/$1/checkpoints"/ckpt_*.pt | sort | tail -1
 }
 
+exploit_arm() {  # ARM PREFIX EXTRA...: one exploiter run, skipped once it has its final figure
+  local arm=$1 run="$out/$2_$1"; shift 2
+  if [ -f "$run/exploit.json" ] && python -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("final") is None)' "$run/exploit.json"; then return; fi
+  echo "== exploit ($run) $arm"
+  local resume=(); [ -f "$run/state.pt" ] && resume=(--resume)
+  $lz diplomacy exploit --target "$(final "$arm")" --out "$run" --steps "$steps" "$@" \
+    --eval-every 25 --final-seed "$seed" --set train.lr=0.0003 "${resume[@]}"
+}
+
 for part in "${parts[@]}"; do
   case $part in
     strength)  # 10-year games against six dumb_bots, common seeds, paired by game
@@ -41,25 +51,11 @@ for part in "${parts[@]}"; do
       done; done ;;
     exploit)  # the same exploiter budget against each final hero (greedy games, as for pretrained)
       for arm in "${arms[@]}"; do
-        run="$out/exploit_$arm"
-        if [ -f "$run/exploit.json" ] && python -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("final") is None)' "$run/exploit.json"; then continue; fi
-        echo "== exploit $arm"
-        resume=(); [ -f "$run/state.pt" ] && resume=(--resume)
-        $lz diplomacy exploit --target "$(final "$arm")" --out "$run" --steps "$steps" \
-          --eval-every 25 --eval-games 7 --final-games 7 --final-seed "$seed" \
-          --set train.lr=0.0003 "${resume[@]}"
+        exploit_arm "$arm" exploit --eval-games 7 --final-games 7
       done ;;
     exploit_sampled)  # the same, the target's copies sampling (games differ by seed: an SE)
       for arm in "${arms[@]}"; do
-        run="$out/exploit_sampled_$arm"
-        if [ -f "$run/exploit.json" ] && python -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("final") is None)' "$run/exploit.json"; then continue; fi
-        echo "== exploit (sampling copies) $arm"
-        resume=(); [ -f "$run/state.pt" ] && resume=(--resume)
-        $lz diplomacy exploit --target "$(final "$arm")" --out "$run" --steps "$steps" --sample \
-          --eval-every 25 --eval-games 70 --final-games 140 --final-seed "$seed" \
-          --set train.lr=0.0003 "${resume[@]}"
+        exploit_arm "$arm" exploit_sampled --sample --eval-games 70 --final-games 140
       done ;;
     *) echo "unknown part $part (strength roundrobin exploit exploit_sampled)" >&2; exit 2 ;;
   esac
