@@ -24,7 +24,13 @@ from leaguezero.diplomacy.agents.policy import (
     load_policy,
 )
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec, Seating, parse_seating
+from leaguezero.diplomacy.game.catalogue import (
+    AgentKind,
+    AgentSpec,
+    Seating,
+    parse_agents,
+    parse_seating,
+)
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.game.rollout import run_rollout
@@ -67,6 +73,7 @@ def play_policy_game(
     opponents: dict[str, DiplomacyPolicy] = {}
     hero_actors = []
     counter = iter(range(len(POWERS)))
+    llm_seats = _llm_seats(game_cfg, seating, shared)
 
     def resolve(spec: AgentSpec):
         seed = game_seed(shared.train_seed, group_idx, game_idx, next(counter))
@@ -74,6 +81,9 @@ def play_policy_game(
             actor = hero.actor(seed=seed, temperature=shared.temperature)
             hero_actors.append(actor)
             return actor
+        llm_seat = None if llm_seats is None else llm_seats(spec)
+        if llm_seat is not None:
+            return llm_seat
         name = spec.name
         if name not in opponents:
             if name not in shared.opponent_paths:
@@ -86,6 +96,26 @@ def play_policy_game(
     game = run_rollout(game_cfg, group_idx, game_idx, seating, hero_power, resolver=resolve)
     records = [r for a in hero_actors for r in a.records]
     return PlayedGame(dict(game.scores), game.seed, records, game.phase_start)
+
+
+def _llm_seats(cfg: DiplomacyConfig, seating: Seating, shared: PolicyGames):
+    """The resolver of the seating's league agents that are LLM folders (an exploiter's LLM
+    target: docs/league.md), None when there are none: on this process's base model, loaded
+    once per process (:func:`~leaguezero.diplomacy.llm.runtime.shared_runtime`), each game's
+    LLM seats sampled in one batch seeded by the game's seed; most probable orders under
+    ``train.opponents_greedy``, else sampled at ``llm.temperature``."""
+    names = {spec.name for spec in seating.values() if spec.kind is AgentKind.LEAGUE}
+    paths = [(n, p) for n, p in shared.opponent_paths.items() if n in names]
+    specs = parse_agents([p for _, p in paths]) if paths else []
+    folders = {n: s for (n, _), s in zip(paths, specs, strict=True) if s.is_llm_folder}
+    if not folders:
+        return None
+    from leaguezero.diplomacy.llm.resolvers import folder_resolver
+
+    llm = folder_resolver(
+        list(folders.values()), cfg.llm, seed=shared.train_seed, greedy=shared.opponents_greedy
+    )
+    return lambda spec: llm(folders[spec.name]) if spec.name in folders else None
 
 
 def init_config(cfg: DiplomacyConfig, path: Path) -> DiplomacyConfig:
