@@ -10,6 +10,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed")
 from fastapi.testclient import TestClient
 
 from leaguezero.web.app import PAGES, WebSettings, create_app
+from leaguezero.web.diplomacy_games import NOT_A_SAVED_GAME
 from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
 
 
@@ -204,7 +205,9 @@ def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
     assert "out of range" in _one_line_error(client.get(f"{url}?phase=5"), 400)
     stepped = client.post(f"{url}/step", json={"orders": ["A PAR - BUR"]}).json()
     assert stepped["phase"] == "F1901M"
-    assert any("2 of your units without orders hold" in n for n in stepped["notes"])
+    notes = stepped["last_turn"]["notes"]  # what was said in the turn just played, only
+    assert notes == ["Spring 1901, movement: 2 of your units without orders hold"], notes
+    assert client.post(f"{url}/step", json={}).json()["last_turn"]["notes"] != notes
     yatzy = client.post("/api/yatzy/games", json={"agent": "greedy", "judge": False}).json()
     assert "not a Diplomacy game" in _one_line_error(
         client.get(f"/api/diplomacy/games/{yatzy['id']}"), 400
@@ -214,7 +217,11 @@ def test_bad_diplomacy_requests_get_4xx_with_one_line(app):
     not_json = client.post(replays, content=b"{nope", headers=json_type)
     assert "not JSON" in _one_line_error(not_json, 400)
     assert "not a saved game" in _one_line_error(client.post(replays, json=[1, 2]), 400)
-    assert "schema_version" in _one_line_error(client.post(replays, json={"id": "x"}), 400)
+    for not_saved in ({"id": "x"}, {"phases": [], "leaguezero": 3}):  # one clear line
+        assert _one_line_error(client.post(replays, json=not_saved), 400) == NOT_A_SAVED_GAME
+    old_version = {"leaguezero": {"schema_version": 0}}
+    error = _one_line_error(client.post(replays, json=old_version), 400)
+    assert error.startswith("the uploaded game has leaguezero schema_version 0"), error
 
 
 def test_a_diplomacy_game_is_not_visible_from_another_session(app):

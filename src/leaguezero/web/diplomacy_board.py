@@ -7,6 +7,7 @@ them while it holds a game's lock.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 SEASONS = {"S": "Spring", "F": "Fall", "W": "Winter"}
@@ -67,6 +68,12 @@ def mark_results(svg: str, renderer: Any, results: dict[str, list[str]]) -> str:
         return svg
     end = svg.rfind("</svg>")
     return svg[:end] + '<g id="lz-results">' + "".join(marks) + "</g>" + svg[end:]
+
+
+def label_phase(svg: str, label: str) -> str:
+    """``svg`` with the phase the engine writes at the map's bottom right replaced by
+    ``label``."""
+    return re.sub(r'(<text[^>]*id="CurrentPhase"[^>]*>)[^<]*(</text>)', rf"\g<1>{label}\g<2>", svg)
 
 
 def leaders(game: Any) -> tuple[list[str], int]:

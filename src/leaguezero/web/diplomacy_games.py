@@ -30,6 +30,7 @@ from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
 from leaguezero.diplomacy.game.seats import resolve_agent
 from leaguezero.web.diplomacy_board import (
+    label_phase,
     mark_results,
     order_results,
     orders_with_results,
@@ -51,6 +52,9 @@ MAX_YEARS = 20  # longest game the page starts (the engine's own games go on unt
 WEB_AGENTS = (*BOT_NAMES, PRETRAINED, PRETRAINED_LLM, PRETRAINED_SMOL, SMOLLM2)
 log = logging.getLogger(__name__)
 ENGINE_MAP = "standard"  # the one map the env plays; a saved game names no other (never a path)
+NOT_A_SAVED_GAME = (
+    "the upload is not a saved game: choose a JSON file leaguezero diplomacy play saved"
+)
 
 
 class OrderError(ValueError):
@@ -100,7 +104,7 @@ class DiplomacyWebGame:
         self.env, self.agents, self.human, self.replay = env, agents, human, replay
         self.policies = policies or {}
         self.lock = threading.Lock()
-        self.notes: list[str] = []
+        self.notes: dict[str, list[str]] = {}  # {phase: what was said while it was played}
         self._renderer: Renderer | None = None
 
     # ------------------------------------------------------------------ phases
@@ -131,13 +135,62 @@ class DiplomacyWebGame:
             self._renderer = Renderer(game)
         self._renderer.game = game  # the parsed map is reused; only the game changes
         note = game.note
-        if game is self.env.game and self.env.done:
+        finished = game is self.env.game and self.env.done
+        if finished:
             game.note = outcome(game, True, self.env.last_year) or note
         try:
             svg = self._renderer.render(incl_orders=True)
         finally:
             game.note = note
+        if finished:  # not the phase the year cap stopped the game in, never played
+            svg = label_phase(svg, "FINAL")
         return mark_results(svg, self._renderer, results or {})
+
+    def power_colours(self) -> dict[str, str]:
+        """``{power: colour}`` as the map draws each power."""
+        if self._renderer is None:
+            self._renderer = Renderer(self.env.game)
+        return {p: self._renderer.metadata["color"][p] for p in POWERS}
+
+    def preview(self, orders: list[str]) -> str:
+        """The current board with the person's chosen ``orders`` drawn (those legal now; the
+        rest left out), before they are submitted: the engine's own arrows, as after Submit."""
+        if not self.human or self.env.done or self.replay:
+            raise OrderError("there are no orders of yours to draw now")
+        legal = {o for found in self.env.legal_orders(self.human).values() for o in found}
+        game = self.env.game
+        game.set_orders(self.human, [o for o in orders if o in legal], expand=False)
+        try:
+            return self.svg(game)
+        finally:
+            game.clear_orders(self.human)
+
+    def locked_preview(self, orders: list[str]) -> dict[str, Any]:
+        """:meth:`preview` under the game's lock, as ``{"svg": ...}``."""
+        with self.lock:
+            return {"svg": self.preview(orders)}
+
+    def _last_turn(self, current: int) -> dict[str, Any] | None:
+        """The last movement phase played before ``current`` (its map, orders and results), and
+        the retreats and adjustments played after it (``then``: names and orders), with what was
+        said while they were played; None before the first movement is resolved."""
+        history = self.env.game.get_phase_history()[:current]
+        moves = [
+            i for i, past in enumerate(history)  # the cap's unplayed phase has no orders
+            if str(past.name).endswith("M") and any((past.orders or {}).values())
+        ]  # fmt: skip
+        if not moves:
+            return None
+        turn = self._phase_view(moves[-1])
+        turn.pop("game")
+        turn["then"] = []
+        for index in range(moves[-1] + 1, current):
+            after = self._phase_view(index)
+            if any(after["orders"].values()):
+                turn["then"].append({k: after[k] for k in ("phase", "phase_name", "orders")})
+        played = [str(p.name) for p in history[moves[-1] :]]
+        turn["notes"] = [note for phase in played for note in self.notes.get(phase, [])]
+        return turn
 
     def _phase_view(self, index: int) -> dict[str, Any]:
         """One phase's map, name and orders (with their results)."""
@@ -174,10 +227,7 @@ class DiplomacyWebGame:
             }
             for p in POWERS
         ]
-        played = None
-        if index == current and index > 0:
-            played = self._phase_view(index - 1)
-            played.pop("game")
+        last_turn = self._last_turn(current) if index == current else None
         legal: dict[str, list[str]] = {}
         owed = 0
         if self.human and index == current and not self.env.done:
@@ -191,13 +241,16 @@ class DiplomacyWebGame:
             "index": index,
             **shown,
             "done": bool(self.env.done),
-            "outcome": outcome(self.env.game, bool(self.env.done), self.env.last_year),
+            # at the last phase only: a replay does not give its ending away from the start
+            "outcome": outcome(self.env.game, bool(self.env.done), self.env.last_year)
+            if index == current
+            else None,
             "powers": powers,
-            "played": played,
+            "colours": self.power_colours(),
+            "last_turn": last_turn,
             "legal": legal,
             "phase_type": self.env.phase_type if index == current else None,
             "adjustment": owed,
-            "notes": self.notes[-20:],
         }
 
     def locked_view(self, index: int | None = None) -> dict[str, Any]:
@@ -206,10 +259,19 @@ class DiplomacyWebGame:
             return self.view(index)
 
     def locked_step(self, orders: list[str] | None = None) -> dict[str, Any]:
-        """:meth:`step`, then the new current phase's :meth:`view`, under the game's lock."""
+        """:meth:`step`, the phases after it where the person has nothing to order played
+        through (:meth:`play_through`), then the new current phase's :meth:`view`, under the
+        game's lock."""
         with self.lock:
             self.step(orders)
+            self.play_through()
             return self.view()
+
+    def play_through(self) -> None:
+        """Play on while the person has nothing to order (a retreat phase without their units
+        dislodged, an adjustment with nothing owed) and the game goes on."""
+        while self.human and not self.env.done and not self.env.legal_orders(self.human):
+            self.step([])
 
     # ------------------------------------------------------------------- play
     def step(self, orders: list[str] | None = None) -> None:
@@ -237,14 +299,17 @@ class DiplomacyWebGame:
                         f"waives as owed): {', '.join(refused.elements())}"
                     )
                 if missing:
-                    self.notes.append(f"{phase}: {missing} of your units without orders hold")
+                    self._note(phase, f"{missing} of your units without orders hold")
             else:
                 raw = list(self.policies[power].get_orders(env, power) or [])
                 submitted, bad, missing = validate_orders(env, power, raw, legal)
                 if bad:
-                    self.notes.append(f"{phase}: {power} gave {bad} illegal order(s), dropped")
+                    self._note(phase, f"{power} gave {bad} illegal order(s), dropped")
             env.set_orders(power, submitted)
         env.process()
+
+    def _note(self, phase: str, text: str) -> None:
+        self.notes.setdefault(phase, []).append(f"{phase_name(phase)}: {text}")
 
 
 def new_game(
@@ -316,8 +381,8 @@ def check_saved_game(saved: Any) -> None:
     that is not :data:`ENGINE_MAP` (the engine opens any other name as a file on this machine),
     more phases than :data:`MAX_SAVED_PHASES` or rules than :data:`MAX_SAVED_RULES` (the
     engine's work grows with them), or a list or object over :func:`check_document`'s bounds."""
-    if not isinstance(saved, dict):
-        raise ValueError("the upload is not a saved game (a JSON object)")
+    if not isinstance(saved, dict) or not isinstance(saved.get("leaguezero"), dict):
+        raise ValueError(NOT_A_SAVED_GAME)
     if saved.get("map", ENGINE_MAP) != ENGINE_MAP:
         raise ValueError(f'the saved game\'s "map" must be "{ENGINE_MAP}", the one map played here')
     phases = saved.get("phases", [])
@@ -374,7 +439,7 @@ def load_replay(saved: dict[str, Any]) -> DiplomacyWebGame:
         try:
             game, block = load_saved_game(path)
         except SavedGameError as err:
-            raise ValueError(str(err).replace(str(path), "the uploaded game")) from None
+            raise ValueError(str(err).replace(f"saved game {path}", "the uploaded game")) from None
         except Exception as err:  # the engine's own complaint about a malformed game
             why = str(err).splitlines()[0][:120] if str(err).strip() else type(err).__name__
             raise ValueError(f"the uploaded game cannot be read: {why}") from None

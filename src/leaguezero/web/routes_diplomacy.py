@@ -102,3 +102,10 @@ async def show(game_id: str, request: Request, phase: int | None = None) -> dict
 async def step(game_id: str, body: Step, request: Request) -> dict:
     game = _game(request, game_id)
     return {"id": game_id, **await request.app.state.pool.run(game.locked_step, body.orders)}
+
+
+@router.post("/games/{game_id}/preview")
+async def preview(game_id: str, body: Step, request: Request) -> dict:
+    """The current map with the person's chosen orders drawn, before they are submitted."""
+    game = _game(request, game_id)
+    return await request.app.state.pool.run(game.locked_preview, body.orders)
