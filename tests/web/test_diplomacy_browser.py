@@ -69,7 +69,7 @@ def test_play_france_against_bots_by_choosing_legal_orders(live_server, browser,
     wait_for(d, lambda d: _phase(d) == "F1901M", "the phase was not resolved")
     # The phase just played is drawn beside the new one, with France's orders listed.
     played = d.find_element(By.ID, "played")
-    assert played.is_displayed() and "Just played: Spring 1901, movement" in played.text
+    assert played.is_displayed() and "Last turn: Spring 1901, movement" in played.text
     assert all(order in played.text for order in FRANCE_SPRING.values()), played.text
     assert d.execute_script("return document.querySelectorAll('#played-map svg').length") == 1
     assert d.find_element(By.ID, "error").text == ""

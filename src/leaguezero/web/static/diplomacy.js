@@ -8,7 +8,7 @@ let busy = false;
 async function setup() {
   const data = await api("GET", "/api/diplomacy/agents");
   const bots = document.getElementById("bot-list");
-  for (const b of data.bots) bots.append(el("option", { value: b }));
+  for (const a of data.agents) bots.append(el("option", { value: a }));  // pretrained among them
   const seats = document.querySelector("#seats tbody");
   const human = document.getElementById("human");
   for (const p of data.powers) {
@@ -18,12 +18,22 @@ async function setup() {
   }
 }
 
+// "All other seats": one agent in every seat but the one you play.
+function fillSeats() {
+  const agent = document.getElementById("all-seats").value.trim();
+  const human = document.getElementById("human").value;
+  for (const input of document.querySelectorAll("#seats input")) if (input.dataset.power !== human) input.value = agent;
+}
+
+// An order as the page shows it: a convoyed move says so.
+const orderText = (order) => order.replace(/ VIA$/, " (via convoy)");
+
 // "FRANCE: A PAR - BUR (bounce), A MAR - SPA": a power's orders with what became of them.
 function orderList(orders) {
   return Object.entries(orders).filter(([, list]) => list.length).map(([power, list]) => {
     const li = el("li", { "data-power": power }, `${power}: `);
     list.forEach((o, i) => {
-      li.append(`${i ? ", " : ""}${o.order}`);
+      li.append(`${i ? ", " : ""}${orderText(o.order)}`);
       if (o.results.length) li.append(" ", el("span", { class: "result" }, `(${o.results.join(", ")})`));
     });
     return li;
@@ -55,15 +65,19 @@ function show(data) {
     el("tr", { "data-power": p.power }, el("td", {}, p.power), el("td", {}, p.agent), el("td", {}, p.centers))));
   document.getElementById("orders-head").textContent = current ? "Orders this phase" : `Orders of ${data.phase_name}`;
   document.getElementById("phase-orders").replaceChildren(...orderList(data.orders));
-  const played = document.getElementById("played");
-  played.hidden = !data.played;
-  if (data.played) {  // the phase just played, its orders drawn, so a step shows what happened
-    document.getElementById("played-name").textContent = `Just played: ${data.played.phase_name}`;
-    document.getElementById("played-name").dataset.phase = data.played.phase;
-    document.getElementById("played-map").innerHTML = data.played.svg;
-    document.getElementById("played-orders").replaceChildren(...orderList(data.played.orders));
+  const turn = data.last_turn;  // the last movement with its results, then retreats and builds
+  document.getElementById("played").hidden = !turn;
+  if (turn) {
+    document.getElementById("played-name").textContent = `Last turn: ${turn.phase_name}`;
+    document.getElementById("played-name").dataset.phase = turn.phase;
+    document.getElementById("played-map").innerHTML = turn.svg;
+    document.getElementById("played-orders").replaceChildren(...orderList(turn.orders));
+    document.getElementById("played-then").replaceChildren(...turn.then.map((t) =>
+      el("li", { "data-phase": t.phase }, el("b", {}, `Then ${t.phase_name}: `), ...orderList(t.orders).map((li) => el("span", {}, li.textContent, " ")))));
   }
-  document.getElementById("notes").replaceChildren(...data.notes.map((n) => el("li", {}, n)));
+  document.getElementById("notes").replaceChildren(...(turn ? turn.notes : []).map((n) => el("li", {}, n)));
+  document.getElementById("colours").replaceChildren(...Object.entries(data.colours).map(([power, colour]) =>
+    el("span", { class: "power-colour", "data-power": power }, el("span", { class: "chip", style: `background:${colour}` }), ` ${power} `)));
   if (data.mode === "watch" && canStep && document.getElementById("auto").checked) {
     setTimeout(() => { if (document.getElementById("auto").checked) step(); }, AUTO_DELAY_MS);
   }
@@ -85,7 +99,7 @@ function renderOrders(data, current) {
   for (const loc of locs) {
     const none = retreat ? "(no order: disband)" : "(no order: hold)";
     const select = el("select", { "data-loc": loc, name: loc, class: retreat ? "retreat" : "" }, el("option", { value: "" }, none),
-      ...data.legal[loc].map((o) => el("option", { value: o }, o)));
+      ...data.legal[loc].map((o) => el("option", { value: o }, orderText(o))));
     form.append(el("div", {}, el("label", {}, `${loc} `, select)));
   }
   if (retreat) form.onchange = limitRetreats;
@@ -163,6 +177,16 @@ function step() {
   });
 }
 
+// The chosen orders drawn on the map as they are chosen (the engine's own drawing, as after Submit).
+let drawn = 0;
+function drawChosen() {
+  if (!game || game.mode !== "play") return;
+  const asked = ++drawn, id = game.id;
+  api("POST", `/api/diplomacy/games/${id}/preview`, { orders: chosenOrders() }).then((data) => {
+    if (asked === drawn && game.id === id) document.getElementById("map").innerHTML = data.svg;  // the latest only
+  }).catch(showError);
+}
+
 function goto(index) {
   if (!game) return;
   const i = Math.max(0, Math.min(index, game.phases.length - 1));
@@ -192,6 +216,10 @@ document.getElementById("replay-form").addEventListener("submit", (ev) => {
   });
 });
 document.getElementById("step").addEventListener("click", step);
+document.getElementById("orders").addEventListener("change", drawChosen);
+document.getElementById("all-seats-set").addEventListener("click", fillSeats);
+// a new choice clears the last refusal: no stale error beside what the browser says itself
+for (const kind of ["change", "input"]) document.addEventListener(kind, () => showError(null));
 document.getElementById("orders").addEventListener("submit", (ev) => { ev.preventDefault(); step(); });
 document.getElementById("auto").addEventListener("change", () => game && show(game));
 document.getElementById("first").addEventListener("click", () => goto(0));
