@@ -206,3 +206,31 @@ def test_watch_bots_phase_by_phase_then_replay_the_saved_game(live_server, brows
     wait_for(d, lambda d: _phase(d) == "F1901M", "replay did not go on")
     assert not d.find_element(By.ID, "play-controls").is_displayed()
     screenshot(d, "web_diplomacy_replay", tmp_path)
+
+
+def test_chosen_orders_are_drawn_and_the_panel_stays_beside_the_map(live_server, browser):
+    d = browser
+    d.get(f"{live_server.url}/diplomacy?delay=0")
+    wait_for(d, lambda d: d.find_elements(By.ID, "agent-TURKEY"), "no seats")
+    options = d.execute_script(
+        "return [...document.querySelectorAll('#bot-list option')].map(o => o.value)"
+    )
+    assert "pretrained" in options
+    box = d.find_element(By.ID, "all-seats")
+    box.clear()
+    box.send_keys("dumb_bot")
+    Select(d.find_element(By.ID, "human")).select_by_value("FRANCE")
+    d.find_element(By.ID, "all-seats-set").click()
+    assert d.find_element(By.ID, "agent-TURKEY").get_attribute("value") == "dumb_bot"
+    _start(d, live_server.url, "FRANCE", reload=False)
+    before = d.find_element(By.ID, "map").get_attribute("innerHTML")
+    select = d.find_element(By.CSS_SELECTOR, '#orders select[data-loc="PAR"]')
+    Select(select).select_by_value("A PAR - BUR")
+    wait_for(d, lambda d: d.find_element(By.ID, "map").get_attribute("innerHTML") != before,
+             "the chosen order was not drawn")  # fmt: skip
+    d.set_window_size(1500, 1000)
+    side = d.find_element(By.ID, "side").rect
+    board = d.find_element(By.ID, "map").rect
+    assert side["x"] >= board["x"] + board["width"] and abs(side["y"] - board["y"]) < 200
+    assert board["width"] >= 700
+    d.set_window_size(1400, 1000)
