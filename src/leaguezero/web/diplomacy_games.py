@@ -268,9 +268,12 @@ class DiplomacyWebGame:
             return self.view()
 
     def play_through(self) -> None:
-        """Play on while the person has nothing to order (a retreat phase without their units
-        dislodged, an adjustment with nothing owed) and the game goes on."""
-        while self.human and not self.env.done and not self.env.legal_orders(self.human):
+        """Play on while the person has nothing to order in a retreat or adjustment phase (no
+        unit of theirs dislodged, nothing owed) and the game goes on. A movement phase waits for
+        a click even with nothing to order (an eliminated power), so one request plays at most
+        the year's retreats and adjustments, never the rest of a game."""
+        env = self.env
+        while self.human and env.phase_type in ("R", "A") and not env.legal_orders(self.human):
             self.step([])
 
     # ------------------------------------------------------------------- play
