@@ -52,6 +52,7 @@ class PolicyGames:
     hero_state: dict[str, torch.Tensor]
     opponent_paths: dict[str, str]
     opponents_greedy: bool = False  # train.opponents_greedy
+    llm_folders: tuple[str, ...] = ()  # the opponents (names) whose path is an LLM folder
 
 
 def play_policy_game(
@@ -104,12 +105,11 @@ def _llm_seats(cfg: DiplomacyConfig, seating: Seating, shared: PolicyGames):
     once per process (:func:`~leaguezero.diplomacy.llm.runtime.shared_runtime`), each game's
     LLM seats sampled in one batch seeded by the game's seed; most probable orders under
     ``train.opponents_greedy``, else sampled at ``llm.temperature``."""
-    names = {spec.name for spec in seating.values() if spec.kind is AgentKind.LEAGUE}
-    paths = [(n, p) for n, p in shared.opponent_paths.items() if n in names]
-    specs = parse_agents([p for _, p in paths]) if paths else []
-    folders = {n: s for (n, _), s in zip(paths, specs, strict=True) if s.is_llm_folder}
-    if not folders:
+    names = {spec.name for spec in seating.values()} & set(shared.llm_folders)
+    if not names:
         return None
+    paths = [shared.opponent_paths[n] for n in names]
+    folders = dict(zip(names, parse_agents(paths), strict=True))
     from leaguezero.diplomacy.llm.resolvers import folder_resolver
 
     llm = folder_resolver(
@@ -202,6 +202,8 @@ class NetworkHero:
             if agent is not None and agent.path is not None:
                 paths[name] = str(registry.resolve(agent.path).resolve())
         tcfg = self.cfg.train
+        specs = parse_agents(list(paths.values())) if paths else []
+        llm_folders = tuple(n for n, spec in zip(paths, specs, strict=True) if spec.is_llm_folder)
         shared = PolicyGames(
             cfg.model_dump_json(),
             self.cfg.run.seed,
@@ -210,6 +212,7 @@ class NetworkHero:
             {k: v.detach().cpu() for k, v in self.policy.net.state_dict().items()},
             paths,
             tcfg.opponents_greedy,
+            llm_folders,
         )
         jobs = [(group_idx, g, seating, hero_power) for g in range(tcfg.group_size)]
         return self.task_map(play_policy_game, shared, jobs)
