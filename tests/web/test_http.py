@@ -10,7 +10,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed")
 from fastapi.testclient import TestClient
 
 from leaguezero.web.app import PAGES, WebSettings, create_app
-from leaguezero.web.diplomacy_games import NOT_A_SAVED_GAME
+from leaguezero.web.diplomacy_upload import NOT_A_SAVED_GAME
 from leaguezero.web.sessions import GameNotFound, GameStore, StoreFull
 
 
