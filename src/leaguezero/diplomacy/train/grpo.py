@@ -38,6 +38,7 @@ mean(s)``, Dr. GRPO: dividing by the group's std up-weights groups whose games b
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -134,6 +135,32 @@ class GRPOPolicy(Protocol):
         ...
 
 
+def budget_records(game_index: Sequence[int], budget: int, rng: random.Random) -> list[int]:
+    """Indices (ascending) of at most ``budget`` records to train on, drawn uniformly within
+    each game: game g's quota is proportional to its records (at least one, largest
+    remainders), or, with more games than ``budget``, one record from each of ``budget`` games
+    drawn uniformly. The loss averages each game's records and then the games (``grpo``
+    aggregation), so a uniform draw within a game leaves every game's mean, and the step's
+    gradient, unbiased; a step then costs the budget, not what the draw of seats played
+    (``dapo`` and ``dr_grpo`` become their ratio estimators)."""
+    by_game: dict[int, list[int]] = {}
+    for i, g in enumerate(game_index):
+        by_game.setdefault(g, []).append(i)
+    games = list(by_game)
+    if len(games) >= budget:
+        quota = dict.fromkeys(rng.sample(games, budget), 1)
+    else:
+        extra, total = budget - len(games), len(game_index)
+        raw = {g: extra * len(by_game[g]) / total for g in games}
+        quota = {g: 1 + int(raw[g]) for g in games}
+        left = budget - sum(quota.values())
+        for g in sorted(games, key=lambda g: int(raw[g]) - raw[g])[:left]:
+            quota[g] += 1
+    return sorted(
+        i for g, q in quota.items() for i in rng.sample(by_game[g], min(q, len(by_game[g])))
+    )
+
+
 class GRPOTrainer:
     """Clipped policy-gradient updates of a :class:`GRPOPolicy` from groups of games.
 
@@ -144,6 +171,7 @@ class GRPOTrainer:
     constant), ``is_correction`` and ``is_cap``: :mod:`.grpo_loss`. ``mask_truncated``:
     records cut at the token budget leave the loss (DAPO: an answer that did not end says
     nothing about how it would have ended); their share is logged either way.
+    ``max_records``: the most records a step trains on (:func:`budget_records`; None: all).
     """
 
     def __init__(
@@ -166,6 +194,7 @@ class GRPOTrainer:
         mask_truncated: bool = False,
         is_correction: str = "none",
         is_cap: float = 2.0,
+        max_records: int | None = None,
     ) -> None:
         if credit not in CREDIT_RULES:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
@@ -195,6 +224,9 @@ class GRPOTrainer:
         if records_per_pass is not None and records_per_pass < 1:
             raise ValueError(f"records_per_pass must be >= 1 or None, not {records_per_pass}")
         self.records_per_pass = records_per_pass
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be >= 1 or None, not {max_records}")
+        self.max_records = max_records
         self.ratio = ratio
         self.aggregation = aggregation
         self.token_budget = token_budget
@@ -202,7 +234,7 @@ class GRPOTrainer:
         self.is_correction = is_correction
         self.is_cap = is_cap
 
-    def _gather(self, groups: Sequence[Sequence[PlayedGame]]):
+    def _gather(self, groups: Sequence[Sequence[PlayedGame]], seed: int):
         """The step's trained records with their advantages and game index, and its metrics."""
         records: list[ActionRecord] = []
         advantages: list[float] = []
@@ -233,28 +265,38 @@ class GRPOTrainer:
                 records.extend(r for r, _ in kept)
                 advantages.extend(a for _, a in kept)
                 game_index.extend([n_games] * len(kept))
+        played = len(records)
+        if self.max_records is not None and played > self.max_records:
+            keep = budget_records(game_index, self.max_records, random.Random(seed))
+            records = [records[i] for i in keep]
+            advantages = [advantages[i] for i in keep]
+            renumber = {g: k for k, g in enumerate(dict.fromkeys(game_index[i] for i in keep))}
+            game_index = [renumber[game_index[i]] for i in keep]
         metrics = {
             "score_mean": float(sum(all_scores) / max(len(all_scores), 1)),
             "score_std": float(torch.tensor(all_scores).std(unbiased=False)) if all_scores else 0.0,
             "adv_abs_mean": float(sum(adv_abs) / max(len(adv_abs), 1)),
             "records": float(len(records)),
+            "records_played": float(played),
             "truncated_share": truncated / candidates if candidates else 0.0,
             "tokens_mean": sum(r.tokens for r in records) / len(records) if records else 0.0,
         }
         return records, advantages, game_index, metrics
 
-    def step(self, groups: Sequence[Sequence[PlayedGame]]) -> dict[str, float]:
+    def step(self, groups: Sequence[Sequence[PlayedGame]], *, seed: int = 0) -> dict[str, float]:
         """One update from ``groups`` (each a list of G games sharing opponents and seating,
-        read at one learning seat: :attr:`PlayedGame.seat`).
+        read at one learning seat: :attr:`PlayedGame.seat`); ``seed`` draws the records a
+        ``max_records`` budget keeps (a run passes its step, so a resumed step draws the same).
 
         Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``clip_fraction``,
         ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``, ``score_mean``, ``score_std``,
-        ``records``, ``tokens_mean``, ``truncated_share`` (of the records with an advantage),
+        ``records`` (trained), ``records_played`` (before the budget), ``tokens_mean``,
+        ``truncated_share`` (of the records with an advantage),
         ``old_log_prob_gap`` and the sampler weight's ``is_*`` statistics
         (:func:`~.grpo_loss.importance_weights`). A step whose groups all have zero advantage
         (identical scores) or no hero records makes no update and says so with ``records == 0``.
         """
-        records, advantages, game_index, metrics = self._gather(groups)
+        records, advantages, game_index, metrics = self._gather(groups, seed)
         if not records:
             zero = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
             return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0, "old_log_prob_gap": 0.0}

@@ -294,6 +294,7 @@ def loss_options(train: Any, token_budget: int) -> dict[str, Any]:
         "mask_truncated": train.mask_truncated,
         "is_correction": train.is_correction,
         "is_cap": train.is_cap,
+        "max_records": train.max_records or None,
     }
 
 

@@ -343,7 +343,7 @@ class LeagueTrainer:
         lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
         self.trainer.set_lr(lr)
         self.trainer.kl_coef = scheduled_kl_coef(tcfg.kl_coef, step, tcfg.kl_warmup_steps)
-        metrics = self.trainer.step(groups)
+        metrics = self.trainer.step(groups, seed=self.cfg.run.seed * 1_000_003 + step)
         metrics["lr"] = lr
         metrics["kl_coef"] = self.trainer.kl_coef
         # The curve's score is the hero power's (mirror seats' scores only train).
