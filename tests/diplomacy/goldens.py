@@ -1,4 +1,5 @@
-"""Goldens a reviewer can read in a diff: a bot-game transcript and a GRPO loss curve.
+"""Goldens a reviewer can read in a diff: a bot-game transcript, a GRPO loss curve and the
+shipped policy's orders.
 
 Regenerate both with one command (then read the diff before committing it)::
 
@@ -9,7 +10,11 @@ Regenerate both with one command (then read the diff before committing it)::
 of :class:`~leaguezero.diplomacy.train.grpo.GRPOTrainer` on a three-armed bandit (arm rewards
 0, 1, 2; groups of 4 seeded draws), one line of metrics per step — the reward mean climbs
 towards 2 as probability moves to the best arm. ``tests/diplomacy/test_goldens.py`` compares
-fresh output with both files.
+fresh output with both files. ``pretrained_orders.txt``: the shipped ``pretrained`` policy at
+all seven seats of one seeded two-year game, sampled at temperature 1: every order with its
+sampled log-probability (4 decimals). It was written before the sequential decoder and the
+value head (issue 53), so it pins that an old checkpoint still loads and plays exactly as
+before.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 HERE = Path(__file__).resolve().parent / "goldens"
 BOT_GAME = HERE / "bot_game.txt"
 LOSS_CURVE = HERE / "grpo_loss_curve.txt"
+PRETRAINED_ORDERS = HERE / "pretrained_orders.txt"
 METRICS = ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean", "grad_norm", "score_mean")
 
 
@@ -49,6 +55,30 @@ def bot_game_transcript() -> str:
         lines.append(
             f"{power:8} centres {result.centers[power]:2d}  score {result.scores[power]:.2f}"
         )
+    return "\n".join(lines) + "\n"
+
+
+def pretrained_orders_transcript(max_years: int = 2) -> str:
+    """The shipped policy's sampled orders and log-probs in a seeded self-play game."""
+    from leaguezero.diplomacy.agents.policy import load_policy
+    from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
+    from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+
+    policy = load_policy(PRETRAINED_DIR / PRETRAINED_FILE)
+    actors = {p: policy.actor(seed=100 + i, temperature=1.0) for i, p in enumerate(POWERS)}
+    env = DiplomacyEnv(max_years=max_years)
+    lines = [f"pretrained self-play, max_years {max_years}, actor seeds 100..106"]
+    while not env.done:
+        lines.append(env.phase)
+        for power in POWERS:
+            actor = actors[power]
+            before = len(actor.records)
+            orders = actor.get_orders(env, power)
+            logps = [f"{r.old_log_prob:.4f}" for r in actor.records[before:]]
+            if orders:
+                lines.append(f"  {power:8} {', '.join(orders)} | {' '.join(logps)}")
+            env.set_orders(power, orders)
+        env.process()
     return "\n".join(lines) + "\n"
 
 
@@ -99,11 +129,12 @@ def grpo_loss_curve(steps: int = 25) -> str:
 
 
 def main() -> None:
-    """Write both goldens."""
+    """Write the goldens."""
     HERE.mkdir(exist_ok=True)
     BOT_GAME.write_text(bot_game_transcript())
     LOSS_CURVE.write_text(grpo_loss_curve())
-    print(f"wrote {BOT_GAME} and {LOSS_CURVE}")
+    PRETRAINED_ORDERS.write_text(pretrained_orders_transcript())
+    print(f"wrote {BOT_GAME}, {LOSS_CURVE} and {PRETRAINED_ORDERS}")
 
 
 if __name__ == "__main__":

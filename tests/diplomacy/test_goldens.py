@@ -18,3 +18,11 @@ def test_bot_game_transcript_matches_the_golden() -> None:
 
 def test_grpo_loss_curve_matches_the_golden() -> None:
     assert grpo_loss_curve() == LOSS_CURVE.read_text()
+
+
+def test_the_shipped_policy_plays_as_it_did_before_issue_53() -> None:
+    """An old (schema 1, independent decoder) checkpoint loads and samples the same orders
+    with the same log-probs as when the golden was written."""
+    from tests.diplomacy.goldens import PRETRAINED_ORDERS, pretrained_orders_transcript
+
+    assert pretrained_orders_transcript() == PRETRAINED_ORDERS.read_text()
