@@ -208,7 +208,7 @@ def test_watch_bots_phase_by_phase_then_replay_the_saved_game(live_server, brows
     screenshot(d, "web_diplomacy_replay", tmp_path)
 
 
-def test_chosen_orders_are_drawn_and_the_panel_stays_beside_the_map(live_server, browser):
+def test_chosen_orders_are_drawn_and_the_panel_stays_beside_the_map(live_server, browser, tmp_path):
     d = browser
     d.get(f"{live_server.url}/diplomacy?delay=0")
     wait_for(d, lambda d: d.find_elements(By.ID, "agent-TURKEY"), "no seats")
@@ -223,14 +223,21 @@ def test_chosen_orders_are_drawn_and_the_panel_stays_beside_the_map(live_server,
     d.find_element(By.ID, "all-seats-set").click()
     assert d.find_element(By.ID, "agent-TURKEY").get_attribute("value") == "dumb_bot"
     _start(d, live_server.url, "FRANCE", reload=False)
-    before = d.find_element(By.ID, "map").get_attribute("innerHTML")
-    select = d.find_element(By.CSS_SELECTOR, '#orders select[data-loc="PAR"]')
-    Select(select).select_by_value("A PAR - BUR")
-    wait_for(d, lambda d: d.find_element(By.ID, "map").get_attribute("innerHTML") != before,
-             "the chosen order was not drawn")  # fmt: skip
-    d.set_window_size(1500, 1000)
-    side = d.find_element(By.ID, "side").rect
-    board = d.find_element(By.ID, "map").rect
-    assert side["x"] >= board["x"] + board["width"] and abs(side["y"] - board["y"]) < 200
-    assert board["width"] >= 700
+    for loc, order in FRANCE_SPRING.items():  # each chosen order drawn as it is chosen
+        before = d.find_element(By.ID, "map").get_attribute("innerHTML")
+        select = d.find_element(By.CSS_SELECTOR, f'#orders select[data-loc="{loc}"]')
+        Select(select).select_by_value(order)
+        wait_for(d, lambda d, b=before: d.find_element(By.ID, "map").get_attribute("innerHTML")
+                 != b, f"the chosen order {order} was not drawn")  # fmt: skip
+    screenshot(d, "web_diplomacy_orders", tmp_path)  # mid-move: France's orders on the map
+    # the order panel beside the map at common laptop and desktop widths, the map readable
+    for width in (1280, 1366, 1500):
+        d.set_window_size(width, 900)
+        wait_for(d, lambda d, w=width: d.execute_script("return window.innerWidth") <= w,
+                 f"the window did not take {width} px")  # fmt: skip
+        side = d.find_element(By.ID, "side").rect
+        board = d.find_element(By.ID, "map").rect
+        assert side["x"] >= board["x"] + board["width"], (width, side, board)
+        assert abs(side["y"] - board["y"]) < 200, (width, side, board)
+        assert board["width"] >= 700, (width, board)
     d.set_window_size(1400, 1000)

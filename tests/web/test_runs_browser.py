@@ -121,3 +121,45 @@ _REPORT_LOADED = (
     "const f = document.getElementById('report');"
     "return !!(f && f.contentDocument && f.contentDocument.querySelectorAll('img').length >= 3)"
 )
+
+
+def test_a_finished_yatzy_run_page_shows_yz_evals_measurement(browser, tmp_path):
+    """The run page at the end: 'finished', no ETA, and the best network as ``yz eval`` measured
+    it (mean ± SE over 2,000 boards, the win rate against the oracle ± SE), for docs/web.md."""
+    from leaguezero.web.app import WebSettings
+    from leaguezero.yatzy.train.best_eval import SCHEMA_VERSION, write_best_eval
+    from tests.web.conftest import LiveServer
+    from tests.web.fake_runs import YATZY_ITERATIONS, make_yatzy_run
+
+    run = make_yatzy_run(tmp_path / "finished_run", with_best=True)
+    for iteration in range(6, YATZY_ITERATIONS + 1):
+        advance_yatzy_run(run, iteration)
+    write_best_eval(
+        run,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "seed": 4905235,
+            "model": str(run / "models/best.pt"),
+            "solitaire": {"mean": 241.8, "se": 0.9, "boards": 2000, "oracle_match_rate": 0.912},
+            "oracle_solitaire": {"mean": 248.0, "se": 0.8, "boards": 2000},
+            "vs_oracle": {
+                "a_win_rate": 0.4735,
+                "a_win_rate_se": 0.0074,
+                "games": 2000,
+                "seed": 4905236,
+                "score_diff_mean": -6.1,
+                "score_diff_se": 1.2,
+            },
+        },
+    )  # fmt: skip  (the keys yz eval writes; the figures of the README's reference run)
+    d = browser
+    with LiveServer(WebSettings(runs=[run])) as server:
+        d.get(f"{server.url}/runs?run=0&refresh=0")
+        status = wait_for(d, lambda d: d.find_element(By.ID, "run-status").text, "no status")
+        assert f"iteration {YATZY_ITERATIONS} of {YATZY_ITERATIONS} · finished" in status, status
+        assert "ETA" not in status, status
+        assert "best network: solitaire mean 241.8 ± 0.9 (SE) over 2,000 boards" in status, status
+        assert "win rate against the oracle 0.4735 ± 0.0074 over 2,000 games" in status, status
+        assert "(yz eval of best.pt)" in status, status
+        wait_for(d, lambda d: d.execute_script(_REPORT_LOADED), "the report did not load")
+        screenshot(d, "web_run_end", tmp_path)

@@ -100,8 +100,9 @@ function bestText(b) {
   if (b.source === "yz eval") {
     const m = b.vs_oracle || {};
     if (m.a_win_rate !== null && m.a_win_rate !== undefined) {
-      text += `, win rate against the oracle ${fmt(m.a_win_rate, 3)}` +
-        (m.a_win_rate_se ? ` ± ${fmt(m.a_win_rate_se, 3)}` : "") + ` over ${m.games} games`;
+      text += `, win rate against the oracle ${fmt(m.a_win_rate, 4)}` +  // as yz eval prints it
+        (m.a_win_rate_se ? ` ± ${fmt(m.a_win_rate_se, 4)}` : "") +
+        ` over ${Number(m.games).toLocaleString("en")} games`;
     }
     text += ` (yz eval of ${b.model}${b.stale ? "; best.pt changed since: run yz eval again" : ""})`;
   } else {
