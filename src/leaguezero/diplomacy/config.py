@@ -82,6 +82,17 @@ class ModelSection(Section):
 
     hidden: int = Field(64, ge=4, description="Policy network width.")
     layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
+    decoder: Literal["independent", "sequential"] = Field(
+        "independent",
+        description="independent: each unit's order from the board; sequential: each given "
+        "the power's orders decoded before it this phase (a run --init-from a checkpoint "
+        "takes the checkpoint's).",
+    )
+    value_head: bool = Field(
+        False,
+        description="A head predicting the power's final score share (trained with "
+        "train.value_coef; a run --init-from a checkpoint takes the checkpoint's).",
+    )
 
 
 HERO_KINDS = {"policy": HeroKind("policy", llm=False), "llm": HeroKind("llm", llm=True)}
@@ -129,6 +140,12 @@ class TrainSection(Section):
         description="KL warm-up: with N > 1 the KL weight rises linearly from 0 at step 1 to "
         "kl_coef at step N, then stays (each step's event logs it as kl_coef); 0 or 1: kl_coef "
         "from the first step.",
+    )
+    value_coef: float = Field(
+        0.5,
+        ge=0,
+        description="Weight of the value head's MSE on the games' final score shares beside "
+        "the GRPO loss (a policy network with model.value_head only).",
     )
     epochs: int = Field(2, ge=1, description="Gradient passes over each step's records.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip.")

@@ -7,6 +7,10 @@ board embedding ``h [B, L, H]`` conditioned on the power to play. An order ``(ty
 aux)`` is scored by an MLP over ``[h_src, h_dst, h_aux, x_src, x_dst, type one-hot]`` (a learned
 "none" vector stands in for a missing location); the raw features of source and destination
 are fed again so that "this move enters an unowned centre in the fall" is one layer away.
+``PolicyConfig.decoder``: ``independent`` scores each unit's orders from the board alone;
+``sequential`` also conditions unit k's order on the orders 1..k-1 the power already chose this
+phase (:mod:`.decoder`). ``PolicyConfig.value_head`` adds a head predicting the power's share
+of the final score (:mod:`.value`).
 
 **Choices.** Every decision is a softmax over a candidate set of legal orders:
 
@@ -15,12 +19,14 @@ are fed again so that "this move enters an unowned centre in the fall" is one la
   replacement, each pick a softmax over the orders still open (a build site is used once;
   ``WAIVE`` stays open), so a power never gives more builds or disbands than it owes.
 
-Each choice is one :class:`~leaguezero.diplomacy.train.grpo.ActionRecord`, whose payload keeps the
+Each choice (:class:`~.actor.NetActor`, the seat player) is one
+:class:`~leaguezero.diplomacy.train.grpo.ActionRecord`, whose payload keeps the
 board features and the candidate encodings so :meth:`DiplomacyPolicy.log_prob` can recompute
 it with gradients. Sampling divides logits by the temperature, and so does ``log_prob`` (the
 payload stores it), so PPO ratios compare like with like.
 
-**Checkpoints** are ``torch.save`` dicts written atomically: ``format``, ``schema_version``,
+**Checkpoints** (:mod:`.checkpoint`: schema versions, and what is refused) are ``torch.save``
+dicts written atomically: ``format``, ``schema_version``,
 ``feature_schema_id``, the network config, the weights, their ``checksum`` (sha256 over each
 tensor's name, dtype, shape and bytes: :func:`leaguezero.az.checkpoint.state_checksum`, as
 Yatzy's) and, from a training run, ``extra``: its step and lineage
@@ -33,17 +39,25 @@ from __future__ import annotations
 
 import copy
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from leaguezero.az.checkpoint import state_checksum, torch_load_reason
+from leaguezero.az.checkpoint import state_checksum
 from leaguezero.common.atomic import atomic_write_bytes
+from leaguezero.diplomacy.agents.actor import ChoicePayload, NetActor, _Board
+from leaguezero.diplomacy.agents.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_SCHEMA_VERSION,
+    DECODERS,
+    CheckpointError,
+    read_checkpoint,
+)
+from leaguezero.diplomacy.agents.decoder import OrderConditioner
+from leaguezero.diplomacy.agents.value import ValueHead
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.features import (
     FEATURE_SCHEMA_ID,
@@ -51,26 +65,23 @@ from leaguezero.diplomacy.game.features import (
     NUM_FEATURES,
     ORDER_TYPES,
     adjacency,
-    board_features,
-    encode_orders,
 )
 from leaguezero.diplomacy.game.records import ActionRecord
-
-CHECKPOINT_FORMAT = "leaguezero.diplomacy.agents.policy"
-CHECKPOINT_SCHEMA_VERSION = 1
-
-
-class CheckpointError(ValueError):
-    """A policy checkpoint that is missing, unreadable, or of another format/version/schema."""
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Network sizes (stored in every checkpoint)."""
+    """The network's shape (stored in every checkpoint; the defaults are schema 1's net)."""
 
     hidden: int = 64
     layers: int = 2
     loc_embedding: int = 16
+    decoder: str = "independent"  # or "sequential": order k given orders 1..k-1 (.decoder)
+    value_head: bool = False  # predict the power's final score share (.value)
+
+    def __post_init__(self) -> None:
+        if self.decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
 
 
 class PolicyNet(nn.Module):
@@ -96,6 +107,11 @@ class PolicyNet(nn.Module):
         # (about random_bot), a neutral starting point for the league's base_model.
         nn.init.normal_(self.order_out.weight, std=1e-3)
         nn.init.zeros_(self.order_out.bias)
+        # Built after the schema-1 layers, so an independent net without a value head draws
+        # the same initial weights from a seed as before.
+        sequential = config.decoder == "sequential"
+        self.conditioner = OrderConditioner(len(ORDER_TYPES), hidden) if sequential else None
+        self.value_head = ValueHead(hidden) if config.value_head else None
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``x [B, L, F]`` -> ``(h [B, L+1, H], x_pad [B, L+1, F])``; row L is the "none" slot."""
@@ -109,141 +125,28 @@ class PolicyNet(nn.Module):
         return torch.cat([h, none], dim=1), x_pad
 
     def score(
-        self, h: torch.Tensor, x_pad: torch.Tensor, board: torch.Tensor, cand: torch.Tensor
+        self,
+        h: torch.Tensor,
+        x_pad: torch.Tensor,
+        board: torch.Tensor,
+        cand: torch.Tensor,
+        cond: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Scores ``[K]`` of candidate orders ``cand [K, 4]`` (type, src, dst, aux) on boards
-        ``board [K]`` (rows of ``h [B, L+1, H]`` / ``x_pad [B, L+1, F]``)."""
+        ``board [K]`` (rows of ``h [B, L+1, H]`` / ``x_pad [B, L+1, F]``); ``cond [K, 3, H]``:
+        the sequential decoder's terms at src, dst, aux (:mod:`.decoder`), None: none."""
         kind, src, dst, aux = cand.unbind(dim=1)
+        at = [h[board, src], h[board, dst], h[board, aux]]
+        if cond is not None:
+            at = [at[role] + cond[:, role] for role in range(3)]
         parts = [
-            h[board, src],
-            h[board, dst],
-            h[board, aux],
+            *at,
             x_pad[board, src],
             x_pad[board, dst],
             nn.functional.one_hot(kind, len(ORDER_TYPES)).to(h.dtype),
         ]
         hidden = torch.relu(self.order_hidden(torch.cat(parts, dim=-1)))
         return self.order_out(hidden).squeeze(-1)
-
-
-@dataclass
-class _Board:
-    """Board features shared by all choices of one phase (deduplicated by identity)."""
-
-    x: torch.Tensor  # [L, F] float32
-
-
-@dataclass
-class ChoicePayload:
-    """What :meth:`DiplomacyPolicy.log_prob` needs to rescore one choice."""
-
-    board: _Board
-    cand: torch.Tensor  # [K, 4] int64 encoded candidate orders
-    chosen: int  # index into cand
-    temperature: float
-
-
-class NetActor:
-    """A seat player for one game: samples orders and records each choice (``records``)."""
-
-    def __init__(self, policy: DiplomacyPolicy, seed: int, temperature: float, greedy: bool):
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.policy = policy
-        self.rng = np.random.default_rng(seed)
-        self.temperature = temperature
-        self.greedy = greedy
-        self.records: list[ActionRecord] = []
-
-    def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
-        """Orders for ``power`` now (only legal ones; see the module doc for the choices)."""
-        legal = env.legal_orders(power)
-        if not legal:
-            return []
-        board = _Board(torch.from_numpy(board_features(env, power)))
-        if env.phase_type == "A":
-            owed = env.adjustment_count(power)
-            options = [o for opts in legal.values() for o in opts]
-            options = list(dict.fromkeys(options))  # WAIVE is listed at every site
-            if owed < 0:
-                options = [o for o in options if o.endswith(" D")]
-            count = min(abs(owed), len(legal))
-            logits = self._logits(board, options)
-            return self._pick_sequential(env, power, board, options, logits, count)
-        orders = []
-        flat = [o for opts in legal.values() for o in opts]
-        logits = self._logits(board, flat)
-        start = 0
-        for opts in legal.values():
-            part = logits[start : start + len(opts)]
-            start += len(opts)
-            j = self._choose(part)
-            self._record(env, power, board, opts, part, j)
-            orders.append(opts[j])
-        return orders
-
-    # ----- internals ------------------------------------------------------------------------
-    def _logits(self, board: _Board, options: list[str]) -> np.ndarray:
-        cand = torch.from_numpy(encode_orders(options))
-        with torch.no_grad():
-            h, x_pad = self.policy.net.encode(board.x.unsqueeze(0))
-            scores = self.policy.net.score(
-                h, x_pad, torch.zeros(len(options), dtype=torch.long), cand
-            )
-        return scores.double().numpy() / self.temperature
-
-    def _choose(self, logits: np.ndarray) -> int:
-        if self.greedy:
-            return int(np.argmax(logits))
-        probs = np.exp(logits - logits.max())
-        return int(self.rng.choice(len(logits), p=probs / probs.sum()))
-
-    def _record(
-        self,
-        env: DiplomacyEnv,
-        power: str,
-        board: _Board,
-        options: list[str],
-        logits: np.ndarray,
-        chosen: int,
-    ) -> None:
-        log_norm = logits.max() + math.log(np.exp(logits - logits.max()).sum())
-        payload = ChoicePayload(
-            board, torch.from_numpy(encode_orders(options)), chosen, self.temperature
-        )
-        self.records.append(
-            ActionRecord(power, env.phase, float(logits[chosen] - log_norm), payload)
-        )
-
-    def _pick_sequential(
-        self,
-        env: DiplomacyEnv,
-        power: str,
-        board: _Board,
-        options: list[str],
-        logits: np.ndarray,
-        count: int,
-    ) -> list[str]:
-        open_idx = list(range(len(options)))
-        picked: list[str] = []
-        for _ in range(count):
-            if not open_idx:
-                break
-            sub = logits[open_idx]
-            j = self._choose(sub)
-            order = options[open_idx[j]]
-            self._record(env, power, board, [options[i] for i in open_idx], sub, j)
-            picked.append(order)
-            if order != "WAIVE":  # a site (or unit) is used once; WAIVE stays available
-                site = _site(order)
-                open_idx = [i for i in open_idx if _site(options[i]) != site]
-        return picked
-
-
-def _site(order: str) -> str:
-    """The province an adjustment order uses ("A STP B" and "F STP/SC B" share STP)."""
-    parts = order.split()
-    return parts[1][:3] if len(parts) > 1 else ""
 
 
 class DiplomacyPolicy:
@@ -313,7 +216,7 @@ class DiplomacyPolicy:
         """
         boards: dict[int, int] = {}
         xs: list[torch.Tensor] = []
-        cands, board_idx, rec_idx, pos = [], [], [], []
+        cands, board_idx, rec_idx, pos, priors = [], [], [], [], []
         chosen = torch.empty(len(records), dtype=torch.long)
         temps = torch.empty(len(records))
         for i, record in enumerate(records):
@@ -328,14 +231,27 @@ class DiplomacyPolicy:
             pos.append(torch.arange(k))
             chosen[i] = payload.chosen
             temps[i] = payload.temperature
+            priors.append(payload.prior)
         h, x_pad = self.net.encode(torch.stack(xs))  # [B, L+1, H], [B, L+1, F]
         rec = torch.cat(rec_idx)
         position = torch.cat(pos)
-        scores = self.net.score(h, x_pad, torch.cat(board_idx), torch.cat(cands)) / temps[rec]
+        cand = torch.cat(cands)
+        cond = None
+        if self.net.conditioner is not None:  # teacher-forced on each record's earlier orders
+            cond = self.net.conditioner.candidate_terms(priors, cand, rec)
+        scores = self.net.score(h, x_pad, torch.cat(board_idx), cand, cond) / temps[rec]
         width = int(position.max()) + 1
         padded = scores.new_full((len(records), width), float("-inf"))
         padded = padded.index_put((rec, position), scores)
         return torch.log_softmax(padded, dim=1), chosen  # [N, Kmax], [N]
+
+    def values(self, boards: Sequence[_Board]) -> torch.Tensor:
+        """``[N]`` predicted final score shares of the boards' powers to play (with gradients;
+        :mod:`.value`). Raises ``ValueError`` for a network without a value head."""
+        if self.net.value_head is None:
+            raise ValueError("this policy has no value head (PolicyConfig.value_head)")
+        h, _ = self.net.encode(torch.stack([b.x for b in boards]))
+        return self.net.value_head(h)
 
     def save(self, path: str | Path, extra: dict | None = None) -> Path:
         """Write a checkpoint atomically (module doc) and return its path; ``extra`` (plain
@@ -360,7 +276,7 @@ class DiplomacyPolicy:
 
     def load(self, path: str | Path) -> None:
         """Replace the weights with a checkpoint's; raises :class:`CheckpointError`."""
-        data = _read_checkpoint(path)
+        data = read_checkpoint(path)
         if PolicyConfig(**data["config"]) != self.config:
             raise CheckpointError(
                 f"checkpoint {path} has network config {data['config']}, this policy has "
@@ -373,63 +289,11 @@ class DiplomacyPolicy:
         return copy.deepcopy(self)
 
 
-# The sizes a checkpoint may ask for: a damaged or hostile config must not allocate gigabytes.
-_CONFIG_BOUNDS = {"hidden": 4096, "layers": 64, "loc_embedding": 1024}
-
-
-def _read_checkpoint(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"policy checkpoint {path} does not exist")
-    if path.is_file() and path.stat().st_size == 0:
-        raise CheckpointError(f"policy checkpoint {path} is unreadable (an empty file)")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many kinds for a truncated or foreign file
-        reason = torch_load_reason(err)
-        raise CheckpointError(f"policy checkpoint {path} is unreadable ({reason})") from None
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a leaguezero Diplomacy policy checkpoint")
-    if data.get("schema_version") != CHECKPOINT_SCHEMA_VERSION:
-        raise CheckpointError(
-            f"policy checkpoint {path} has schema_version {data.get('schema_version')!r}, this "
-            f"leaguezero reads {CHECKPOINT_SCHEMA_VERSION}"
-        )
-    if data.get("feature_schema_id") != FEATURE_SCHEMA_ID:
-        raise CheckpointError(
-            f"policy checkpoint {path} uses features {data.get('feature_schema_id')!r}, this "
-            f"leaguezero computes {FEATURE_SCHEMA_ID!r}"
-        )
-    config = data.get("config")
-    if not isinstance(config, dict) or not all(
-        isinstance(config.get(name), int) and 1 <= config[name] <= bound
-        for name, bound in _CONFIG_BOUNDS.items()
-    ):
-        shown = (
-            {k: str(v)[:20] for k, v in list(config.items())[:5]}
-            if isinstance(config, dict)
-            else None
-        )
-        raise CheckpointError(
-            f"policy checkpoint {path} has a network config outside this leaguezero's bounds "
-            f"({shown}; at most {_CONFIG_BOUNDS}); use another checkpoint"
-        )
-    state, checksum = data.get("state_dict"), data.get("checksum")
-    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
-        raise CheckpointError(f"policy checkpoint {path} has no state_dict of tensors")
-    if checksum is not None and checksum != state_checksum(state):
-        raise CheckpointError(
-            f"policy checkpoint {path} is damaged: its weights do not match the checksum it "
-            "carries; use another checkpoint (e.g. an earlier one of the run)"
-        )
-    return data
-
-
 def load_policy(
     path: str | Path, *, seed: int = 0, temperature: float = 1.0, greedy: bool = False
 ) -> DiplomacyPolicy:
     """A policy built from a checkpoint's own config and weights (raises CheckpointError)."""
-    data = _read_checkpoint(path)
+    data = read_checkpoint(path)
     try:
         policy = DiplomacyPolicy(
             PolicyConfig(**data["config"]), seed=seed, temperature=temperature, greedy=greedy

@@ -306,6 +306,20 @@ def pretrain_policy_cmd(
     val_games: Annotated[
         int, typer.Option(help="Separate games whose choices measure held-out accuracy.")
     ] = 20,
+    decoder: Annotated[
+        str,
+        typer.Option(
+            help="independent (each unit's order from the board) or sequential (each given "
+            "the orders decoded before it; teacher-forced)."
+        ),
+    ] = "independent",
+    value_coef: Annotated[
+        float,
+        typer.Option(
+            help="Weight of a value head's MSE on the games' final score shares (0: no value "
+            "head); its held-out calibration goes into the report."
+        ),
+    ] = 0.0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
 ) -> None:
     """Pretrain the CPU policy network to imitate a bot (imitation first, then GRPO).
@@ -333,6 +347,8 @@ def pretrain_policy_cmd(
         seed=seed,
         threads=threads,
         val_games=val_games,
+        decoder=decoder.strip(),
+        value_coef=value_coef,
     )
     try:
         report = pretrain_policy(
@@ -345,6 +361,9 @@ def pretrain_policy_cmd(
         "report": str(out.with_suffix(".json")),
         "val_accuracy": report["val_accuracy"],
         "train_loss": report["train_loss"],
+        "val_loss": report["val_loss"],
+        "val_value": report["val_value"]
+        and {k: report["val_value"][k] for k in ("mse", "baseline_mse", "r2")},
         "choices": report["corpus"]["train"]["choices"],
         "games_per_second": report["corpus"]["train"]["games_per_second"],
         "seconds": report["seconds"]["total"],

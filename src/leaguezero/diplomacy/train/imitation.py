@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import random
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,84 +46,20 @@ import numpy as np
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
-from leaguezero.diplomacy.agents.policy import (
-    ChoicePayload,
-    DiplomacyPolicy,
-    PolicyConfig,
-    _Board,
-    _site,
-)
+from leaguezero.diplomacy.agents.actor import ChoicePayload, _Board, _site
+from leaguezero.diplomacy.agents.decoder import decode_order
+from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
+from leaguezero.diplomacy.agents.value import score_shares
 from leaguezero.diplomacy.game.bot_base import WAIVE
-from leaguezero.diplomacy.game.catalogue import BOT_NAMES
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
 from leaguezero.diplomacy.game.records import ActionRecord
+from leaguezero.diplomacy.game.scoring import calculate_final_scores
+from leaguezero.diplomacy.train.imitation_settings import DEFAULT_SEATS, PolicyImitationSettings
+from leaguezero.diplomacy.train.value_loss import value_calibration, value_loss
 
 REPORT_KIND = "leaguezero_diplomacy_pretrain_policy"
 REPORT_SCHEMA_VERSION = 1
-DEFAULT_SEATS = tuple(reversed(BOT_NAMES))  # every bot, strongest first
-
-
-@dataclass
-class PolicyImitationSettings:
-    """Everything that decides a pretrained policy (stored in its checkpoint and report)."""
-
-    teacher: str = "dumb_bot"
-    games: int = 200
-    max_years: int = 4
-    seat_bots: tuple[str, ...] = DEFAULT_SEATS
-    epochs: int = 10
-    batch: int = 128
-    lr: float = 1e-3
-    hidden: int = 64
-    layers: int = 2
-    seed: int = 0
-    threads: int = 1  # 0: torch's default
-    val_games: int = 20
-
-    def check(self) -> None:
-        """Raise ``ValueError`` (one line) for settings that cannot make a policy."""
-        from leaguezero.diplomacy.game.bots import BOTS
-
-        bots = ", ".join(sorted(BOTS))
-        unknown = sorted({self.teacher, *self.seat_bots} - set(BOTS))
-        if unknown:
-            raise ValueError(f"unknown bot(s) {', '.join(unknown)}; choose from {bots}")
-        if not self.seat_bots:
-            raise ValueError(f"--seats names no bot; choose from {bots}")
-        if self.teacher not in self.seat_bots:
-            raise ValueError(
-                f"--teacher {self.teacher} is not one of --seats {','.join(self.seat_bots)}: "
-                "the corpus would be empty"
-            )
-        for name in ("games", "max_years", "epochs", "batch", "hidden", "layers"):
-            if getattr(self, name) < 1:
-                flag = "--" + name.replace("_", "-")
-                raise ValueError(f"{flag} must be at least 1, got {getattr(self, name)}")
-        if self.val_games < 0 or self.threads < 0:
-            raise ValueError("--val-games and --threads must not be negative")
-        if not self.lr > 0:
-            raise ValueError(f"--lr must be positive, got {self.lr}")
-
-    def command(self, out: str | Path) -> str:
-        """The command line that makes this policy again."""
-        args = [
-            "leaguezero diplomacy pretrain-policy",
-            f"--out {shlex.quote(str(out))}",
-            f"--teacher {self.teacher}",
-            f"--games {self.games}",
-            f"--max-years {self.max_years}",
-            f"--seats {','.join(self.seat_bots)}",
-            f"--epochs {self.epochs}",
-            f"--batch {self.batch}",
-            f"--lr {self.lr:g}",
-            f"--hidden {self.hidden}",
-            f"--layers {self.layers}",
-            f"--seed {self.seed}",
-            f"--threads {self.threads}",
-            f"--val-games {self.val_games}",
-        ]
-        return " ".join(args)
 
 
 @dataclass
@@ -189,6 +124,7 @@ def collect_corpus(
         bots = {p: make_bot(seats[p], seed=rng.getrandbits(32)) for p in POWERS}
         corpus.teacher_seats += sum(bot == teacher for bot in seats.values())
         env = DiplomacyEnv(max_years=max_years)
+        game_boards: list[tuple[str, _Board]] = []
         while not env.done:
             for power in POWERS:
                 legal = env.legal_orders(power)
@@ -197,10 +133,13 @@ def collect_corpus(
                 raw = list(bots[power].get_orders(env, power) or [])
                 if seats[power] == teacher:
                     corpus.teacher_phases += 1
-                    _record_phase(corpus, env, power, legal, raw)
+                    game_boards.append((power, _record_phase(corpus, env, power, legal, raw)))
                 orders, _, _ = validate_orders(env, power, raw, legal)
                 env.set_orders(power, orders)
             env.process()
+        shares = score_shares(calculate_final_scores(env.game))  # the rollout's default rules
+        for power, board in game_boards:
+            board.share = shares[power]  # the value head's target (module doc)
         corpus.games += 1
         if progress is not None:
             progress(done, len(games))
@@ -210,8 +149,11 @@ def collect_corpus(
 
 def _record_phase(
     corpus: Corpus, env: DiplomacyEnv, power: str, legal: dict[str, list[str]], raw: list[str]
-) -> None:
-    """The teacher's orders ``raw`` of one phase as the policy's choices (module doc)."""
+) -> _Board:
+    """The teacher's orders ``raw`` of one phase as the policy's choices (module doc); returns
+    the phase's board. Each choice's prior is the teacher's orders of the units decoded before
+    it (:func:`~leaguezero.diplomacy.agents.decoder.decode_order`; in an adjustment phase the
+    earlier picks): teacher forcing for the sequential decoder."""
     board = _Board(torch.from_numpy(board_features(env, power)))
     given = [" ".join(str(order).split()).upper() for order in raw]  # as validate_orders reads
     if env.phase_type == "A":
@@ -221,7 +163,7 @@ def _record_phase(
             options = [o for o in options if o.endswith(" D")]
         count = min(abs(owed), len(legal))
         open_orders = list(options)
-        picks = 0
+        picks, picked = 0, []
         wanted = iter(given)
         while picks < count:
             order = next(wanted, None)
@@ -234,30 +176,46 @@ def _record_phase(
             if order not in open_orders:
                 corpus.skipped += 1
                 continue
+            prior = encode_orders(picked)
             picks += 1
-            _add_choice(corpus, power, env.phase, board, list(open_orders), order)
+            picked.append(order)
+            _add_choice(corpus, power, env.phase, board, list(open_orders), order, prior)
             if order != WAIVE:
                 site = _site(order)
                 open_orders = [o for o in open_orders if _site(o) != site]
-        return
-    for opts in legal.values():
+        return board
+    chosen = {}  # the teacher's order of each unit it ordered
+    for loc, opts in legal.items():
         allowed = set(opts)
-        order = next((o for o in given if o in allowed), None)
+        chosen[loc] = next((o for o in given if o in allowed), None)
+    rank = {loc: k for k, loc in enumerate(decode_order(legal))}
+    # Records keep the engine's unit order (so an independent net trains as before); each
+    # prior lists the units decoded earlier, in decoding order.
+    for loc, opts in legal.items():
+        order = chosen[loc]
         if order is None:
             corpus.skipped += 1
             continue
-        _add_choice(corpus, power, env.phase, board, list(opts), order)
+        earlier = sorted((rank[u], o) for u, o in chosen.items() if o and rank[u] < rank[loc])
+        prior = encode_orders([o for _, o in earlier])
+        _add_choice(corpus, power, env.phase, board, list(opts), order, prior)
+    return board
 
 
 def _add_choice(
-    corpus: Corpus, power: str, phase: str, board: _Board, options: list[str], order: str
+    corpus: Corpus,
+    power: str,
+    phase: str,
+    board: _Board,
+    options: list[str],
+    order: str,
+    prior: np.ndarray,
 ) -> None:
     if len(options) == 1:
         corpus.forced += 1
         return
-    payload = ChoicePayload(
-        board, torch.from_numpy(encode_orders(options)), options.index(order), 1.0
-    )
+    cand = torch.from_numpy(encode_orders(options))
+    payload = ChoicePayload(board, cand, options.index(order), 1.0, torch.from_numpy(prior))
     corpus.records.append(ActionRecord(power, phase, 0.0, payload))
     if corpus.orders is not None:
         corpus.orders.append(tuple(options))
@@ -300,6 +258,7 @@ def train_imitation(
         raise ValueError("the corpus holds no teacher choices: play more games")
     rng = np.random.default_rng(settings.seed)
     opt = torch.optim.Adam(policy.trainable_parameters(), lr=settings.lr)
+    value_on = policy.net.value_head is not None
     curve: list[dict[str, Any]] = []
     started = time.perf_counter()
     for epoch in range(1, settings.epochs + 1):
@@ -310,7 +269,8 @@ def train_imitation(
             batch = [train[i] for i in order[start : start + settings.batch]]
             loss = -policy.log_prob(batch).mean()
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            full = loss + settings.value_coef * value_loss(policy, batch) if value_on else loss
+            full.backward()
             opt.step()
             total += float(loss.detach()) * len(batch)
         policy.net.eval()
@@ -320,12 +280,16 @@ def train_imitation(
             "train_loss": round(total / len(train), 5),
             "val_loss": round(held.loss, 5) if val else None,
             "val_accuracy": round(held.accuracy, 5) if val else None,
+            **({"val_value": value_calibration(policy, val)} if value_on and val else {}),
             "seconds": round(time.perf_counter() - started, 1),
         }
         curve.append(row)
         val_text = (
             f"held-out loss {held.loss:.4f} accuracy {held.accuracy:.3f}" if val else "no held-out"
         )
+        if "val_value" in row:
+            value = row["val_value"]
+            val_text += f", value mse {value['mse']:.5f} (constant {value['baseline_mse']:.5f})"
         log(
             f"  epoch {epoch}/{settings.epochs}: train loss {row['train_loss']:.4f}, {val_text} "
             f"({row['seconds']:.0f} s)"
@@ -380,7 +344,12 @@ def pretrain_policy(
         f"skipped, {train.forced + val.forced} forced; chance accuracy "
         f"{val_stats['uniform_accuracy'] if val.records else train_stats['uniform_accuracy']})"
     )
-    config = PolicyConfig(hidden=settings.hidden, layers=settings.layers)
+    config = PolicyConfig(
+        hidden=settings.hidden,
+        layers=settings.layers,
+        decoder=settings.decoder,
+        value_head=settings.value_coef > 0,
+    )
     policy = DiplomacyPolicy(config, seed=settings.seed)
     params = sum(p.numel() for p in policy.trainable_parameters())
     log(f"policy: {params} parameters; {settings.epochs} epochs of batch {settings.batch}")
@@ -401,6 +370,7 @@ def pretrain_policy(
         "val_accuracy": final["val_accuracy"],
         "val_loss": final["val_loss"],
         "train_loss": final["train_loss"],
+        "val_value": final.get("val_value"),
         "command": settings.command(out),
         "settings": _plain(asdict(settings)),
     }

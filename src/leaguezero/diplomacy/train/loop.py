@@ -69,7 +69,7 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_kl_coef, scheduled_lr
+from leaguezero.diplomacy.train.grpo import scheduled_kl_coef, scheduled_lr
 from leaguezero.diplomacy.train.grpo_loss import loss_options, mismatch_warning
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
@@ -84,6 +84,7 @@ from leaguezero.diplomacy.train.lineage import (
     resolve_init_from,
     write_lineage,
 )
+from leaguezero.diplomacy.train.value_loss import grpo_trainer
 from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.types import MatchResult, Participant
 
@@ -182,8 +183,9 @@ class LeagueTrainer:
         self.session = league_session(cfg, self.run_dir, self.hero.base_model_path, eval_runner)
         self.registry = self.session.registry
         self.evaluator = self.session.evaluator
-        self.trainer = GRPOTrainer(
+        self.trainer = grpo_trainer(  # with a value head: its MSE too (.value_loss)
             self.policy,
+            value_coef=tcfg.value_coef,
             lr=tcfg.lr,
             clip_eps=tcfg.clip_eps,
             kl_coef=tcfg.kl_coef,

@@ -131,7 +131,8 @@ def init_config(cfg: DiplomacyConfig, path: Path) -> DiplomacyConfig:
             f"--init-from {path}: location embedding {shape.loc_embedding}, a training run "
             f"builds {PolicyConfig().loc_embedding}"
         )
-    model = cfg.model.model_copy(update={"hidden": shape.hidden, "layers": shape.layers})
+    update = {"hidden": shape.hidden, "layers": shape.layers, "decoder": shape.decoder}
+    model = cfg.model.model_copy(update={**update, "value_head": shape.value_head})
     return cfg.model_copy(update={"model": model})
 
 
@@ -165,7 +166,10 @@ class NetworkHero:
         self.agent = tcfg.hero.name
         self.cfg = cfg
         self.task_map = task_map
-        shape = PolicyConfig(cfg.model.hidden, cfg.model.layers)
+        model = cfg.model
+        shape = PolicyConfig(
+            model.hidden, model.layers, decoder=model.decoder, value_head=model.value_head
+        )
         self.policy = DiplomacyPolicy(shape, seed=cfg.run.seed)
         self.base_path = ckpt_dir / f"{BASE_MODEL}.pt"
         if not self.base_path.exists():
