@@ -20,3 +20,21 @@ def test_growth_is_judged_after_the_warm_up() -> None:
     leak = [(s, 100.0 + s) for s in range(1, 201)]
     assert abs(memory_growth(leak)["slope_mb_per_1000_steps"] - 1000) < 1
     assert memory_growth([]) is None and memory_growth([(1, 5.0)]) is None
+
+
+def test_native_caches_are_capped_in_every_leaguezero_process_unless_the_user_set_them():
+    """Importing leaguezero caps oneDNN's per-shape caches (their default 1,024 entries grew a
+    GRPO run's memory by GBs); a value the user exported wins."""
+    import os
+    import subprocess
+    import sys
+
+    from leaguezero.common.memory import NATIVE_CACHE_ENTRIES, NATIVE_CACHE_VARIABLES
+
+    code = f"import os, leaguezero; print([os.environ[n] for n in {NATIVE_CACHE_VARIABLES!r}])"
+    env = {k: v for k, v in os.environ.items() if k not in NATIVE_CACHE_VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == str([str(NATIVE_CACHE_ENTRIES)] * 2), out.stderr
+    env["LRU_CACHE_CAPACITY"] = "2048"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == str(["256", "2048"]), out.stderr

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
 _PROCESS = psutil.Process()
+
+# oneDNN, and ideep above it, keep a compiled primitive per operand shape: 1,024 of each by
+# default. A bf16 linear's primitive holds its own reordered weight and scratchpad (~3.5 MB for
+# SmolLM2's 576 x 1536 projection), and every new prompt length is a new shape, so the caches
+# grew without bound in effect: 400 row counts through one such layer kept 1.4 GB, and a SmolLM2
+# GRPO run grew from 3.7 GB to 7.1 GB by its eleventh step. 256 keeps a decoding batch's shapes
+# (a few rows, reused every step) warm and bounds the rest (benchmarks/native_caches.py).
+NATIVE_CACHE_ENTRIES = 256
+NATIVE_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+
+
+def bound_native_caches(entries: int = NATIVE_CACHE_ENTRIES) -> None:
+    """Cap oneDNN's and ideep's per-shape caches at ``entries`` unless the environment already
+    sets them. Both libraries read the variables when they first build a primitive, so this works
+    after ``import torch`` too, and child processes inherit it."""
+    for name in NATIVE_CACHE_VARIABLES:
+        os.environ.setdefault(name, str(entries))
 
 
 def release_freed_memory() -> None:
