@@ -11,16 +11,18 @@ is first trained to imitate a strong reference and then fine-tuned with GRPO
    ``g`` of seed ``s`` is the same whatever else is played, so the held-out games
    ``games .. games + val_games - 1`` never overlap the training ones). Every phase of every
    seat the *teacher* plays becomes the choices the policy network makes there
-   (:class:`~leaguezero.diplomacy.agents.policy.NetActor`): one choice per orderable unit over
+   (:class:`~leaguezero.diplomacy.agents.actor.NetActor`): one choice per orderable unit over
    its legal orders (movement, retreat), or the adjustment's sequential picks without
    replacement (a build site used once, ``WAIVE`` open). Each choice is an
    :class:`~leaguezero.diplomacy.train.grpo.ActionRecord` with the policy's own
-   :class:`~leaguezero.diplomacy.agents.policy.ChoicePayload` (board features, encoded
+   :class:`~leaguezero.diplomacy.agents.actor.ChoicePayload` (board features, encoded
    candidates, the index of the teacher's order, temperature 1). A teacher order that is not
    among the candidates (or a unit it left without an order) is skipped and counted; choices
    with a single candidate (nothing to learn) are counted as forced and left out. Builds the
    teacher leaves unused are recorded as ``WAIVE`` picks, which is what the engine does with
-   them.
+   them. Each choice also records the teacher's orders of the units decoded before it (its
+   prior: teacher forcing for the sequential decoder), and each phase's board, once the game
+   ends, the seat's final score share (the value head's target).
 2. **Training** (:func:`train_imitation`): cross-entropy over each choice's candidates, i.e.
    ``-log_prob`` of the teacher's order through :meth:`DiplomacyPolicy.log_prob` (one batched
    pass per minibatch: the same scorer GRPO uses), Adam, shuffled minibatches, a few epochs;
