@@ -68,8 +68,21 @@ def _rows(backend: HFBackend, count: int) -> tuple[list[str], list[OrderChoices]
     return prompts[:count], choices[:count]
 
 
-@pytest.mark.skipif(not mkldnn_linear_available(), reason="no oneDNN linear in this torch")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.skipif(
+    not hasattr(torch.ops.mkldnn, "_linear_pointwise"), reason="no oneDNN linear in this torch"
+)
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float32,
+        pytest.param(
+            torch.bfloat16,
+            marks=pytest.mark.skipif(
+                not mkldnn_linear_available(), reason="oneDNN has no bf16 path on this CPU"
+            ),
+        ),
+    ],
+)
 def test_packed_linear_equals_plain_values_and_gradients(dtype) -> None:
     gen = torch.Generator().manual_seed(0)
     plain = torch.nn.Linear(48, 80, bias=True).to(dtype).requires_grad_(False)
@@ -94,6 +107,17 @@ def test_packed_linear_equals_plain_values_and_gradients(dtype) -> None:
         packed.weight.mul_(2)
     x = torch.randn((2, 48), generator=gen).to(dtype)
     assert torch.allclose(packed(x), plain(x), rtol=tol, atol=tol)
+
+
+def test_a_cpu_without_onednn_bf16_keeps_plain_bf16_linears(monkeypatch) -> None:
+    # An AVX2-only CPU: oneDNN's bf16 reorder raises there, so nothing may be packed.
+    import leaguezero.diplomacy.llm.model.cpu_speed as cpu_speed
+
+    monkeypatch.setattr(cpu_speed, "onednn_bf16_supported", lambda: False)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8)).to(torch.bfloat16).requires_grad_(False)
+    assert cpu_speed.pack_linears(model) == 0
+    assert type(model[0]) is torch.nn.Linear
+    assert model(torch.ones(2, 8, dtype=torch.bfloat16)).shape == (2, 8)
 
 
 def test_fast_lora_equals_peft_at_float32_with_mixed_adapters(tiny_lm) -> None:

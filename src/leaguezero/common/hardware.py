@@ -6,7 +6,7 @@ import functools
 
 import torch
 
-__all__ = ["cpu_has_native_bf16"]
+__all__ = ["cpu_has_native_bf16", "onednn_bf16_supported"]
 
 
 @functools.cache
@@ -18,3 +18,14 @@ def cpu_has_native_bf16() -> bool:
         getattr(cpu, "_is_amx_tile_supported", lambda: False)()
         or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
     )
+
+
+@functools.cache
+def onednn_bf16_supported() -> bool:
+    """Whether oneDNN runs bfloat16 kernels here at all (AVX-512 BW/VL/DQ, AVX-NE-CONVERT or
+    AMX; oneDNN's own probe). Without them its bf16 ops raise (``mkldnn_reorder_linear_weight:
+    bf16 path needs ...`` on an AVX2-only CPU) and bf16 must take torch's plain kernels."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False

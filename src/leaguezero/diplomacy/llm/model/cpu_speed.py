@@ -47,7 +47,7 @@ import os
 import torch
 from torch import nn
 
-from leaguezero.common.hardware import cpu_has_native_bf16
+from leaguezero.common.hardware import cpu_has_native_bf16, onednn_bf16_supported
 
 __all__ = [
     "PackedLinear",
@@ -175,10 +175,13 @@ class PackedLinear(nn.Linear):
 
 
 def mkldnn_linear_available() -> bool:
-    """Whether this torch has the oneDNN linear ops :class:`PackedLinear` uses."""
+    """Whether this torch has the oneDNN linear ops :class:`PackedLinear` uses and oneDNN runs
+    bfloat16 on this CPU (an AVX2-only one has no bf16 path: its reorder raises)."""
     try:
-        return bool(torch.backends.mkldnn.is_available()) and hasattr(
-            torch.ops.mkldnn, "_linear_pointwise"
+        return (
+            bool(torch.backends.mkldnn.is_available())
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+            and onednn_bf16_supported()
         )
     except (AttributeError, RuntimeError):
         return False
