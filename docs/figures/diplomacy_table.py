@@ -1,0 +1,111 @@
+"""Issue 53's table: agents one against six opponents at several game lengths, measured after
+training, with win rate ± SE, mean centres, solo and most-centres shares and CPU per game.
+
+    python docs/figures/diplomacy_table.py --seed S --games 280 --years 5,10,15 \\
+        --opponents dumb_bot,pretrained --out table.jsonl \\
+        --agents pretrained,runs/seq/ckpt.pt,'search:runs/seq/ckpt.pt?k=8'
+
+Each cell is ``leaguezero diplomacy eval --hero AGENT --opponents OPP --games G --seed S --set
+max_years=Y --set run.threads=1 --no-save --json`` (seats rotated over the seven powers, learned
+agents greedy), so every agent plays the same game setups in a column (paired across agents).
+Cells are appended to ``--out`` as JSON lines as they finish and cells already there are not
+played again: an interrupted table resumes (across sessions too, if the file is kept). CPU per
+game is the eval child's user + system time over its games (its start included). Prints the
+markdown table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(agent: str, opponent: str, years: int, games: int, seed: int) -> dict:
+    """One cell: the eval command's hero figures and its CPU per game."""
+    cmd = [
+        sys.executable, "-m", "leaguezero.cli", "diplomacy", "eval", "--hero", agent,
+        "--opponents", opponent, "--games", str(games), "--seed", str(seed),
+        "--set", f"max_years={years}", "--set", "run.threads=1", "--no-save", "--json",
+    ]  # fmt: skip
+    before = _cpu_children()
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    cpu = _cpu_children() - before
+    hero = json.loads(out)["hero"]
+    n = hero["seats"]
+    return {
+        "agent": agent,
+        "opponent": opponent,
+        "years": years,
+        "games": n,
+        "seed": seed,
+        "win_rate": hero["win_rate"],
+        "win_rate_se": hero["win_rate_se"],
+        "mean_centers": hero["mean_centers"],
+        "solo_rate": hero["solo_rate"],
+        "most_centres_rate": hero["most_centres_rate"],
+        "cpu_s_per_game": round(cpu / max(n, 1), 2),
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    """One line per agent and opponent, a column per game length."""
+    years = sorted({r["years"] for r in rows})
+    head = "| agent | opponents | " + " | ".join(f"{y} years" for y in years) + " |"
+    lines = [head, "|---|---|" + "---|" * len(years)]
+    keys = sorted({(r["agent"], r["opponent"]) for r in rows}, key=lambda k: (k[1], k[0]))
+    cells = {(r["agent"], r["opponent"], r["years"]): r for r in rows}
+    for agent, opponent in keys:
+        texts = []
+        for y in years:
+            r = cells.get((agent, opponent, y))
+            texts.append(
+                "—"
+                if r is None
+                else (
+                    f"{r['win_rate']:.3f} ± {r['win_rate_se']:.3f}; {r['mean_centers']:.1f} SC; "
+                    f"solo {r['solo_rate']:.3f}; {r['cpu_s_per_game']:.1f} CPU-s"
+                )
+            )
+        lines.append(f"| `{agent}` | six `{opponent}` | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", required=True, help="comma-separated agent specs")
+    parser.add_argument("--opponents", default="dumb_bot", help="comma-separated opponents")
+    parser.add_argument("--years", default="5,10,15", help="comma-separated game lengths")
+    parser.add_argument("--games", type=int, default=280)
+    parser.add_argument("--seed", type=int, required=True, help="drawn after training")
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines, appended")
+    args = parser.parse_args()
+    done: list[dict] = []
+    if args.out.exists():
+        done = [json.loads(x) for x in args.out.read_text().splitlines() if x.startswith("{")]
+    have = {(r["agent"], r["opponent"], r["years"], r["games"], r["seed"]) for r in done}
+    for years in (int(y) for y in args.years.split(",")):
+        for opponent in args.opponents.split(","):
+            for agent in args.agents.split(","):
+                if (agent, opponent, years, args.games, args.seed) in have:
+                    continue
+                row = measure(agent, opponent, years, args.games, args.seed)
+                print(json.dumps(row), flush=True)
+                with args.out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                done.append(row)
+    print(markdown([r for r in done if r["games"] == args.games and r["seed"] == args.seed]))
+
+
+if __name__ == "__main__":
+    main()
