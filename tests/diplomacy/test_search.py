@@ -97,3 +97,27 @@ def test_search_over_a_policy_without_a_value_head_is_refused_before_play(tmp_pa
     path = DiplomacyPolicy().save(tmp_path / "plain.pt")
     with pytest.raises(CheckpointError, match="no value head"):
         load_policy_files(parse_agents([f"search:{path}"]))
+
+
+def test_search_keeps_the_greedy_orders_as_first_candidate(tmp_path) -> None:
+    """Candidate 0 of every searched power is the policy's greedy joint order, so k=1 plays
+    exactly what the greedy raw policy plays (and a spent budget falls back to it)."""
+    pytest.importorskip("diplomacy")
+    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
+    from leaguezero.diplomacy.agents.search import SearchAgent, SearchSettings
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
+
+    config = PolicyConfig(hidden=16, layers=1, decoder="sequential", value_head=True)
+    policy = DiplomacyPolicy(config, seed=5)
+    env = DiplomacyEnv(max_years=1)
+    greedy = policy.actor(seed=0, greedy=True).get_orders(env, "AUSTRIA")
+    alone = SearchAgent(policy, SearchSettings(k=1, iters=4, powers=1), seed=3)
+    assert alone.get_orders(env, "AUSTRIA") == greedy
+    agent = SearchAgent(policy, SearchSettings(k=6, iters=16, powers=2), seed=3)
+    agent.get_orders(env, "AUSTRIA")
+    first = agent.last["candidates"][0]
+    assert first[0] == greedy and len(first) >= 2
+    neighbour = agent.last["players"][1]
+    assert agent.last["candidates"][1][0] == policy.actor(seed=9, greedy=True).get_orders(
+        env, neighbour
+    )

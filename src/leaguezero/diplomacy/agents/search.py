@@ -2,8 +2,9 @@
 
 SearchBot's recipe (Gray et al. 2020), small: in a movement phase, the searching power and
 its ``powers - 1`` nearest neighbours (most pairs of adjacent units) each get ``k`` candidate
-joint orders sampled from the policy (duplicates dropped); every other power plays one
-policy sample. Each combination of the searched powers' candidates is resolved by the real
+joint orders: the policy's most probable joint order (the one the raw agent plays greedily)
+first, then samples from the policy (duplicates dropped); every other power plays one policy
+sample. Each combination of the searched powers' candidates is resolved by the real
 engine for one phase on a copy of the game and valued by the value head for every searched
 power (one batched forward over all resulting boards), giving a payoff tensor
 ``[n, K_1, .., K_n]``. :func:`regret_matching` runs ``iters`` iterations on it, and the
@@ -13,8 +14,9 @@ are played by the policy.
 Deterministic under a seed: candidates come from actors seeded from the agent's stream and
 regret matching is exact (expected payoffs, no sampling), so the same seed and position give
 the same orders. ``budget_s`` (CPU seconds per phase, 0: none) stops the resolutions when it
-is spent; the power then plays its first candidate (a plain policy sample) and
-``over_budget`` counts it (only then does wall time change what is played).
+is spent; the power then plays its first candidate (the policy's greedy orders) and
+``over_budget`` counts it (only then does wall time change what is played). With ``k=1``
+the search plays exactly what the greedy raw policy plays.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class SearchAgent:
         self.rng = np.random.default_rng(seed)
         self.records: list = []  # a search seat does not train
         self.over_budget = 0
-        self.last: dict | None = None  # the last search: players, payoffs, strategy
+        self.last: dict | None = None  # the last search: players, candidates, payoffs, strategy
 
     def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
         """Orders for ``power`` (only legal ones: every candidate is a policy sample)."""
@@ -153,14 +155,23 @@ class SearchAgent:
         )
         strategy = regret_matching(payoffs, self.settings.iters)[0]
         choice = int(self.rng.choice(len(strategy), p=strategy))
-        self.last = {"players": players, "payoffs": payoffs, "strategy": strategy}
+        self.last = {
+            "players": players,
+            "candidates": candidates,
+            "payoffs": payoffs,
+            "strategy": strategy,
+        }
         return candidates[0][choice]
 
     def _candidates(self, env: DiplomacyEnv, power: str, seed: int) -> list[list[str]]:
-        """Up to ``k`` distinct joint orders of ``power``, sampled from the policy."""
+        """Up to ``k`` distinct joint orders of ``power``: the policy's greedy one, then samples.
+
+        The greedy candidate keeps the raw agent's play in every search (a search whose values
+        are noise can only move away from it by regret, not by the luck of k samples)."""
+        greedy = self.policy.actor(seed=seed, greedy=True).get_orders(env, power)
+        seen: dict[tuple[str, ...], list[str]] = {tuple(sorted(greedy)): greedy}
         actor = self.policy.actor(seed=seed)
-        seen: dict[tuple[str, ...], list[str]] = {}
-        for _ in range(self.settings.k):
+        for _ in range(self.settings.k - 1):
             orders = actor.get_orders(env, power)
             seen.setdefault(tuple(sorted(orders)), orders)
         return list(seen.values())
