@@ -12,6 +12,14 @@ Cells are appended to ``--out`` as JSON lines as they finish and cells already t
 played again: an interrupted table resumes (across sessions too, if the file is kept). CPU per
 game is the eval child's user + system time over its games (its start included). Prints the
 markdown table at the end.
+
+Each new cell also keeps its per-game hero win shares (``wins``: 1 for a single highest score,
+1/k for a k-way tie, in game order), so two agents measured on the same games compare paired:
+
+    python docs/figures/diplomacy_table.py --out table.jsonl --paired A,B
+
+prints, for every (opponent, years, games, seed) cell both have, the mean per-game difference
+A − B ± its paired SE (cells saved before ``wins`` existed have none and are skipped).
 """
 
 from __future__ import annotations
@@ -36,12 +44,14 @@ def measure(agent: str, opponent: str, years: int, games: int, seed: int) -> dic
         sys.executable, "-m", "leaguezero.cli", "diplomacy", "eval", "--hero", agent,
         "--opponents", opponent, "--games", str(games), "--seed", str(seed),
         "--set", f"max_years={years}", "--set", "run.threads=1", "--no-save", "--json",
+        "--per-game",
     ]  # fmt: skip
     before = _cpu_children()
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     cpu = _cpu_children() - before
-    hero = json.loads(out)["hero"]
+    result = json.loads(out)
+    hero = result["hero"]
     n = hero["seats"]
     return {
         "agent": agent,
@@ -55,7 +65,39 @@ def measure(agent: str, opponent: str, years: int, games: int, seed: int) -> dic
         "solo_rate": hero["solo_rate"],
         "most_centres_rate": hero["most_centres_rate"],
         "cpu_s_per_game": round(cpu / max(n, 1), 2),
+        "wins": [_win_share(g) for g in result["per_game"]],
     }
+
+
+def _win_share(game: dict) -> float:
+    """The hero seat's win in one game: 1 for the single highest score, 1/k for a k-way tie."""
+    scores = game["scores"]
+    best = max(scores.values())
+    top = [p for p, v in scores.items() if v == best]
+    return 1.0 / len(top) if game["hero_power"] in top else 0.0
+
+
+def paired(rows: list[dict], a: str, b: str) -> list[str]:
+    """A − B per shared cell: mean per-game difference ± its SE (sample std / sqrt(n))."""
+    cells: dict[tuple, dict[str, list[float]]] = {}
+    for r in rows:
+        if r["agent"] in (a, b) and r.get("wins"):
+            key = (r["opponent"], r["years"], r["games"], r["seed"])
+            cells.setdefault(key, {})[r["agent"]] = r["wins"]
+    lines = []
+    for (opponent, years, _games, seed), by in sorted(cells.items()):
+        if len(by) < 2 or len(by[a]) != len(by[b]):
+            continue
+        diff = [x - y for x, y in zip(by[a], by[b], strict=True)]
+        n = len(diff)
+        mean = sum(diff) / n
+        var = sum((d - mean) ** 2 for d in diff) / max(n - 1, 1)
+        se = (var / n) ** 0.5
+        lines.append(
+            f"{a} - {b}: six {opponent}, {years} years, {n} games, seed {seed}: "
+            f"{mean:+.3f} ± {se:.3f} ({mean / se if se else float('inf'):+.1f} SE)"
+        )
+    return lines
 
 
 def markdown(rows: list[dict]) -> str:
@@ -83,16 +125,23 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", required=True, help="comma-separated agent specs")
+    parser.add_argument("--agents", help="comma-separated agent specs (required to measure)")
     parser.add_argument("--opponents", default="dumb_bot", help="comma-separated opponents")
     parser.add_argument("--years", default="5,10,15", help="comma-separated game lengths")
     parser.add_argument("--games", type=int, default=280)
-    parser.add_argument("--seed", type=int, required=True, help="drawn after training")
+    parser.add_argument("--seed", type=int, help="drawn after training (required to measure)")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, appended")
+    parser.add_argument("--paired", help="A,B: print A - B paired over the cells both have")
     args = parser.parse_args()
     done: list[dict] = []
     if args.out.exists():
         done = [json.loads(x) for x in args.out.read_text().splitlines() if x.startswith("{")]
+    if args.paired:
+        a, _, b = args.paired.partition(",")
+        print("\n".join(paired(done, a, b)) or f"no cell has per-game wins of both {a} and {b}")
+        return
+    if not args.agents or args.seed is None:
+        parser.error("--agents and --seed are needed to measure (or --paired A,B to compare)")
     have = {(r["agent"], r["opponent"], r["years"], r["games"], r["seed"]) for r in done}
     for years in (int(y) for y in args.years.split(",")):
         for opponent in args.opponents.split(","):
