@@ -278,8 +278,9 @@ def add_pending(tree, g, path_nodes, path_actions, slot, depth, delta):
     """Add ``delta`` (+1 reserve, -1 release) to ``edge_pending`` along descent ``slot`` of ``g``.
 
     ``path_nodes`` int32 [G, K, >= depth + 1], ``path_actions`` int32 [G, K, >= depth]: each
-    descent's nodes from the root and the action taken at each (the :class:`Batch` arrays,
-    indexed whole: row views would cost an atomic incref/decref pair per call).
+    descent's nodes from the root and the action taken at each (the
+    :class:`~leaguezero.az.search.Batch` arrays, indexed whole: row views would cost an atomic
+    incref/decref pair per call).
     """
     for i in range(depth):
         tree.edge_pending[g, path_nodes[g, slot, i], path_actions[g, slot, i]] += delta

@@ -130,8 +130,9 @@ def promote_if_scheduled(
     Decides and adds under one registry lock (two trainers cannot both add a "first"
     checkpoint), stores the promotion reasons in ``extra["reasons"]``, and emits
     ``league.checkpoint_added``. The new entry's rating starts at ``elo`` (the session passes
-    the live hero's own rating), else at its parent's (see :meth:`LeagueState.add_checkpoint`).
-    Returns the new agent, or None when not scheduled.
+    the live hero's own rating), else at its parent's (see
+    :meth:`~leaguezero.league.registry.LeagueState.add_checkpoint`). Returns the new agent, or None
+    when not scheduled.
     """
     with registry.update() as state:
         reasons = promotion_reasons(step, current_elo, state, elite_margin)

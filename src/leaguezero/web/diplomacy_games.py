@@ -2,7 +2,7 @@
 
 Every import of Diplomacy internals (the env, bots, agent resolution, order validation, saved
 games, the engine's SVG renderer) is in this module, so a reshaped ``diplomacy`` package is
-re-pointed here only. A phase is played as :func:`~leaguezero.diplomacy.rollout.run_rollout`
+re-pointed here only. A phase is played as :func:`~leaguezero.diplomacy.game.rollout.run_rollout`
 plays it: each agent's orders are checked against the phase's legal orders
 (``validate_orders``), missing ones filled (units hold); the person's orders must all be legal.
 """

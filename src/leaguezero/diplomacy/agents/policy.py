@@ -1,16 +1,16 @@
 """A small Diplomacy policy network that trains on CPU, and its GRPO/rollout adapters.
 
-**Network** (:class:`PolicyNet`): board features ``x [B, L, F]`` (:mod:`.features`) plus a
-learned location embedding go through an input layer and ``layers`` residual graph layers
-(``h <- h + relu(W_self h + W_nb (A h))``, ``A`` the row-normalised map adjacency), giving a
-board embedding ``h [B, L, H]`` conditioned on the power to play. An order ``(type, src, dst,
-aux)`` is scored by an MLP over ``[h_src, h_dst, h_aux, x_src, x_dst, type one-hot]`` (a learned
-"none" vector stands in for a missing location); the raw features of source and destination
-are fed again so that "this move enters an unowned centre in the fall" is one layer away.
-``PolicyConfig.decoder``: ``independent`` scores each unit's orders from the board alone;
-``sequential`` also conditions unit k's order on the orders 1..k-1 the power already chose this
-phase (:mod:`.decoder`). ``PolicyConfig.value_head`` adds a head predicting the power's share
-of the final score (:mod:`.value`).
+**Network** (:class:`PolicyNet`): board features ``x [B, L, F]``
+(:mod:`~leaguezero.diplomacy.game.features`) plus a learned location embedding go through an input
+layer and ``layers`` residual graph layers (``h <- h + relu(W_self h + W_nb (A h))``, ``A`` the
+row-normalised map adjacency), giving a board embedding ``h [B, L, H]`` conditioned on the power to
+play. An order ``(type, src, dst, aux)`` is scored by an MLP over
+``[h_src, h_dst, h_aux, x_src, x_dst, type one-hot]`` (a learned "none" vector stands in for a
+missing location); the raw features of source and destination are fed again so that "this move
+enters an unowned centre in the fall" is one layer away. ``PolicyConfig.decoder``: ``independent``
+scores each unit's orders from the board alone; ``sequential`` also conditions unit k's order on the
+orders 1..k-1 the power already chose this phase (:mod:`.decoder`). ``PolicyConfig.value_head`` adds
+a head predicting the power's share of the final score (:mod:`.value`).
 
 **Choices.** Every decision is a softmax over a candidate set of legal orders:
 
@@ -20,7 +20,7 @@ of the final score (:mod:`.value`).
   ``WAIVE`` stays open), so a power never gives more builds or disbands than it owes.
 
 Each choice (:class:`~.actor.NetActor`, the seat player) is one
-:class:`~leaguezero.diplomacy.train.grpo.ActionRecord`, whose payload keeps the
+:class:`~leaguezero.diplomacy.game.records.ActionRecord`, whose payload keeps the
 board features and the candidate encodings so :meth:`DiplomacyPolicy.log_prob` can recompute
 it with gradients. Sampling divides logits by the temperature, and so does ``log_prob`` (the
 payload stores it), so PPO ratios compare like with like.

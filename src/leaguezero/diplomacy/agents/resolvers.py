@@ -1,5 +1,5 @@
-"""Agents of the catalogue (:mod:`.catalogue`) as the rollout's resolver: the one place specs
-become policies.
+"""Agents of the catalogue (:mod:`~leaguezero.diplomacy.game.catalogue`) as the rollout's resolver:
+the one place specs become policies.
 
 - :func:`policy_resolver`: policy checkpoint files by name (league entries, command-line
   ``*.pt`` files), a fresh seeded actor per seat;
@@ -68,7 +68,7 @@ def policy_resolver(
 
 def load_policy_files(specs: Sequence[AgentSpec]) -> dict[str, Any]:
     """The policy checkpoint files among ``specs``, loaded (a damaged file raises
-    :class:`~leaguezero.diplomacy.agents.policy.CheckpointError` here, before any game, as
+    :class:`~leaguezero.diplomacy.agents.checkpoint.CheckpointError` here, before any game, as
     does a ``search:`` agent whose policy has no value head)."""
     from leaguezero.diplomacy.agents.policy import CheckpointError, load_policy
 

@@ -135,7 +135,8 @@ class GenerationClient(Protocol):
         choices: Sequence[object | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt; ``adapters[i]`` None is the base model; ``choices[i]``
-        (optional) decodes row ``i`` under a :class:`~.constrained.OrderChoices`."""
+        (optional) decodes row ``i`` under a
+        :class:`~leaguezero.diplomacy.llm.orders.constrained.OrderChoices`."""
         ...
 
     def load_adapter(self, name: str, path: str) -> None:
@@ -169,7 +170,8 @@ def make_requests(
     choices: Sequence[object | None] | None = None,
 ) -> list[GenerationRequest]:
     """The rows of a ``generate`` call (checked); row ``i`` samples with ``seed + i``;
-    ``choices[i]``: row ``i``'s constraint (:class:`~.constrained.OrderChoices`), if any."""
+    ``choices[i]``: row ``i``'s constraint
+    (:class:`~leaguezero.diplomacy.llm.orders.constrained.OrderChoices`), if any."""
     check_rows(prompts, adapters)
     if choices is not None and len(choices) != len(prompts):
         raise ValueError(f"generate got {len(choices)} constraints for {len(prompts)} prompts")

@@ -1,11 +1,12 @@
 """The hero's LoRA adapter as a GRPO policy (:class:`~leaguezero.diplomacy.train.grpo.GRPOPolicy`).
 
-:class:`LLMHero` trains the hero adapter on an :class:`~.hf_backend.HFBackend`: ``actor`` (one
-seat), ``table`` (all LLM seats of a game, batched, :class:`~.tables.LLMTable`), ``log_prob``
-(differentiable, hero adapter only), ``trainable_parameters``, ``save``/``load`` of adapter
-folders. When sampling happens on a server (vLLM), the trained weights are published lazily as a
-new immutable version (``hero-v0001``, ...) before the next game, and the superseded version is
-unloaded. :class:`BasePolicy` is the frozen base model, the KL reference.
+:class:`LLMHero` trains the hero adapter on an
+:class:`~leaguezero.diplomacy.llm.model.hf_backend.HFBackend`: ``actor`` (one seat), ``table`` (all
+LLM seats of a game, batched, :class:`~.tables.LLMTable`), ``log_prob`` (differentiable, hero
+adapter only), ``trainable_parameters``, ``save``/``load`` of adapter folders. When sampling happens
+on a server (vLLM), the trained weights are published lazily as a new immutable version
+(``hero-v0001``, ...) before the next game, and the superseded version is unloaded.
+:class:`BasePolicy` is the frozen base model, the KL reference.
 """
 
 from __future__ import annotations
@@ -52,17 +53,18 @@ class LLMHero:
     """The hero's LoRA adapter as a GRPO policy (see module doc).
 
     ``backend``: where the adapter is trained (and sampled, unless ``sampler`` is given);
-    ``sampler``: a client that samples games (e.g. :class:`~.openai_client.OpenAIClient` to
-    vLLM), which gets each trained version as ``{prefix}-v{NNNN}`` saved under
-    ``adapters_dir`` (a path the sampler's server can read); ``slots``: the sampler's adapter
-    slots (the live hero version is pinned). ``in_process``: ``sampler`` runs on ``backend``
-    itself (e.g. a :class:`~.batching.BatchingGenerator` front), so the training adapter is
-    sampled directly and nothing is published. ``decoding``: a trainable strategy of
-    :mod:`.decoding` (constrained: every order legal, log-probs over the allowed tokens).
-    ``chat``: how prompts are wrapped in the chat template (system prompt, template arguments;
-    default one user turn); the completions are scored again on the very text rendered.
-    ``score_at_temperature``: the trainer (and the KL reference) score each completion at the
-    temperature it was sampled at (``train.score_temperature``).
+    ``sampler``: a client that samples games (e.g.
+    :class:`~leaguezero.diplomacy.llm.remote.openai_client.OpenAIClient` to vLLM), which gets each
+    trained version as ``{prefix}-v{NNNN}`` saved under ``adapters_dir`` (a path the sampler's
+    server can read); ``slots``: the sampler's adapter slots (the live hero version is pinned).
+    ``in_process``: ``sampler`` runs on ``backend`` itself (e.g. a
+    :class:`~leaguezero.diplomacy.llm.model.batching.BatchingGenerator` front), so the training
+    adapter is sampled directly and nothing is published. ``decoding``: a trainable strategy of
+    :mod:`~leaguezero.diplomacy.llm.orders.decoding` (constrained: every order legal, log-probs over
+    the allowed tokens). ``chat``: how prompts are wrapped in the chat template (system prompt,
+    template arguments; default one user turn); the completions are scored again on the very text
+    rendered. ``score_at_temperature``: the trainer (and the KL reference) score each completion at
+    the temperature it was sampled at (``train.score_temperature``).
     """
 
     TRAIN_ADAPTER = "hero_train"

@@ -49,16 +49,18 @@ def adapter_resolver(
 ) -> AgentResolver:
     """A resolver that plays league adapters (and the base model) on ``client``, one per seat.
 
-    ``client``: an :class:`~.hf_backend.HFBackend` in process or an
-    :class:`~.openai_client.OpenAIClient` (the evaluator of an ``openai`` run plays through the
-    server too). Each adapter is loaded once as ``prefix + name`` (an evaluator sharing a
-    server with the trainer uses its own names, ``{prefix}{name}-{hash of the folder}``, so
-    neither unloads the other's adapters and runs sharing a server do not collide),
-    through ``slots`` when given (at most ``max_loras`` of them resident); every call gets a
-    seat of :class:`~.agent.SharedTables`, so a game's LLM seats are sampled together each
-    phase (seeds from ``seed`` and the game's number). ``render``: the chat template (see
-    :func:`~.prompt.render_prompt`); ``decoding``: a strategy of :mod:`.decoding`. Raises
-    ``UnknownAgentError`` for a seat with an adapter whose name is not in ``paths``.
+    ``client``: an :class:`~leaguezero.diplomacy.llm.model.hf_backend.HFBackend` in process or an
+    :class:`~leaguezero.diplomacy.llm.remote.openai_client.OpenAIClient` (the evaluator of an
+    ``openai`` run plays through the server too). Each adapter is loaded once as ``prefix + name``
+    (an evaluator sharing a server with the trainer uses its own names,
+    ``{prefix}{name}-{hash of the folder}``, so neither unloads the other's adapters and runs
+    sharing a server do not collide), through ``slots`` when given (at most ``max_loras`` of them
+    resident); every call gets a seat of :class:`~leaguezero.diplomacy.llm.tables.SharedTables`, so
+    a game's LLM seats are sampled together each phase (seeds from ``seed`` and the game's number).
+    ``render``: the chat template (see
+    :func:`~leaguezero.diplomacy.llm.orders.prompt.render_prompt`); ``decoding``: a strategy of
+    :mod:`~leaguezero.diplomacy.llm.orders.decoding`. Raises ``UnknownAgentError`` for a seat with
+    an adapter whose name is not in ``paths``.
     """
     tables = SharedTables(
         lambda game: LLMTable(
@@ -149,8 +151,8 @@ def folder_resolver(
     :func:`~.runtime.shared_runtime`: the base model loaded here once per process (``hf``),
     or the server's (``openai``: the tokenizer only is loaded here). Each adapter is loaded
     once, under :func:`~.runtime.folder_adapter_name`; every seat is a standalone LLM actor
-    with its own seed. ``decoding``: a strategy of :mod:`.decoding` (None: the one
-    ``llm.mode`` names). A shipped adapter's pinned settings
+    with its own seed. ``decoding``: a strategy of :mod:`~leaguezero.diplomacy.llm.orders.decoding`
+    (None: the one ``llm.mode`` names). A shipped adapter's pinned settings
     (:attr:`~leaguezero.diplomacy.game.catalogue.AgentSpec.llm_settings`: constrained decoding
     for both, SmolLM2's system prompt and answer budget for ``pretrained-smol``) apply to the
     keys the user did not set.

@@ -103,8 +103,9 @@ def open_client(endpoint: str, served_model_name: str | None = None) -> OpenAICl
 
 
 def server_client(llm: LLMSection) -> OpenAIClient:
-    """An :class:`~.openai_client.OpenAIClient` for ``llm.endpoint`` (vLLM or ``llm serve``),
-    checked to answer now (:class:`~.client.LLMError` saying how to start one if not)."""
+    """An :class:`~leaguezero.diplomacy.llm.remote.openai_client.OpenAIClient` for ``llm.endpoint``
+    (vLLM or ``llm serve``), checked to answer now (:class:`~.client.LLMError` saying how to start
+    one if not)."""
     client = open_client(llm.endpoint, llm.served_model_name)
     patience, client.reconnect_s = client.reconnect_s, 0.0  # a server not up yet: say so now
     try:

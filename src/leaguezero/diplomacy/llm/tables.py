@@ -2,9 +2,9 @@
 
 - :class:`LLMTable` plays every LLM seat of one game: on the first ``get_orders`` of a phase it
   builds the prompts of *all* its seats that have orders to give and has its decoding strategy
-  (:mod:`.decoding`) turn them into orders in one call (one batch, mixed adapters). Seats whose
-  adapter is the recorded one (the hero's) append a
-  :class:`~leaguezero.diplomacy.train.grpo.ActionRecord` per completion: sequence log-prob as
+  (:mod:`~leaguezero.diplomacy.llm.orders.decoding`) turn them into orders in one call (one batch,
+  mixed adapters). Seats whose adapter is the recorded one (the hero's) append a
+  :class:`~leaguezero.diplomacy.game.records.ActionRecord` per completion: sequence log-prob as
   ``old_log_prob``, prompt and token ids as payload. ``table.resolver`` plugs into
   :func:`~leaguezero.diplomacy.game.rollout.run_rollout`.
 - :class:`SharedTables`: standalone seats (one resolver call each) that still batch per game.
@@ -57,8 +57,9 @@ class LLMTable:
     loaded on ``client``. ``record_adapter``: completions of seats with this adapter are
     recorded (None: none).
     ``seed``: the game's seed; each phase draws a fresh seed from it. ``render``: how a
-    prompt is sent to the model (the tokenizer's chat template, see :func:`~.prompt.render_prompt`;
-    default: as written). ``decoding``: how prompts become orders (:mod:`.decoding`).
+    prompt is sent to the model (the tokenizer's chat template, see
+    :func:`~leaguezero.diplomacy.llm.orders.prompt.render_prompt`; default: as written).
+    ``decoding``: how prompts become orders (:mod:`~leaguezero.diplomacy.llm.orders.decoding`).
     """
 
     def __init__(
@@ -156,9 +157,9 @@ class SharedTables:
     game's table the first time it is asked for orders, so from the second phase on every LLM
     seat of a game is sampled in one call (the first phase samples seats as they join). The
     last few games' tables are kept (games played in turn or a few at once). ``make_table``
-    gets the game's number: its seed when the env carries one (:func:`.rollout.run_rollout`
-    sets it), so games played at once get the tables they would get in turn; else the count
-    of games seen.
+    gets the game's number: its seed when the env carries one
+    (:func:`~leaguezero.diplomacy.game.rollout.run_rollout` sets it), so games played at once get
+    the tables they would get in turn; else the count of games seen.
     """
 
     def __init__(self, make_table: Callable[[int], LLMTable], keep: int = 16) -> None:

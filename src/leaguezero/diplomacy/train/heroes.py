@@ -9,7 +9,7 @@ seated, how a group's games are played, its weights in ``state.pt`` and its chec
 - :class:`~.llm_hero.LanguageModelHero` (``train.agent: llm``): a LoRA adapter on
   ``llm.base_model``.
 
-Both return each game as one :class:`~leaguezero.diplomacy.train.grpo.PlayedGame`, the record
+Both return each game as one :class:`~leaguezero.diplomacy.game.records.PlayedGame`, the record
 that goes from the rollout to the loss (the loop hands it to the trainer once per learning seat,
 with that seat set). A :class:`TaskMap` says where
 a group's games run (:data:`local_map`: in this process; ``RayTaskMap``: Ray tasks) and whether

@@ -14,7 +14,7 @@ is first trained to imitate a strong reference and then fine-tuned with GRPO
    (:class:`~leaguezero.diplomacy.agents.actor.NetActor`): one choice per orderable unit over
    its legal orders (movement, retreat), or the adjustment's sequential picks without
    replacement (a build site used once, ``WAIVE`` open). Each choice is an
-   :class:`~leaguezero.diplomacy.train.grpo.ActionRecord` with the policy's own
+   :class:`~leaguezero.diplomacy.game.records.ActionRecord` with the policy's own
    :class:`~leaguezero.diplomacy.agents.actor.ChoicePayload` (board features, encoded
    candidates, the index of the teacher's order, temperature 1). A teacher order that is not
    among the candidates (or a unit it left without an order) is skipped and counted; choices

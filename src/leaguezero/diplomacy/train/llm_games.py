@@ -1,10 +1,11 @@
 """The LLM hero's games as records, and one game played on a remote worker (Ray).
 
-:func:`played_game` turns a finished game into the loop's :class:`~.grpo.PlayedGame` (scores,
-the live hero's records, shaped rewards: :func:`seat_reward`); :func:`play_remote_game` plays
-one hero game on a worker, every LLM seat sampled on the shared server, from a
-:class:`RemoteLLMGames` (what the group's games share). A worker whose server restarted loads
-the table's adapters again from their folders (:func:`_reloader`).
+:func:`played_game` turns a finished game into the loop's
+:class:`~leaguezero.diplomacy.game.records.PlayedGame` (scores, the live hero's records, shaped
+rewards: :func:`seat_reward`); :func:`play_remote_game` plays one hero game on a worker, every LLM
+seat sampled on the shared server, from a :class:`RemoteLLMGames` (what the group's games share). A
+worker whose server restarted loads the table's adapters again from their folders
+(:func:`_reloader`).
 """
 
 from __future__ import annotations

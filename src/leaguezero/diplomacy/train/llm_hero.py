@@ -9,7 +9,7 @@ the sampler's batches; on Ray (a task map that is not in process) each game is a
 :func:`~.llm_games.play_remote_game` sampling on the shared server. The opponents' adapters are
 loaded by their league names within ``llm.max_loras`` (fewer distinct ones, cluster-seated, when
 the sampler cannot hold them). Every game comes back as one
-:class:`~leaguezero.diplomacy.train.grpo.PlayedGame` (:mod:`.llm_games`). ``base_model`` is the
+:class:`~leaguezero.diplomacy.game.records.PlayedGame` (:mod:`.llm_games`). ``base_model`` is the
 base LM itself (no file); checkpoints are adapter folders.
 """
 

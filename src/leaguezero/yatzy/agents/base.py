@@ -1,7 +1,7 @@
 """Agents for 2-player matches: anything that maps a batch of states to actions.
 
-An agent's :meth:`act` receives the whole state array of a lockstep batch of games and the rows
-where it is to move, and returns one action per row. Batching lets numba bots, the oracle and
+An agent's :meth:`Agent.act` receives the whole state array of a lockstep batch of games and the
+rows where it is to move, and returns one action per row. Batching lets numba bots, the oracle and
 network-guided search amortise their per-call cost over many games. This module holds the
 protocol and the two numba bots; :mod:`leaguezero.yatzy.agents.registry` builds any agent from its
 name.

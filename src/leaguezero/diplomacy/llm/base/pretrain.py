@@ -5,10 +5,11 @@ build itself. This module makes one in minutes on a CPU:
 
 1. **Corpus** (:func:`collect_examples`): games of the built-in bots (each seat drawn from
    ``seat_bots``, 3-year games by default); every phase of every *recorded* seat (``record_bots``)
-   becomes one example: the prompt the league loop shows (:func:`~.prompt.build_prompt`) and the
-   bot's orders as the answer, one per line in the prompt's location order, then ``END``.
-   Recording greedy_bot and chaos_bot gives a base that plays a *mixture* of a strong and a wild
-   style: legal, better than random, and with room for GRPO to sharpen it.
+   becomes one example: the prompt the league loop shows
+   (:func:`~leaguezero.diplomacy.llm.orders.prompt.build_prompt`) and the bot's orders as the
+   answer, one per line in the prompt's location order, then ``END``. Recording greedy_bot and
+   chaos_bot gives a base that plays a *mixture* of a strong and a wild style: legal, better than
+   random, and with room for GRPO to sharpen it.
 2. **Tokenizer** (:func:`build_tokenizer`): byte-level BPE trained with ``tokenizers`` on the
    corpus (province names become single tokens), with a chat template (``<|user|>`` /
    ``<|assistant|>``) that the loop applies like any chat model's.
@@ -17,7 +18,8 @@ build itself. This module makes one in minutes on a CPU:
    length-bucketed batches, AdamW with warm-up and cosine decay; bfloat16 autocast where the CPU
    has native bf16 matmuls.
 5. **Check** (:func:`order_validity`): greedy answers to held-out prompts parsed with
-   :func:`~.prompt.extract_orders`; the share of owed orders that are legal.
+   :func:`~leaguezero.diplomacy.llm.orders.prompt.extract_orders`; the share of owed orders that are
+   legal.
 
 The output folder is a normal Hugging Face folder (``save_pretrained`` of model and tokenizer)
 plus ``leaguezero_base.json`` (schema version, prompt version, corpus and training figures), so

@@ -20,7 +20,8 @@ may send one. :func:`read_adapter_folder` therefore
   ``HFBackend.save_adapter``): a damaged adapter is refused, not served. A folder saved before
   checksums (or by peft alone) has none and is read unchecked.
 
-Raises :class:`AdapterFileError` (an :class:`~.client.LLMError`, one short line) for all of it.
+Raises :class:`AdapterFileError` (an :class:`~leaguezero.diplomacy.llm.client.LLMError`, one short
+line) for all of it.
 """
 
 from __future__ import annotations

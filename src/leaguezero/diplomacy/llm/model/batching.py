@@ -81,7 +81,8 @@ class BatchingGenerator:
         seed: int,
         choices: Sequence[object | None] | None = None,
     ) -> list[Completion]:
-        """The :class:`.client.GenerationClient` call, through the batcher."""
+        """The :class:`~leaguezero.diplomacy.llm.client.GenerationClient` call, through the
+        batcher."""
         rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         return self.submit(rows)
 

@@ -302,9 +302,10 @@ def _fast_lora_class():
 
 
 def fast_lora(model: nn.Module) -> int:
-    """Swap every peft ``lora.Linear`` of ``model`` for :class:`FastLora`; returns how many.
-    Idempotent: call again after adapters are added (peft wraps new target layers only once,
-    so an added adapter lands in the already swapped layers)."""
+    """Swap every peft ``lora.Linear`` of ``model`` for ``FastLora`` (the subclass
+    :func:`_fast_lora_class` builds); returns how many. Idempotent: call again after adapters are
+    added (peft wraps new target layers only once, so an added adapter lands in the already swapped
+    layers)."""
     base, fast = _peft_lora_linear(), _fast_lora_class()
     count = 0
     for module in model.modules():

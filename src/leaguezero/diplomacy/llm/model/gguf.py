@@ -71,8 +71,9 @@ def file_digest(path: Path) -> str:
 
 
 def gguf_cache() -> Path:
-    """``<cache root>/gguf``, created (owner-only) when absent; :class:`~.client.LLMError` when
-    the root or it is not the user's own (the root may be a link to a folder that is)."""
+    """``<cache root>/gguf``, created (owner-only) when absent;
+    :class:`~leaguezero.diplomacy.llm.client.LLMError` when the root or it is not the user's own
+    (the root may be a link to a folder that is)."""
     root = cache_root()
     folder = root / "gguf"
     for path in (root, folder):
@@ -93,8 +94,9 @@ def gguf_cache() -> Path:
 def base_model_folder(path: str | os.PathLike) -> Path:
     """A model folder for ``path``: the folder itself, or a GGUF file's converted folder.
 
-    Raises :class:`~.client.LLMError` (one line) for a missing or malformed file, a cache that
-    is not the user's own, a missing ``gguf`` package, or a file transformers cannot convert.
+    Raises :class:`~leaguezero.diplomacy.llm.client.LLMError` (one line) for a missing or malformed
+    file, a cache that is not the user's own, a missing ``gguf`` package, or a file transformers
+    cannot convert.
     """
     source = Path(path)
     if not is_gguf(source):
@@ -119,8 +121,8 @@ def base_model_folder(path: str | os.PathLike) -> Path:
 
 def converted_folder(path: str | os.PathLike) -> Path | None:
     """The finished, intact conversion of the GGUF file ``path``, or None when it has none
-    (:class:`~.client.LLMError` for a missing or malformed file or a foreign cache). Converts
-    nothing."""
+    (:class:`~leaguezero.diplomacy.llm.client.LLMError` for a missing or malformed file or a foreign
+    cache). Converts nothing."""
     cache, digest = _locate(Path(path))
     target = cache / digest[:16]
     return target if _entry_problem(target, digest) is None else None
@@ -141,7 +143,8 @@ _ABSENT = "absent"
 
 def _entry_problem(target: Path, digest: str) -> str | None:
     """None for a finished entry whose files are as recorded; a reason otherwise (``_ABSENT``
-    when there is none). :class:`~.client.LLMError` for an entry that is not the user's own."""
+    when there is none). :class:`~leaguezero.diplomacy.llm.client.LLMError` for an entry that is not
+    the user's own."""
     try:
         reason = untrusted_reason(target)
     except FileNotFoundError:

@@ -7,8 +7,8 @@ of CPU per string (gigabytes) before anything fails. :func:`check_header` walks 
 once over a read-only map of the file: every count is checked against the bytes left (each
 item takes at least its minimum size) *before* it is read, and against fixed bounds, with no
 per-item allocation; the tensors' data must lie inside the file (a truncated file is found
-here, not by hashing and converting it). Every failure is one :class:`~.client.LLMError` line
-naming the file and what is wrong.
+here, not by hashing and converting it). Every failure is one
+:class:`~leaguezero.diplomacy.llm.client.LLMError` line naming the file and what is wrong.
 
 The bounds hold real models with room to spare: the largest tokenizers we know hold 262,144
 tokens (Gemma 3: 786,432 array items with their scores and types; Llama 3: 536,659 with its
@@ -119,9 +119,9 @@ class _Reader:
 def check_header(path: str | os.PathLike) -> GGUFHeader:
     """Read and check the header of the GGUF file ``path`` (see the module doc).
 
-    Raises :class:`~.client.LLMError` (one line naming the file) for a file that cannot be
-    read, a bad magic or version, a count past a bound or past the file's end, a bad value
-    type or a tensor whose data lies outside the file.
+    Raises :class:`~leaguezero.diplomacy.llm.client.LLMError` (one line naming the file) for a file
+    that cannot be read, a bad magic or version, a count past a bound or past the file's end, a bad
+    value type or a tensor whose data lies outside the file.
     """
     path = Path(path)
     try:

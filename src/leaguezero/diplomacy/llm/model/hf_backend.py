@@ -517,8 +517,9 @@ class HFBackend:
         seed: int,
         choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt, adapters mixed per row (see :mod:`.client`);
-        ``choices[i]``: row ``i`` is decoded under that constraint (:mod:`.constrained`)."""
+        """One completion per prompt, adapters mixed per row (see
+        :mod:`~leaguezero.diplomacy.llm.client`); ``choices[i]``: row ``i`` is decoded under that
+        constraint (:mod:`~leaguezero.diplomacy.llm.orders.constrained`)."""
         rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         return self.generate_rows(rows)
 
@@ -624,7 +625,8 @@ class HFBackend:
 
     @property
     def constraints(self) -> ConstraintCompiler:
-        """Regular expressions compiled to this tokenizer's token masks (:mod:`.constrained`)."""
+        """Regular expressions compiled to this tokenizer's token masks
+        (:mod:`~leaguezero.diplomacy.llm.orders.constrained`)."""
         with self._compiler_lock:
             if self._compiler is None:
                 self._compiler = ConstraintCompiler(self.tokenizer, self.eos_id)

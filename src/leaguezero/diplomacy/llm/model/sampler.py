@@ -1,10 +1,11 @@
 """The KV-cache sampling loop of the in-process backend: one batch of rows, token by token.
 
 Our own loop rather than ``model.generate`` because each row needs its own seeded generator
-(see :mod:`.client`), the raw log-prob of each sampled token, and constrained rows
-(:mod:`.constrained`) feed their forced runs in one pass (jump-forward). The model is reached
-only through ``forward`` (one forward pass, adapters already chosen by the caller), so this
-module knows no peft and no tokenizer: :class:`~.hf_backend.HFBackend` decodes the tokens.
+(see :mod:`~leaguezero.diplomacy.llm.client`), the raw log-prob of each sampled token, and
+constrained rows (:mod:`~leaguezero.diplomacy.llm.orders.constrained`) feed their forced runs in one
+pass (jump-forward). The model is reached only through ``forward`` (one forward pass, adapters
+already chosen by the caller), so this module knows no peft and no tokenizer:
+:class:`~.hf_backend.HFBackend` decodes the tokens.
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@
   in-process hf backend; nothing is recorded for training.
 
 The config's ``llm.mode`` (or a command's ``--rank``) names one; :func:`decoding_named` is the
-one lookup, done where the config is read. An :class:`~.tables.LLMTable` asks its strategy
-to play each phase (:meth:`Decoding.play_phase`) with the sampling settings it holds
-(:class:`Sampling`); the strategy returns each seat's :class:`SeatDecision` (its orders, this
+one lookup, done where the config is read. An :class:`~leaguezero.diplomacy.llm.tables.LLMTable`
+asks its strategy to play each phase (:meth:`Decoding.play_phase`) with the sampling settings it
+holds (:class:`Sampling`); the strategy returns each seat's :class:`SeatDecision` (its orders, this
 phase's :class:`SeatStats` and, for a trainable answer, the action record whose payload is an
 :class:`LLMPayload`), and the table keeps the stats and the records of the seats it trains.
-The strategy never sees the table: this module imports nothing of :mod:`.tables`.
+The strategy never sees the table: this module imports nothing of
+:mod:`~leaguezero.diplomacy.llm.tables`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class LLMPayload:
-    """What :meth:`LLMHero.log_prob` needs to score a completion again."""
+    """What :meth:`~leaguezero.diplomacy.llm.hero.LLMHero.log_prob` needs to score a completion
+    again."""
 
     prompt: str
     token_ids: list[int]

@@ -182,7 +182,8 @@ class ChatFormat:
         )
 
     def renderer(self, tokenizer) -> Callable[[str], str]:
-        """:meth:`render` bound to ``tokenizer`` (what an :class:`~.tables.LLMTable` takes)."""
+        """:meth:`render` bound to ``tokenizer`` (what an
+        :class:`~leaguezero.diplomacy.llm.tables.LLMTable` takes)."""
         return functools.partial(self.render, tokenizer)
 
 

@@ -36,8 +36,8 @@ def rank_orders(
 ) -> tuple[list[str], str]:
     """Orders picked by the model's scores (see module doc) and the answer text they make.
 
-    ``backend``: an :class:`~.hf_backend.HFBackend`; ``prompt``: the rendered prompt (chat
-    template applied); ``owed``: builds/disbands owed in an adjustment phase.
+    ``backend``: an :class:`~leaguezero.diplomacy.llm.model.hf_backend.HFBackend`; ``prompt``: the
+    rendered prompt (chat template applied); ``owed``: builds/disbands owed in an adjustment phase.
     """
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     tokenizer = backend.tokenizer

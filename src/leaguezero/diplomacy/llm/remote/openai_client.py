@@ -4,8 +4,8 @@
   the row's adapter name (the base model's name for None), ``seed`` = ``seed + i`` (vLLM
   applies one seed to every prompt of a request, so identical prompts would get identical
   samples if batched in one request), ``logprobs: 1`` and ``return_token_ids: true``, and the
-  sampling distribution pinned (:data:`~.client.NEUTRAL_SAMPLING`: top_p 1, top_k 0, min_p 0,
-  neutral penalties; vLLM would otherwise take them from the model's
+  sampling distribution pinned (:data:`~leaguezero.diplomacy.llm.client.NEUTRAL_SAMPLING`: top_p 1,
+  top_k 0, min_p 0, neutral penalties; vLLM would otherwise take them from the model's
   ``generation_config.json``). The server batches the concurrent requests (vLLM's scheduler;
   our server's batcher).
 - ``load_adapter`` / ``unload_adapter`` call vLLM's runtime endpoints
@@ -73,7 +73,7 @@ def _error_message(response: httpx.Response) -> str:
 
 
 class OpenAIClient:
-    """A :class:`.client.GenerationClient` over HTTP (see module doc).
+    """A :class:`~leaguezero.diplomacy.llm.client.GenerationClient` over HTTP (see module doc).
 
     ``endpoint``: the server's base URL (``http://127.0.0.1:8000``; a trailing ``/v1`` is
     accepted); ``base_model``: the name the server gives the base model (asked from
@@ -195,8 +195,8 @@ class OpenAIClient:
 
     def _exchange(self, method: str, path: str, data: bytes | None) -> httpx.Response:
         """One request and its answer, proven both ways when there is a key to prove
-        (:mod:`~..serve.key_proof`); raises :class:`~.client.LLMError` for an answer that does
-        not prove it (nothing of it is read)."""
+        (:mod:`~..serve.key_proof`); raises :class:`~leaguezero.diplomacy.llm.client.LLMError` for
+        an answer that does not prove it (nothing of it is read)."""
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if self._proof_key is None:
             return self._http.request(method, path, content=data, headers=headers)
@@ -315,9 +315,10 @@ class OpenAIClient:
         seed: int,
         choices: Sequence[OrderChoices | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt (see :mod:`.client` for the conventions); ``choices[i]``
-        constrains row ``i``: sent as ``structured_outputs: {"regex": ...}`` (vLLM >= 0.11.0,
-        or ``leaguezero llm serve``), and the answer checked against it."""
+        """One completion per prompt (see :mod:`~leaguezero.diplomacy.llm.client` for the
+        conventions); ``choices[i]`` constrains row ``i``: sent as
+        ``structured_outputs: {"regex": ...}`` (vLLM >= 0.11.0, or ``leaguezero llm serve``), and
+        the answer checked against it."""
         rows = make_requests(prompts, adapters, max_new_tokens, temperature, seed, choices)
         base = self.base_model
         futures = [
@@ -403,8 +404,9 @@ class OpenAIClient:
 
     def _check_constrained(self, choices: OrderChoices, completion: Completion) -> bool:
         """Whether an answer keeps its constraint, checked byte-wise. One that does not is a
-        failed seat, not a crash (:attr:`.client.Completion.grammar_violation`): a server whose
-        structured-outputs engine masks otherwise than the trainer (xgrammar < 0.2.1, bundled
-        with vLLM 0.11-0.14, admits lines mixing two options) or ignores the field (vLLM <
-        0.11); alarmed above :data:`.client.GRAMMAR_ALARM_SHARE` of the answers."""
+        failed seat, not a crash
+        (:attr:`~leaguezero.diplomacy.llm.client.Completion.grammar_violation`): a server whose
+        structured-outputs engine masks otherwise than the trainer (xgrammar < 0.2.1, bundled with
+        vLLM 0.11-0.14, admits lines mixing two options) or ignores the field (vLLM < 0.11); alarmed
+        above :data:`~leaguezero.diplomacy.llm.client.GRAMMAR_ALARM_SHARE` of the answers."""
         return choices.admits(completion.text, completion.finish_reason == "stop")

@@ -143,7 +143,7 @@ class RegexSandbox:
     """Bounded compiles of untrusted expressions for one vocabulary (see module doc).
 
     ``vocabulary``: an :class:`outlines_core.Vocabulary` (the tokenizer's, as
-    :class:`~.constrained.ConstraintCompiler` builds it).
+    :class:`~leaguezero.diplomacy.llm.orders.constrained.ConstraintCompiler` builds it).
     """
 
     def __init__(self, vocabulary, limits: CompileLimits | None = None) -> None:

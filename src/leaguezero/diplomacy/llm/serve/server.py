@@ -10,17 +10,18 @@ Endpoints (JSON bodies; errors as ``{"error": {"message", "type", "code"}}``):
   (``choices[i].token_ids``). Like vLLM, every prompt of one request uses the same seed. The
   fields that shape vLLM's distribution (``top_p``, ``top_k``, ``min_p``, the repetition,
   presence and frequency penalties) are taken at their neutral values only — what the client
-  pins (:data:`~.client.NEUTRAL_SAMPLING`) and all this server samples; any other value, and
-  the other sampling fields it does not implement (``stop``, ``logit_bias``, ``min_tokens``,
-  ...) with a non-default value, get 400 rather than a silently different distribution.
-  ``structured_outputs`` as vLLM (>= 0.11.0) takes it: ``{"regex": ...}`` or ``{"choice":
-  [...]}`` constrains every prompt of the request (:mod:`.constrained`; the token masks come
-  from outlines-core, log-probs are over the allowed tokens); ``json``, ``grammar`` and the
-  other kinds are refused with 400. A request's expression is compiled in a bounded worker
-  process (:mod:`.regex_sandbox`: CPU time, memory, stopped when the client leaves; workers
-  shared fairly between clients; results in a cache bounded in entries and measured bytes,
-  refusals in one of their own); one beyond a bound gets 400, a client with too many compiles
-  already 429, and 503 when every worker stayed busy.
+  pins (:data:`~leaguezero.diplomacy.llm.client.NEUTRAL_SAMPLING`) and all this server samples; any
+  other value, and the other sampling fields it does not implement (``stop``, ``logit_bias``,
+  ``min_tokens``, ...) with a non-default value, get 400 rather than a silently different
+  distribution. ``structured_outputs`` as vLLM (>= 0.11.0) takes it: ``{"regex": ...}`` or
+  ``{"choice": [...]}`` constrains every prompt of the request
+  (:mod:`~leaguezero.diplomacy.llm.orders.constrained`; the token masks come from outlines-core,
+  log-probs are over the allowed tokens); ``json``, ``grammar`` and the other kinds are refused
+  with 400. A request's expression is compiled in a bounded worker process (:mod:`.regex_sandbox`:
+  CPU time, memory, stopped when the client leaves; workers shared fairly between clients; results
+  in a cache bounded in entries and measured bytes, refusals in one of their own); one beyond a
+  bound gets 400, a client with too many compiles already 429, and 503 when every worker stayed
+  busy.
 - ``POST /v1/load_lora_adapter`` — ``{"lora_name", "lora_path"}``; ``POST
   /v1/unload_lora_adapter`` — ``{"lora_name"}`` (vLLM's runtime endpoints).
 - ``GET /health``; ``GET /stats`` (ours: batches, rows, the most rows and distinct adapters
@@ -30,11 +31,11 @@ Limits, as vLLM's: ``max_loras`` distinct adapters per forward batch (rows of ot
 wait for a later batch), ``max_cpu_loras`` adapters resident (a load beyond it gets 507).
 
 Requests are handled in threads and their rows go through one
-:class:`~.batching.BatchingGenerator`, so concurrent requests (seats, games) share batches.
-The server binds to loopback by default. Every request needs a ``Host`` header naming an allowed
-host (loopback names, the bound address, ``allowed_hosts``: ``--allowed-host``), else 421, and
-every POST ``Content-Type: application/json``, else 415: a web page cannot send either (DNS
-rebinding, cross-site "simple" requests; :mod:`.server_http`). With ``api_key``
+:class:`~leaguezero.diplomacy.llm.model.batching.BatchingGenerator`, so concurrent requests (seats,
+games) share batches. The server binds to loopback by default. Every request needs a ``Host`` header
+naming an allowed host (loopback names, the bound address, ``allowed_hosts``: ``--allowed-host``),
+else 421, and every POST ``Content-Type: application/json``, else 415: a web page cannot send either
+(DNS rebinding, cross-site "simple" requests; :mod:`.server_http`). With ``api_key``
 (``--api-key``, as vLLM's) every ``/v1`` route needs the key (vLLM guards all of ``/v1``,
 completions and model listing included): proven by an HMAC per request (:mod:`.key_proof`,
 what :class:`~..remote.openai_client.OpenAIClient` sends; the answer is then signed, so the
@@ -42,7 +43,7 @@ client knows it is this server's) or, for other clients, vLLM's ``Authorization:
 ``/health`` and ``/stats`` stay open.
 Without one, anyone who can reach the server (on loopback: every user of this machine) can load
 and unload adapters (loads only from folders and regular files owned by the server's user:
-:mod:`.adapter_files`); on a shared machine, set the key.
+:mod:`~leaguezero.diplomacy.llm.model.adapter_files`); on a shared machine, set the key.
 
 Hostile input is bounded (:mod:`.server_http`): a body needs a ``Content-Length`` of at most
 8 MiB, connections served at once are bounded, prompts are tokenised in the request's thread
@@ -127,8 +128,8 @@ _DEFAULT_ONE = ("best_of", "length_penalty")
 
 def check_neutral_sampling(body: dict[str, Any]) -> None:
     """Refuse a request whose sampling fields ask for a distribution this server does not
-    sample (see module doc): each of :data:`~.client.NEUTRAL_SAMPLING`'s fields absent or at
-    its neutral value, and no unsupported field with a non-default value."""
+    sample (see module doc): each of :data:`~leaguezero.diplomacy.llm.client.NEUTRAL_SAMPLING`'s
+    fields absent or at its neutral value, and no unsupported field with a non-default value."""
     for name, neutral in NEUTRAL_SAMPLING.items():
         value = body.get(name)
         if value is None:
