@@ -10,6 +10,7 @@ from leaguezero.yatzy.agents.registry import (
     ACCEPTED,
     PRETRAINED_PATH,
     AgentSpecError,
+    checkpoint_name,
     parse_agent_spec,
 )
 from leaguezero.yatzy.cli.common import se_text
@@ -30,6 +31,15 @@ def test_names_parse_into_typed_specs(tmp_path):
     assert parse_agent_spec(str(ckpt), bare_path=True).is_checkpoint
     with pytest.raises(AgentSpecError, match="unknown agent"):
         parse_agent_spec(str(ckpt))  # a bare path only where a command asks for a checkpoint
+
+
+def test_a_checkpoint_is_told_by_its_spelling_alone(tmp_path):
+    # the web app decides from the name, never from which files exist
+    assert checkpoint_name("model:runs/a/best.pt?sims=8") == "model:runs/a/best.pt?sims=8"
+    assert checkpoint_name("runs/a/best.pt?depth=1") == "model:runs/a/best.pt?depth=1"
+    assert checkpoint_name(str(tmp_path / "missing.pt")) == f"model:{tmp_path / 'missing.pt'}"
+    for name in ("greedy", "pretrained", "pretrained?depth=1", "runs/a/best", "setup.py"):
+        assert checkpoint_name(name) is None
 
 
 @pytest.mark.parametrize("bad", ["grumpy", "model:", "pretrained2", ""])

@@ -1,9 +1,10 @@
 """The web app's one door into Yatzy: a game of a person against an agent, move by move.
 
-Every import of Yatzy internals (rules, agents, oracle, ``yz play``'s helpers) is in this module,
+Every import of Yatzy internals (rules, agents, oracle, the table's texts) is in this module,
 so a reshaped ``yatzy`` package is re-pointed here only. The game logic is ``yz play``'s
-(:mod:`leaguezero.yatzy.agents.play`): the same move descriptions, oracle judgment and hints; this
-module turns its blocking loop into calls a page can make one at a time.
+(:mod:`leaguezero.yatzy.agents.play`): the same move descriptions, oracle judgment and hints
+(:mod:`leaguezero.yatzy.agents.text`); this module turns its blocking loop into calls a page can
+make one at a time.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from leaguezero.yatzy.agents.play import (
-    _hint,
-    _mark,
-    _move_text,
+from leaguezero.yatzy.agents.registry import BOT_NAMES, PRETRAINED
+from leaguezero.yatzy.agents.text import (
     describe_move,
+    move_text,
+    oracle_hint,
     oracle_verdict,
+    play_move,
     upper_total,
 )
-from leaguezero.yatzy.agents.registry import BOT_NAMES, PRETRAINED
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_AVAIL,
@@ -87,17 +88,18 @@ def make_opponent(spec: str, seed: int, sims: int):
     tell which files exist on this machine.
     """
     from leaguezero.web.limits import cap_yatzy_spec
-    from leaguezero.yatzy.agents.registry import make_agent
-    from leaguezero.yatzy.cli.common import load_yatzy_config, search_settings
+    from leaguezero.yatzy.agents.registry import MODEL_PREFIX, checkpoint_name, make_agent
+    from leaguezero.yatzy.config import load_yatzy_config
+    from leaguezero.yatzy.search.settings import evaluation_settings
 
     spec = cap_yatzy_spec(spec.strip())
-    head = spec.partition("?")[0]
-    settings = search_settings(load_yatzy_config(None, []), sims)
-    if not (head.startswith("model:") or head.endswith(".pt")):
+    settings = evaluation_settings(load_yatzy_config(), sims)
+    model = checkpoint_name(spec)
+    if model is None:
         return make_agent(spec, seed=seed, settings=settings)  # a bot or pretrained
-    name = Path(head.removeprefix("model:")).name[:60]
+    name = Path(model.partition("?")[0].removeprefix(MODEL_PREFIX)).name[:60]
     try:
-        return make_agent("model:" + spec.removeprefix("model:"), seed=seed, settings=settings)
+        return make_agent(model, seed=seed, settings=settings)
     except Exception:
         raise ValueError(
             f"cannot load {name!r}: no such file, or not a Yatzy checkpoint "
@@ -253,13 +255,13 @@ class YatzyWebGame:
         if action < MARK_OFFSET and int(self.state[S_REROLLS]) == 0:
             raise MoveError("no rerolls left: mark a box")
         if not is_legal(self.state, action):
-            raise MoveError(f"{_move_text(action, dice)} is not legal now (that box is filled?)")
+            raise MoveError(f"{move_text(action, dice)} is not legal now (that box is filled?)")
         verdict = None
         if self._values_of is not None:
             values = self._values_of(self.state[None, :])[0]
             verdict = in_words(oracle_verdict(values, action, dice))
         rerolls = int(self.state[S_REROLLS])
-        points = _mark(self.state, action, self.filled)
+        points = play_move(self.state, action, self.filled)
         self._say("you", describe_move(action, dice, rerolls, points))
         if verdict is not None:
             self._say("oracle", verdict)
@@ -270,7 +272,7 @@ class YatzyWebGame:
         self._expect("agent")
         action = int(self.agent.act(self.state[None, :], np.array([0]))[0])
         dice, rerolls = self._dice(), int(self.state[S_REROLLS])
-        points = _mark(self.state, action, self.filled)
+        points = play_move(self.state, action, self.filled)
         text = describe_move(action, dice, rerolls, points)
         self._say("agent", text)
         return text
@@ -281,7 +283,7 @@ class YatzyWebGame:
         if self._values_of is None:
             raise MoveError("no oracle loaded for this game (start one with the judge on)")
         values = self._values_of(self.state[None, :])[0]
-        return in_words(_hint(values, self._dice(), int(self.state[S_SCORE + self.human])))
+        return in_words(oracle_hint(values, self._dice(), int(self.state[S_SCORE + self.human])))
 
 
 def new_game(

@@ -6,11 +6,13 @@ Each field's description is its documentation (``yz config show --help`` and doc
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from leaguezero.common.config import Section, move_renamed_keys
+from leaguezero.common.config import Section, load_config, move_renamed_keys
 from leaguezero.league.config import LeagueSection as SharedLeagueSection
 
 # Old dotted key -> its new name (one vocabulary with Diplomacy's config); old configs and run
@@ -379,6 +381,15 @@ class YatzyConfig(Section):
     def _arch_fits_search(self) -> YatzyConfig:
         network_arch(self.model.arch, self.search.kind)
         return self
+
+
+def load_yatzy_config(
+    path: str | os.PathLike | None = None, overrides: Sequence[str] = ()
+) -> YatzyConfig:
+    """The config of a YAML file (None: the defaults) with ``key=value`` overrides; raises
+    :class:`~leaguezero.common.config.ConfigError` in one line. Every command and the web app
+    read their config here."""
+    return load_config(YatzyConfig, path, list(overrides))
 
 
 def network_arch(arch: str, kind: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
-from leaguezero.yatzy.agents.play import describe_move
+from leaguezero.yatzy.agents.text import describe_move
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_DICE,

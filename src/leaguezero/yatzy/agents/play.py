@@ -3,7 +3,8 @@
 The screen shows both score cards (points in filled boxes), a column with what the current dice
 would score in each open box, and the agent's rolls and choices as a player would see them.
 :data:`HELP` lists the commands; ``hint`` shows the oracle's best options with the expected final
-score of each, and after each of your moves the oracle says what it would have done.
+score of each, and after each of your moves the oracle says what it would have done. The moves,
+verdicts and hints read as the web page's do (:mod:`leaguezero.yatzy.agents.text`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from collections.abc import Callable
 import numpy as np
 
 from leaguezero.yatzy.agents.base import Agent
+from leaguezero.yatzy.agents.text import (
+    describe_move,
+    move_text,
+    oracle_hint,
+    oracle_verdict,
+    play_move,
+    upper_total,
+)
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_AVAIL,
@@ -20,9 +29,7 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     S_REROLLS,
     S_SCORE,
-    S_UPPER,
     STATE_LEN,
-    apply_action,
     is_legal,
     is_terminal,
     new_match,
@@ -32,11 +39,9 @@ from leaguezero.yatzy.game.tables import (
     DICE,
     KEEP_ALL,
     MARK_OFFSET,
-    NUM_UPPER,
     SCORES,
     UPPER_BONUS,
     UPPER_BONUS_THRESHOLD,
-    dice_index,
     keep_bit,
 )
 
@@ -100,14 +105,6 @@ def parse_box(text: str) -> int:
     raise ValueError(f"unknown box {name!r}: one of {', '.join(CATEGORIES)}")
 
 
-def upper_total(state: np.ndarray, seat: int, filled: list[dict[int, int]] | None) -> int:
-    """Points in ``seat``'s upper boxes (ones..sixes), unclamped: the state clamps it at 63, all
-    the bonus needs, but a player reads the sum of the boxes."""
-    if filled is None:
-        return int(state[S_UPPER + seat])
-    return sum(points for cat, points in filled[seat].items() if cat < NUM_UPPER)
-
-
 def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = None) -> str:
     """Both score cards (points in filled boxes, ``.`` in open ones), what your current dice
     would score in each of your open boxes, the dice and the rerolls left, as plain text.
@@ -147,29 +144,6 @@ def render(state: np.ndarray, human: int, filled: list[dict[int, int]] | None = 
     return "\n".join(lines)
 
 
-def describe_move(action: int, dice: list[int], rerolls_left: int, points: int = 0) -> str:
-    """What a move looks like at the table: ``rolled 1 3 3 5 6, kept 3 3`` or ``rolled ...,
-    scored 6 in pair``."""
-    rolled = " ".join(str(v) for v in sorted(dice))
-    if action >= MARK_OFFSET:
-        return f"rolled {rolled}, scored {points} in {CATEGORIES[action - MARK_OFFSET]}"
-    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
-    keep_text = f"kept {' '.join(kept)} and rerolled the rest" if kept else "rerolled all five"
-    last = " (last reroll)" if rerolls_left == 1 else ""
-    return f"rolled {rolled}, {keep_text}{last}"
-
-
-def _mark(state: np.ndarray, action: int, filled: list[dict[int, int]]) -> int:
-    """Apply ``action``; a mark's points (without bonus) go into ``filled``; returns them."""
-    player = int(state[S_PLAYER])
-    points = 0
-    if action >= MARK_OFFSET:
-        points = int(SCORES[int(state[S_DICE]), action - MARK_OFFSET])
-        filled[player][action - MARK_OFFSET] = points
-    apply_action(state, action)
-    return points
-
-
 def play_game(
     agent: Agent,
     seed: int,
@@ -194,7 +168,7 @@ def play_game(
             action = int(agent.act(state[None, :], np.array([0]))[0])
             dice = [int(v) for v in DICE[state[S_DICE]]]
             rerolls = int(state[S_REROLLS])
-            points = _mark(state, action, filled)
+            points = play_move(state, action, filled)
             say(f"agent {describe_move(action, dice, rerolls, points)}")
             continue
         say(render(state, human, filled))
@@ -209,7 +183,7 @@ def play_game(
                 continue
             if text.strip().lower() in ("hint", "h", "?"):
                 score = int(state[S_SCORE + human])
-                say(_hint(values, dice, score) if values is not None else "no oracle loaded")
+                say(oracle_hint(values, dice, score) if values is not None else "no oracle loaded")
                 continue
             try:
                 action = parse_move(text, dice)
@@ -220,48 +194,14 @@ def play_game(
                 say("keeping all five dice wastes a reroll (illegal): mark a category instead")
                 continue
             if not is_legal(state, action):
-                say(f"{_move_text(action, dice)} is not legal now (that box is filled?)")
+                say(f"{move_text(action, dice)} is not legal now (that box is filled?)")
                 continue
             break
         if values is not None:
             say(f"oracle: {oracle_verdict(values, action, dice)}")
         rerolls = int(state[S_REROLLS])
-        points = _mark(state, action, filled)
+        points = play_move(state, action, filled)
         if action >= MARK_OFFSET:  # which box it was, so a typed name is never a surprise
             say(f"you {describe_move(action, dice, rerolls, points)}")
     say(render(state, human, filled))
     return int(state[S_SCORE + human]), int(state[S_SCORE + 1 - human])
-
-
-def oracle_verdict(values: np.ndarray, action: int, dice: list[int]) -> str:
-    """The oracle's judgment of ``action``: it agrees, or what it would do and what it cost."""
-    best = int(np.nanargmax(values))
-    lost = float(np.nanmax(values) - values[action])
-    if lost < 1e-9:
-        return "the oracle agrees"
-    return f"the oracle would {_move_text(best, dice)}; that cost you {lost:.2f} expected points"
-
-
-def _hint(values: np.ndarray, dice: list[int], score: int) -> str:
-    order = np.argsort(-np.nan_to_num(values, nan=-1e9))
-    seen, lines = set(), []
-    for a in order:
-        if np.isnan(values[a]) or round(float(values[a]), 6) in seen:
-            continue  # equal-valued KeepMasks over equal dice: show one
-        seen.add(round(float(values[a]), 6))
-        text = _move_text(int(a), dice)
-        if a >= MARK_OFFSET and SCORES[dice_index(dice), a - MARK_OFFSET] == 0:
-            text += " (scores 0)"  # a scratch: the box is given up for nothing now
-        lines.append(f"  {text:<34} {score + values[a]:8.1f}")
-        if len(lines) == 5:
-            break
-    header = "oracle's best options (your expected final score, playing on perfectly alone):"
-    return header + "\n" + "\n".join(lines)
-
-
-def _move_text(action: int, dice: list[int]) -> str:
-    """A move as the player would type it: ``keep 3 3 5``, ``reroll``, ``mark pair``."""
-    if action >= MARK_OFFSET:
-        return f"mark {CATEGORIES[action - MARK_OFFSET]}"
-    kept = [str(v) for i, v in enumerate(sorted(dice)) if action & keep_bit(i)]
-    return f"keep {' '.join(kept)}" if kept else "reroll"

@@ -21,6 +21,7 @@ from leaguezero.yatzy.search.settings import SearchSettings
 
 BOT_NAMES = ("random", "greedy", "oracle")
 PRETRAINED = "pretrained"  # the shipped network (PRETRAINED_PATH)
+MODEL_PREFIX = "model:"  # model:PATH[?key=value&...], a checkpoint file
 BUILTIN_AGENTS = (*BOT_NAMES, PRETRAINED)
 ACCEPTED = f"{', '.join(BOT_NAMES)}, {PRETRAINED}[?depth=1], model:PATH[?key=value&...]"
 # The strongest network trained here, shipped with the package (docs/alphazero.md says how it
@@ -68,14 +69,28 @@ def parse_agent_spec(text: str, *, bare_path: bool = False) -> AgentSpec:
             query = "&".join(q for q in (PRETRAINED_DEFAULT_QUERY, query) if q)
         return AgentSpec(text, PRETRAINED_PATH, query)
     looks_like_path = head.endswith(".pt") or os.sep in head or Path(head).is_file()
-    if head.startswith("model:") or (bare_path and head and looks_like_path):
-        path = Path(head.removeprefix("model:"))
+    if head.startswith(MODEL_PREFIX) or (bare_path and head and looks_like_path):
+        path = Path(head.removeprefix(MODEL_PREFIX))
         if not path.is_file():
             raise AgentSpecError(
                 f"checkpoint file {path} does not exist; give a .pt file or one of {ACCEPTED}"
             )
         return AgentSpec(text, path, query)
     raise AgentSpecError(f"unknown agent {text!r}: use one of {ACCEPTED}")
+
+
+def checkpoint_name(text: str) -> str | None:
+    """``text`` as ``model:PATH[?query]`` when its spelling alone names a checkpoint
+    (``model:PATH`` or a ``.pt`` path, options kept), else None (a bot, ``pretrained``, ...).
+
+    No file is looked at: a caller that must not tell which files exist (the web app) decides
+    from the name, then builds the agent."""
+    head = text.partition("?")[0]
+    if head.startswith(MODEL_PREFIX):
+        return text
+    if head.endswith(".pt"):
+        return MODEL_PREFIX + text
+    return None
 
 
 def build_agent(

@@ -21,12 +21,13 @@ SetOpt = Annotated[
 
 
 def load_yatzy_config(config: Path | None, overrides: list[str] | None):
-    """Load a YatzyConfig, turning a validation problem into a one-line CLI error."""
-    from leaguezero.common.config import ConfigError, load_config
-    from leaguezero.yatzy.config import YatzyConfig
+    """The library's :func:`~leaguezero.yatzy.config.load_yatzy_config`, a validation problem
+    turned into a one-line CLI error."""
+    from leaguezero.common.config import ConfigError
+    from leaguezero.yatzy import config as yatzy_config
 
     try:
-        return load_config(YatzyConfig, config, overrides or [])
+        return yatzy_config.load_yatzy_config(config, overrides or [])
     except ConfigError as err:
         raise fail(str(err)) from None
 
@@ -47,11 +48,12 @@ def load_oracle_with_notice(table: Path | None):
 
 
 def search_settings(cfg, sims: int | None = None):
-    """The command's search: the config's :class:`SearchSettings` in evaluation mode with
-    ``sims`` simulations (None: the ``mcts`` budgets). Every ``yz`` command builds it here."""
-    from leaguezero.yatzy.search.settings import SearchSettings
+    """The command's search (:func:`~leaguezero.yatzy.search.settings.evaluation_settings`):
+    the config's settings in evaluation mode with ``sims`` simulations (None: the ``mcts``
+    budgets)."""
+    from leaguezero.yatzy.search.settings import evaluation_settings
 
-    return SearchSettings.from_config(cfg).evaluation(sims)
+    return evaluation_settings(cfg, sims)
 
 
 # The agent names every command accepts (the catalogue: leaguezero.yatzy.agents.registry).

@@ -142,6 +142,13 @@ class SearchSettings:
         return cls(**data)
 
 
+def evaluation_settings(cfg: YatzyConfig, sims: int | None = None) -> SearchSettings:
+    """The search of a command or a page that plays (not one that trains): the config's
+    settings in evaluation mode with ``sims`` simulations (None: the ``mcts`` budgets).
+    Every ``yz`` command and the web app build theirs here."""
+    return SearchSettings.from_config(cfg).evaluation(sims)
+
+
 def _parse(kind: type, value: Any, key: str) -> Any:
     if isinstance(value, str):
         text = value.strip().lower()
