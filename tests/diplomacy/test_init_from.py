@@ -179,6 +179,10 @@ def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch
     shipped_base = ["train.agent=llm", "llm.base_model=pretrained-llm"]
     with pytest.raises(typer.Exit):  # one line on stderr (the CLI's fail)
         load_diplomacy_config(None, shipped_base)
+    # a library caller of the trainer gets the alias too (and its one-line failure)
+    with pytest.raises(TrainError, match=r"llm\.base_model=pretrained-llm: no pretrained LLM"):
+        LeagueTrainer(_cfg(*shipped_base), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
     with pytest.raises(lineage.LineageError, match=r"train\.agent=policy starts from pretrained"):
         lineage.resolve_init_from("pretrained-llm", HERO_KINDS["policy"])
     base, adapter = (

@@ -18,13 +18,13 @@ from typing import Any
 from diplomacy import Game
 from diplomacy.engine.renderer import Renderer
 
-from leaguezero.diplomacy.game.bots import BOTS
 from leaguezero.diplomacy.game.catalogue import (
     BOT_NAMES,
     PRETRAINED,
     PRETRAINED_LLM,
     PRETRAINED_SMOL,
     SMOLLM2,
+    is_bot,
 )
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
 from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
@@ -55,7 +55,7 @@ class OrderError(ValueError):
 def agent_choices() -> dict[str, Any]:
     """What the page offers: the bots, every agent name it plays (:data:`WEB_AGENTS`) and the
     seven powers."""
-    return {"bots": list(BOTS), "agents": list(WEB_AGENTS), "powers": list(POWERS)}
+    return {"bots": list(BOT_NAMES), "agents": list(WEB_AGENTS), "powers": list(POWERS)}
 
 
 def shown_name(name: str) -> str:
@@ -72,8 +72,7 @@ def _agents(names: list[str], seed: int):
     it accepts).
     """
     from leaguezero.diplomacy.agents.resolvers import command_resolver
-    from leaguezero.diplomacy.cli.common import load_diplomacy_config
-    from leaguezero.diplomacy.game.catalogue import parse_agents
+    from leaguezero.diplomacy.game.catalogue import load_diplomacy_config, parse_agents
 
     specs = parse_agents(names)  # AgentSpecError is a ValueError
     cfg = load_diplomacy_config(None, [f"run.seed={seed}"])
@@ -338,7 +337,7 @@ def new_game(
         }
     except Exception:  # the loaders' own messages carry paths and advice meant for programmers
         log.warning("a shipped agent did not load", exc_info=True)  # the server's log only
-        shipped = sorted({name for name in seats.values() if name not in BOTS})
+        shipped = sorted({name for name in seats.values() if not is_bot(name)})
         raise ValueError(
             f"agent(s) {', '.join(shipped)} cannot be played in this installation (not shipped, "
             "or a wheel it needs is missing; the server's log says which)"

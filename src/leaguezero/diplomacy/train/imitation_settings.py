@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from leaguezero.diplomacy.agents.checkpoint import DECODERS
-from leaguezero.diplomacy.game.catalogue import BOT_NAMES
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES, BOTS_STRONGEST_FIRST, is_bot
 
-DEFAULT_SEATS = tuple(reversed(BOT_NAMES))  # every bot, strongest first
+DEFAULT_SEATS = BOTS_STRONGEST_FIRST  # every bot, strongest first
 
 
 @dataclass
@@ -41,10 +41,8 @@ class PolicyImitationSettings:
 
     def check(self) -> None:
         """Raise ``ValueError`` (one line) for settings that cannot make a policy."""
-        from leaguezero.diplomacy.game.bots import BOTS
-
-        bots = ", ".join(sorted(BOTS))
-        unknown = sorted({self.teacher, *self.seat_bots} - set(BOTS))
+        bots = ", ".join(sorted(BOT_NAMES))
+        unknown = sorted(name for name in {self.teacher, *self.seat_bots} if not is_bot(name))
         if unknown:
             raise ValueError(f"unknown bot(s) {', '.join(unknown)}; choose from {bots}")
         if not self.seat_bots:

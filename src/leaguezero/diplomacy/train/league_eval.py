@@ -29,7 +29,7 @@ from typing import Any
 from leaguezero.diplomacy.agents.resolvers import league_resolver_factory
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bench import suite_gatekeepers
-from leaguezero.diplomacy.game.catalogue import BOT_NAMES, seat_spec
+from leaguezero.diplomacy.game.catalogue import BOT_NAMES, BOT_TABLE, seat_spec
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.seats import BASE_MODEL
 from leaguezero.league.evaluator import JobRunner
@@ -181,14 +181,10 @@ def league_baselines(cfg: DiplomacyConfig) -> dict[str, float]:
     ``base_model``, and each of ``bench.checkpoints`` (a frozen agent, at ``initial_rating``),
     so that each suite opponent is an agent the evaluator can rate."""
     lcfg = cfg.league
-    bots = {
-        "random_bot": lcfg.random_bot_elo,
-        BASE_MODEL: lcfg.base_model_elo,
-        "chaos_bot": lcfg.chaos_bot_elo,
-        "greedy_bot": lcfg.greedy_bot_elo,
-        "dumb_bot": lcfg.dumb_bot_elo,
-    }
-    return {**bots, **{path: cfg.initial_rating for path in cfg.bench.checkpoints}}
+    elo = {bot.name: bot.initial_elo(lcfg) for bot in BOT_TABLE}
+    elo[BASE_MODEL] = lcfg.base_model_elo
+    baselines = {name: elo[name] for name in BASELINES}  # in the registry's order
+    return {**baselines, **{path: cfg.initial_rating for path in cfg.bench.checkpoints}}
 
 
 def league_session(
