@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("diplomacy")
 
-from leaguezero.diplomacy.agents.actor import ChoicePayload, _Board
+from leaguezero.diplomacy.agents.actor import ChoicePayload, PhaseBoard
 from leaguezero.diplomacy.agents.policy import (
     CheckpointError,
     DiplomacyPolicy,
@@ -103,7 +103,7 @@ def test_joint_orders_form_one_distribution_whose_log_prob_is_the_sum_of_steps()
     assert sampled == pytest.approx(float(joint_logp[index]), abs=1e-4)
 
 
-def _unit_record(board: _Board, options: list[str], prior: list[str]) -> ActionRecord:
+def _unit_record(board: PhaseBoard, options: list[str], prior: list[str]) -> ActionRecord:
     payload = ChoicePayload(
         board,
         torch.from_numpy(encode_orders(options)),
@@ -117,7 +117,7 @@ def _unit_record(board: _Board, options: list[str], prior: list[str]) -> ActionR
 def test_changing_an_earlier_order_changes_the_next_units_distribution() -> None:
     env = DiplomacyEnv(max_years=1)
     legal = env.legal_orders("FRANCE")
-    board = _Board(torch.from_numpy(board_features(env, "FRANCE")))
+    board = PhaseBoard(torch.from_numpy(board_features(env, "FRANCE")))
     opts = legal["PAR"]
     for config, differs in ((SEQUENTIAL, True), (PolicyConfig(hidden=16, layers=1), False)):
         policy = _perturbed(config, seed=4)
@@ -174,7 +174,7 @@ def test_teacher_forcing_learns_a_support_that_names_its_move() -> None:
 def test_the_value_head_learns_a_known_target() -> None:
     env = DiplomacyEnv(max_years=1)
     boards = [
-        _Board(torch.from_numpy(board_features(env, p)), 0.04 + 0.03 * i)
+        PhaseBoard(torch.from_numpy(board_features(env, p)), 0.04 + 0.03 * i)
         for i, p in enumerate(POWERS)
     ]
     policy = DiplomacyPolicy(SEQUENTIAL, seed=0)

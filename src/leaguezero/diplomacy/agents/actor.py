@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class _Board:
+class PhaseBoard:
     """Board features shared by all choices of one phase (deduplicated by identity)."""
 
     x: torch.Tensor  # [L, F] float32
@@ -31,11 +31,14 @@ class _Board:
     share: float | None = None
 
 
+_Board = PhaseBoard  # the old private name: agents/search.py still imports it
+
+
 @dataclass
 class ChoicePayload:
     """What :meth:`DiplomacyPolicy.log_prob` needs to rescore one choice."""
 
-    board: _Board
+    board: PhaseBoard
     cand: torch.Tensor  # [K, 4] int64 encoded candidate orders
     chosen: int  # index into cand
     temperature: float
@@ -55,14 +58,14 @@ class NetActor:
         self.temperature = temperature
         self.greedy = greedy
         self.records: list[ActionRecord] = []
-        self._encoded: tuple[_Board, torch.Tensor, torch.Tensor] | None = None
+        self._encoded: tuple[PhaseBoard, torch.Tensor, torch.Tensor] | None = None
 
     def get_orders(self, env: DiplomacyEnv, power: str) -> list[str]:
         """Orders for ``power`` now (only legal ones; see the module doc for the choices)."""
         legal = env.legal_orders(power)
         if not legal:
             return []
-        board = _Board(torch.from_numpy(board_features(env, power)))
+        board = PhaseBoard(torch.from_numpy(board_features(env, power)))
         if env.phase_type == "A":
             owed = env.adjustment_count(power)
             options = [o for opts in legal.values() for o in opts]
@@ -88,7 +91,7 @@ class NetActor:
 
     # ----- internals ------------------------------------------------------------------------
     def _decode_in_sequence(
-        self, env: DiplomacyEnv, power: str, board: _Board, legal: dict[str, list[str]]
+        self, env: DiplomacyEnv, power: str, board: PhaseBoard, legal: dict[str, list[str]]
     ) -> list[str]:
         """The sequential decoder: each unit's order given those chosen before it."""
         orders: list[str] = []
@@ -102,7 +105,7 @@ class NetActor:
         return orders
 
     def _logits(
-        self, board: _Board, options: list[str], prior: torch.Tensor | None = None
+        self, board: PhaseBoard, options: list[str], prior: torch.Tensor | None = None
     ) -> np.ndarray:
         net = self.policy.net
         cand = torch.from_numpy(encode_orders(options))
@@ -127,7 +130,7 @@ class NetActor:
         self,
         env: DiplomacyEnv,
         power: str,
-        board: _Board,
+        board: PhaseBoard,
         options: list[str],
         logits: np.ndarray,
         chosen: int,
@@ -144,7 +147,7 @@ class NetActor:
         self,
         env: DiplomacyEnv,
         power: str,
-        board: _Board,
+        board: PhaseBoard,
         options: list[str],
         logits: np.ndarray,
         count: int,
@@ -163,8 +166,8 @@ class NetActor:
             self._record(env, power, board, open_orders, sub, j, prior)
             picked.append(order)
             if order != "WAIVE":  # a site (or unit) is used once; WAIVE stays available
-                site = _site(order)
-                open_idx = [i for i in open_idx if _site(options[i]) != site]
+                site = order_site(order)
+                open_idx = [i for i in open_idx if order_site(options[i]) != site]
         return picked
 
 
@@ -173,7 +176,7 @@ def _encoded(orders: list[str]) -> torch.Tensor:
     return torch.from_numpy(encode_orders(orders))
 
 
-def _site(order: str) -> str:
+def order_site(order: str) -> str:
     """The province an adjustment order uses ("A STP B" and "F STP/SC B" share STP)."""
     parts = order.split()
     return parts[1][:3] if len(parts) > 1 else ""

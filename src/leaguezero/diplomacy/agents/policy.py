@@ -48,7 +48,7 @@ from torch import nn
 
 from leaguezero.az.checkpoint import state_checksum
 from leaguezero.common.atomic import atomic_write_bytes
-from leaguezero.diplomacy.agents.actor import ChoicePayload, NetActor, _Board
+from leaguezero.diplomacy.agents.actor import ChoicePayload, NetActor, PhaseBoard
 from leaguezero.diplomacy.agents.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_SCHEMA_VERSION,
@@ -245,7 +245,7 @@ class DiplomacyPolicy:
         padded = padded.index_put((rec, position), scores)
         return torch.log_softmax(padded, dim=1), chosen  # [N, Kmax], [N]
 
-    def values(self, boards: Sequence[_Board]) -> torch.Tensor:
+    def values(self, boards: Sequence[PhaseBoard]) -> torch.Tensor:
         """``[N]`` predicted final score shares of the boards' powers to play (with gradients;
         :mod:`.value`). Raises ``ValueError`` for a network without a value head."""
         if self.net.value_head is None:

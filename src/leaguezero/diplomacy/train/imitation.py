@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
-from leaguezero.diplomacy.agents.actor import ChoicePayload, _Board, _site
+from leaguezero.diplomacy.agents.actor import ChoicePayload, PhaseBoard, order_site
 from leaguezero.diplomacy.agents.decoder import decode_order
 from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig
 from leaguezero.diplomacy.agents.value import score_shares
@@ -126,7 +126,7 @@ def collect_corpus(
         bots = {p: make_bot(seats[p], seed=rng.getrandbits(32)) for p in POWERS}
         corpus.teacher_seats += sum(bot == teacher for bot in seats.values())
         env = DiplomacyEnv(max_years=max_years)
-        game_boards: list[tuple[str, _Board]] = []
+        game_boards: list[tuple[str, PhaseBoard]] = []
         while not env.done:
             for power in POWERS:
                 legal = env.legal_orders(power)
@@ -151,12 +151,12 @@ def collect_corpus(
 
 def _record_phase(
     corpus: Corpus, env: DiplomacyEnv, power: str, legal: dict[str, list[str]], raw: list[str]
-) -> _Board:
+) -> PhaseBoard:
     """The teacher's orders ``raw`` of one phase as the policy's choices (module doc); returns
     the phase's board. Each choice's prior is the teacher's orders of the units decoded before
     it (:func:`~leaguezero.diplomacy.agents.decoder.decode_order`; in an adjustment phase the
     earlier picks): teacher forcing for the sequential decoder."""
-    board = _Board(torch.from_numpy(board_features(env, power)))
+    board = PhaseBoard(torch.from_numpy(board_features(env, power)))
     given = [" ".join(str(order).split()).upper() for order in raw]  # as validate_orders reads
     if env.phase_type == "A":
         owed = env.adjustment_count(power)
@@ -183,8 +183,8 @@ def _record_phase(
             picked.append(order)
             _add_choice(corpus, power, env.phase, board, list(open_orders), order, prior)
             if order != WAIVE:
-                site = _site(order)
-                open_orders = [o for o in open_orders if _site(o) != site]
+                site = order_site(order)
+                open_orders = [o for o in open_orders if order_site(o) != site]
         return board
     chosen = {}  # the teacher's order of each unit it ordered
     for loc, opts in legal.items():
@@ -208,7 +208,7 @@ def _add_choice(
     corpus: Corpus,
     power: str,
     phase: str,
-    board: _Board,
+    board: PhaseBoard,
     options: list[str],
     order: str,
     prior: np.ndarray,

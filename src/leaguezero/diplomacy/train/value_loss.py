@@ -2,7 +2,7 @@
 (:mod:`leaguezero.diplomacy.agents.value`).
 
 Imitation (:func:`value_loss`, :func:`value_calibration`): the corpus boards carry the teacher
-seat's realised final score share (``_Board.share``); a minibatch's distinct boards are its
+seat's realised final score share (``PhaseBoard.share``); a minibatch's distinct boards are its
 value samples. GRPO (:class:`ValueGRPOTrainer`): the learning seats' boards of each game,
 each with that seat's final score share in that game (:func:`game_value_samples`).
 
@@ -21,16 +21,16 @@ from typing import Any
 
 import torch
 
-from leaguezero.diplomacy.agents.actor import _Board
+from leaguezero.diplomacy.agents.actor import PhaseBoard
 from leaguezero.diplomacy.agents.policy import DiplomacyPolicy
 from leaguezero.diplomacy.agents.value import calibration, score_shares
 from leaguezero.diplomacy.game.records import ActionRecord, PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
 
 
-def _boards(records: Sequence[ActionRecord]) -> list[_Board]:
+def _boards(records: Sequence[ActionRecord]) -> list[PhaseBoard]:
     """The distinct boards of ``records`` whose share is known, in first-seen order."""
-    seen: dict[int, _Board] = {}
+    seen: dict[int, PhaseBoard] = {}
     for record in records:
         board = record.payload.board
         if board.share is not None:
@@ -60,10 +60,10 @@ def value_calibration(
 
 def game_value_samples(
     groups: Sequence[Sequence[PlayedGame]], max_boards: int, seed: int
-) -> tuple[list[_Board], torch.Tensor]:
+) -> tuple[list[PhaseBoard], torch.Tensor]:
     """The learning seats' distinct boards of ``groups`` and ``[N]`` float32 final score
     shares of the seat in its game; at most ``max_boards``, a seeded uniform draw."""
-    samples: dict[tuple[int, str], tuple[_Board, float]] = {}
+    samples: dict[tuple[int, str], tuple[PhaseBoard, float]] = {}
     for group in groups:
         for game in group:
             share = score_shares(game.scores)[game.seat]
@@ -97,7 +97,7 @@ class ValueGRPOTrainer(GRPOTrainer):
         self.value_policy = policy
         self.value_coef = value_coef
         self.max_boards = max_boards
-        self._value_batch: tuple[list[_Board], torch.Tensor] | None = None
+        self._value_batch: tuple[list[PhaseBoard], torch.Tensor] | None = None
         self.optimizer.register_step_pre_hook(self._add_value_gradient)
 
     def step(self, groups: Sequence[Sequence[PlayedGame]], *, seed: int = 0) -> dict[str, float]:
