@@ -180,7 +180,8 @@ def test_pretrained_llm_names_the_shipped_adapter_and_base(tmp_path, monkeypatch
     with pytest.raises(typer.Exit):  # one line on stderr (the CLI's fail)
         load_diplomacy_config(None, shipped_base)
     # a library caller of the trainer gets the alias too (and its one-line failure)
-    with pytest.raises(TrainError, match=r"llm\.base_model=pretrained-llm: no pretrained LLM"):
+    no_llm = r"llm\.base_model=pretrained-llm: no pretrained LLM"
+    with pytest.raises(catalogue.AgentSpecError, match=no_llm):
         LeagueTrainer(_cfg(*shipped_base), tmp_path / "run")
     assert not (tmp_path / "run").exists()
     with pytest.raises(lineage.LineageError, match=r"train\.agent=policy starts from pretrained"):

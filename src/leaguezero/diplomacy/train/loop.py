@@ -66,7 +66,7 @@ from leaguezero.common.config import write_resolved_config
 from leaguezero.common.crashpoint import crash_point
 from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpecError, Seating, with_base_model
+from leaguezero.diplomacy.game.catalogue import AgentKind, Seating, with_base_model
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo import scheduled_kl_coef, scheduled_lr
@@ -158,10 +158,7 @@ class LeagueTrainer:
                 f"{self.run_dir} already holds a run (state.pt); pass --resume to continue it "
                 "or choose another --out"
             )
-        try:  # llm.base_model: pretrained-llm / smollm2 for a library caller too
-            cfg = with_base_model(cfg)
-        except AgentSpecError as err:
-            raise TrainError(str(err)) from None
+        cfg = with_base_model(cfg)  # llm.base_model: pretrained-llm, smollm2 (AgentSpecError)
         source, cfg = _init_source(cfg, init_from, resume)  # checked before anything is written
         self.cfg = cfg
         tcfg = cfg.train
