@@ -32,11 +32,7 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_BACKEND_IMPORTS: set[tuple[str, str]] = set()
 KNOWN_DISTRIBUTED_GAME_IMPORTS: set[str] = set()
 KNOWN_BACKEND_TESTS: set[str] = set()
-# agents/search.py, under another change, still imports the old private name of
-# agents/actor.py's PhaseBoard (an alias there): strike this off once it imports PhaseBoard.
-KNOWN_PRIVATE_IMPORTS = {
-    "diplomacy/agents/search.py imports _Board from leaguezero.diplomacy.agents.actor",
-}
+KNOWN_PRIVATE_IMPORTS: set[str] = set()
 
 
 def _modules() -> dict[str, Path]:

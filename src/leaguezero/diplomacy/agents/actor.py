@@ -31,9 +31,6 @@ class PhaseBoard:
     share: float | None = None
 
 
-_Board = PhaseBoard  # the old private name: agents/search.py still imports it
-
-
 @dataclass
 class ChoicePayload:
     """What :meth:`DiplomacyPolicy.log_prob` needs to rescore one choice."""

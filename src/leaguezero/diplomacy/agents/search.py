@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from leaguezero.diplomacy.agents.actor import _Board
+from leaguezero.diplomacy.agents.actor import PhaseBoard
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import adjacency, board_features, location_index
 
@@ -135,7 +135,7 @@ class SearchAgent:
         }
         candidates = [self._candidates(env, p, seed + 100 * (i + 1)) for i, p in enumerate(players)]
         combos = list(itertools.product(*(range(len(c)) for c in candidates)))
-        boards: list[_Board] = []
+        boards: list[PhaseBoard] = []
         for combo in combos:
             if self.settings.budget_s and time.process_time() - started > self.settings.budget_s:
                 self.over_budget += 1
@@ -146,7 +146,7 @@ class SearchAgent:
             for p, c, i in zip(players, candidates, combo, strict=True):
                 after.set_orders(p, c[i])
             after.process()
-            boards += [_Board(torch.from_numpy(board_features(after, p))) for p in players]
+            boards += [PhaseBoard(torch.from_numpy(board_features(after, p))) for p in players]
         with torch.no_grad():
             values = self.policy.values(boards).double().numpy()
         shape = (len(combos), len(players))
