@@ -47,6 +47,12 @@ class MatchmakingSection(Section):
     min_checkpoints: int = Field(
         2, ge=0, description="Cold start: baselines only until this many checkpoints exist."
     )
+    baselines_weighting: Literal["uniform", "pfsp"] = Field(
+        "uniform",
+        description="Opponent within the baselines share: uniform (each fixed bot equally often) "
+        "or pfsp (weighted by `weighting` of the hero's decayed win rate against each, as the "
+        "exploitable bucket is: the bots it still loses to come first, docs/league.md).",
+    )
 
     @model_validator(mode="after")
     def _shares_sum_to_one(self) -> MatchmakingSection:

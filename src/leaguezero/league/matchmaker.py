@@ -200,7 +200,9 @@ class PFSPMatchmaker:
     - exploitable: past checkpoints (and exploiter snapshots) rated *below* the hero (it
       should now beat them), weighted by :func:`exploit_weight` of the hero's decayed win rate
       against them — those it still loses to come first, and ones it reliably beats drop out;
-    - baselines: the fixed bots, uniformly.
+    - baselines: the fixed bots, uniformly (``baselines_weighting="uniform"``) or weighted like
+      the exploitable bucket by the hero's decayed win rate against each (``"pfsp"``: training
+      time goes to the bots it still loses to; uniform again if every weight is zero).
 
     Fallback: a bucket with no member (or only zero weights) is skipped and the shares of the
     others are renormalised, so e.g. with no peers the remaining 60% split 30:20:10. Cold start:
@@ -219,10 +221,16 @@ class PFSPMatchmaker:
         weighting: str = "hard",
         mode: str = "pfsp",
         min_checkpoints: int = 2,
+        baselines_weighting: str = "uniform",
         seed: int | None = 0,
     ) -> None:
         if mode not in ("pfsp", "tiered"):
             raise ValueError(f"unknown matchmaking mode {mode!r}; use 'pfsp' or 'tiered'")
+        if baselines_weighting not in ("uniform", "pfsp"):
+            raise ValueError(
+                f"unknown baselines weighting {baselines_weighting!r}; use 'uniform' or 'pfsp'"
+            )
+        self.baselines_weighting = baselines_weighting
         exploit_weight(0.5, weighting)  # validates the name early
         self.shares = shares or BucketShares()
         self.peer_window = peer_window
@@ -242,10 +250,14 @@ class PFSPMatchmaker:
     ) -> dict[Bucket, dict[str, float]]:
         """The members of each bucket with their (unnormalised) weights."""
         agents = [a for a in state.agents.values() if not a.extra.get("retired")]
+        win_rates = win_rates or WinRateTable()
         baselines = {a.name: 1.0 for a in agents if a.is_baseline}
+        if self.baselines_weighting == "pfsp":
+            weighted = {n: exploit_weight(win_rates.win_rate(n), self.weighting) for n in baselines}
+            if sum(weighted.values()) > 0:
+                baselines = weighted
         if len(state.checkpoints) < self.min_checkpoints:
             return {Bucket.BASELINES: baselines}
-        win_rates = win_rates or WinRateTable()
         others = [a for a in agents if a.name != hero]
         peers = {a.name: 1.0 for a in others if abs(a.elo - hero_elo) <= self.peer_window}
         exploitable = {

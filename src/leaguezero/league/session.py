@@ -158,6 +158,7 @@ class LeagueSession:
             weighting=cfg.weighting,
             mode=cfg.mode,
             min_checkpoints=cfg.min_checkpoints,
+            baselines_weighting=cfg.baselines_weighting,
             seed=seed,
         )
         start = self.registry.load().agents.get(hero_start)
