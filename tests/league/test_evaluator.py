@@ -9,13 +9,8 @@ import time
 import pytest
 
 from leaguezero.common.events import read_events
-from leaguezero.league.evaluator import (
-    AsyncEvaluator,
-    EvalJob,
-    check_tournament,
-    choose_gatekeepers,
-    run_evaluation,
-)
+from leaguezero.league.eval_job import EvalJob, check_tournament, choose_gatekeepers, run_evaluation
+from leaguezero.league.evaluator import AsyncEvaluator
 from leaguezero.league.matchlog import read_matches
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.tracking import elo_series, plot_elo

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from leaguezero.league.evaluator import EvalJob, evaluator_paths, run_evaluation
+from leaguezero.league.eval_job import EvalJob, run_evaluation
+from leaguezero.league.evaluator import evaluator_paths
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.schedule import promote_if_scheduled
 from tests.league import toy_tournament

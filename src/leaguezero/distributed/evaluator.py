@@ -1,10 +1,10 @@
 """The league evaluator's jobs as Ray tasks: a background ``spawn()`` on a cluster
-(docs/design.md#evaluator).
+(docs/reference/design.md#evaluator).
 
-:class:`RayJobRunner` is a :class:`~leaguezero.league.evaluator.JobRunner`: pass it as
+:class:`RayJobRunner` is a :class:`~leaguezero.league.eval_runner.JobRunner`: pass it as
 ``AsyncEvaluator(..., runner=RayJobRunner(address))`` (the command-line layer does, for
 ``--backend ray``) and each evaluation runs the same
-:func:`~leaguezero.league.evaluator.run_job` as a Ray task instead of a local process. The
+:func:`~leaguezero.league.eval_job.run_job` as a Ray task instead of a local process. The
 evaluator's policy is unchanged: one job at a time, a newer request replaces an older waiting
 one, and a failed attempt (an exception, or its worker process dying) is reported
 (``league.evaluation_failed``) and resubmitted up to ``max_retries`` times — the retries are
@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from leaguezero.distributed.runtime import init_ray
-from leaguezero.league.evaluator import EvalJob, JobOutcome, run_job
+from leaguezero.league.eval_job import EvalJob, run_job
+from leaguezero.league.eval_runner import JobOutcome
 
 
 class RayJobRunner:

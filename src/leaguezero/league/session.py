@@ -21,11 +21,12 @@ and a resumed run calls ``session.load_state_dict(saved)`` and ``session.resume(
 the training games of steps after the saved one leave the match log (they are played again),
 and the evaluations the saved state had pending are submitted again, so a kill anywhere
 neither duplicates games nor loses an evaluation (an evaluation is rated once per
-(challenger, step) however often it is submitted, :func:`~.evaluator.evaluation_logged`).
+(challenger, step) however often it is submitted, :func:`~.eval_job.evaluation_logged`).
 
 The live hero's rating (:attr:`LeagueSession.hero_elo`: the "peers" and "exploitable" buckets of
-docs/design.md#matchmaking-pfsp, the "elite" rule of #checkpoint-schedule) comes from games the hero
-played: it starts at the rating of the agent the hero starts from (``base_model``) and moves by
+docs/reference/design.md#matchmaking-pfsp, the "elite" rule of #checkpoint-schedule) comes from
+games the hero played: it starts at the rating of the agent the hero starts from (``base_model``)
+and moves by
 online Elo (K = ``league.elo_k``) over its own training games, the opponents' registry ratings held
 fixed (:func:`~.rating.rate_against_fixed`). It is not inherited from the newest checkpoint: a copy
 of that rating can never exceed the best checkpoint's, so the elite rule would never fire and every
@@ -34,7 +35,7 @@ joins the league at the live rating; the evaluator later replaces it by a rating
 evaluation games.
 
 Backends are injected, never chosen here: ``eval_runner`` (a
-:class:`~.evaluator.JobRunner`, default a local process per job).
+:class:`~.eval_runner.JobRunner`, default a local process per job).
 """
 
 from __future__ import annotations
@@ -48,14 +49,9 @@ import numpy as np
 
 from leaguezero.common.events import EventWriter, read_events
 from leaguezero.league.config import LeagueSection
-from leaguezero.league.evaluator import (
-    AsyncEvaluator,
-    JobRunner,
-    Tournament,
-    choose_gatekeepers,
-    evaluation_logged,
-    evaluator_paths,
-)
+from leaguezero.league.eval_job import Tournament, choose_gatekeepers, evaluation_logged
+from leaguezero.league.eval_runner import JobRunner
+from leaguezero.league.evaluator import AsyncEvaluator, evaluator_paths
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.matchmaker import Draw, PFSPMatchmaker, WinRateTable
 from leaguezero.league.rating import rate_against_fixed
@@ -282,7 +278,7 @@ class LeagueSession:
 
     def retire(self, step: int) -> list[str]:
         """Stop sampling curriculum snapshots that left the recent window
-        (docs/design.md#checkpoint-schedule).
+        (docs/reference/design.md#checkpoint-schedule).
 
         The schedule admits every 10th step as training moves on; ``retire_candidates`` names
         those older than 100 steps that are no anchor, elite, first or best checkpoint. They are
@@ -317,7 +313,7 @@ class LeagueSession:
     def evaluate(self, step: int, challenger: str | None = None) -> bool:
         """Rate ``challenger`` (default: the newest checkpoint) in the background.
 
-        The gatekeepers are the design's (:func:`~.evaluator.choose_gatekeepers`) plus
+        The gatekeepers are the design's (:func:`~.eval_job.choose_gatekeepers`) plus
         ``extra_gatekeepers``. A (challenger, step) pair is never rated twice — a resumed step
         would replay the very same seeded games and count them double. Returns whether a job
         was submitted.
