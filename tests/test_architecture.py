@@ -426,8 +426,6 @@ LARGE_ONE_CONCEPT_MODULES = {
     "chunking and reconnects share its connection state",
     "az/inference/server.py": "InferenceServer, one class: the batching executor and the "
     "connection handlers share one queue and its bounds",
-    "league/session.py": "LeagueSession, one class: the registry, matchmaker, ratings and "
-    "checkpoint schedule a training loop drives",
 }
 
 

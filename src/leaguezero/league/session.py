@@ -41,7 +41,7 @@ Backends are injected, never chosen here: ``eval_runner`` (a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from leaguezero.league.matchmaker import Draw, PFSPMatchmaker, WinRateTable
 from leaguezero.league.rating import rate_against_fixed
 from leaguezero.league.registry import LeagueRegistry, LeagueState
 from leaguezero.league.schedule import promote_if_scheduled, promotion_reasons, retire_candidates
+from leaguezero.league.step_summary import step_summary
 from leaguezero.league.tracking import (
     ELO_UPDATED,
     STEP_SUMMARY,
@@ -69,7 +70,6 @@ from leaguezero.league.types import (
     AgentInfo,
     AgentKind,
     MatchResult,
-    OpponentType,
     checkpoint_name,
 )
 
@@ -378,49 +378,14 @@ class LeagueSession:
     def end_step(self, step: int) -> dict[str, Any]:
         """Summarise the draws and games since the last call (``league.step_summary``, WandB)
         and reap finished evaluations."""
-        summary = self.step_summary(step, self._draws, self._results)
+        agents = self.registry.load().agents
+        summary = step_summary(step, self.hero, self.hero_elo, self._draws, self._results, agents)
         self._draws, self._results = [], []
         self.events.emit(STEP_SUMMARY, **summary)
         if self.tracker is not None:
             self.tracker.log_step(summary)
         self.evaluator.poll()
         return summary
-
-    def step_summary(
-        self, step: int, draws: Iterable[Draw], results: Iterable[MatchResult]
-    ) -> dict[str, Any]:
-        """Bucket and opponent-type counts of ``draws``; the hero's mean pairwise score against
-        each opponent type in ``results`` (games against itself only are left out)."""
-        draws = list(draws)
-        buckets: dict[str, int] = {}
-        kinds: dict[str, int] = {}
-        for draw in draws:
-            buckets[draw.bucket.value] = buckets.get(draw.bucket.value, 0) + 1
-            kinds[draw.opponent_type.value] = kinds.get(draw.opponent_type.value, 0) + 1
-        agents = self.registry.load().agents
-        totals: dict[str, list[float]] = {}
-        for result in results:
-            for a, b, score_a, _ in result.pairwise_outcomes():
-                if self.hero not in (a, b):
-                    continue
-                other, score = (b, score_a) if a == self.hero else (a, 1.0 - score_a)
-                info = agents.get(other)
-                kind = (
-                    OpponentType.BASELINE
-                    if info is not None and info.is_baseline
-                    else OpponentType.HISTORICAL
-                )
-                totals.setdefault(kind.value, [0.0, 0.0])
-                totals[kind.value][0] += score
-                totals[kind.value][1] += 1.0
-        return {
-            "step": step,
-            "hero_elo": round(self.hero_elo, 2),
-            "draws": len(draws),
-            "buckets": buckets,
-            "opponent_types": kinds,
-            "win_rate_by_type": {k: round(s / n, 4) for k, (s, n) in totals.items()},
-        }
 
     def refresh_outputs(self, *, always: bool = False) -> None:
         """Redraw the Elo chart (when there are ratings, or ``always``) and log new ratings to
