@@ -16,7 +16,8 @@ from leaguezero.diplomacy.agents.policy import load_policy
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import make_bot
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.game.rollout import run_rollout, validate_orders
+from leaguezero.diplomacy.game.phase import validate_orders
+from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.train import lineage
 from leaguezero.diplomacy.train.imitation import (
     DiplomacyPolicy,

@@ -10,7 +10,8 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.bots import make_bot
 from leaguezero.diplomacy.game.catalogue import AgentKind, AgentSpec, parse_seating, seat_spec
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, load_saved_game
-from leaguezero.diplomacy.game.rollout import run_rollout, validate_orders
+from leaguezero.diplomacy.game.phase import validate_orders
+from leaguezero.diplomacy.game.rollout import run_rollout
 from leaguezero.diplomacy.game.seats import UnknownAgentError
 
 

@@ -2,9 +2,9 @@
 
 Every import of Diplomacy internals (the env, bots, agent resolution, order validation, saved
 games, the engine's SVG renderer) is in this module, so a reshaped ``diplomacy`` package is
-re-pointed here only. A phase is played as :func:`~leaguezero.diplomacy.game.rollout.run_rollout`
-plays it: each agent's orders are checked against the phase's legal orders
-(``validate_orders``), missing ones filled (units hold); the person's orders must all be legal.
+re-pointed here only. A phase is played by the phase driver every rollout uses
+(:func:`~leaguezero.diplomacy.game.phase.play_phase`): each agent's orders are checked against
+the phase's legal orders, missing ones filled (units hold); the person's orders must all be legal.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from leaguezero.diplomacy.game.catalogue import (
     is_bot,
 )
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv, SavedGameError
-from leaguezero.diplomacy.game.rollout import seat_seed, validate_orders
+from leaguezero.diplomacy.game.phase import play_phase, validate_orders
+from leaguezero.diplomacy.game.rollout import seat_seed
 from leaguezero.diplomacy.game.seats import resolve_agent
 from leaguezero.web.diplomacy_board import (
     label_phase,
@@ -268,38 +269,48 @@ class DiplomacyWebGame:
 
     # ------------------------------------------------------------------- play
     def step(self, orders: list[str] | None = None) -> None:
-        """Play the current phase: the agents order, the person's ``orders`` (all legal, or
-        :class:`OrderError`) are set, and the engine resolves the phase."""
+        """Play the current phase: the person's ``orders`` are checked (all legal, or
+        :class:`OrderError` before any agent is asked or any order set), then every seat
+        orders and the engine resolves the phase
+        (:func:`~leaguezero.diplomacy.game.phase.play_phase`)."""
         if self.replay:
             raise OrderError("a replay cannot be played on; start a new game")
         if self.env.done:
             raise OrderError("the game is over")
-        env, phase = self.env, self.env.phase
-        for power in POWERS:
-            legal = env.legal_orders(power)
-            if not legal:
-                if power == self.human and orders:
-                    raise OrderError(f"{power} has nothing to order in {phase}")
-                continue
+        env = self.env
+        if self.human:
+            self._check_orders(self.human, list(orders or []))
+
+        def orders_for(power: str, _legal: dict[str, list[str]]) -> list[str] | None:
             if power == self.human:
-                submitted, bad, missing = validate_orders(env, power, list(orders or []), legal)
-                if bad:
-                    # what was refused: the orders sent less those kept, counting repeats
-                    kept = Counter(" ".join(o.split()).upper() for o in submitted)
-                    refused = Counter(" ".join(o.split()).upper() for o in orders or []) - kept
-                    raise OrderError(
-                        f"not legal for {power} in {phase} (one order per unit, builds and "
-                        f"waives as owed): {', '.join(refused.elements())}"
-                    )
-                if missing:
-                    self._note(phase, f"{missing} of your units without orders hold")
-            else:
-                raw = list(self.policies[power].get_orders(env, power) or [])
-                submitted, bad, missing = validate_orders(env, power, raw, legal)
-                if bad:
-                    self._note(phase, f"{power} gave {bad} illegal order(s), dropped")
-            env.set_orders(power, submitted)
-        env.process()
+                return orders
+            return self.policies[power].get_orders(env, power)
+
+        played = play_phase(env, orders_for)
+        for power, seat in played.seats.items():
+            if power == self.human and seat.missing:
+                self._note(played.phase, f"{seat.missing} of your units without orders hold")
+            elif power != self.human and seat.invalid:
+                self._note(played.phase, f"{power} gave {seat.invalid} illegal order(s), dropped")
+
+    def _check_orders(self, power: str, orders: list[str]) -> None:
+        """Raise :class:`OrderError` unless every one of the person's ``orders`` is legal now
+        (one per unit, builds and waives as owed; none when ``power`` has nothing to order)."""
+        env, phase = self.env, self.env.phase
+        legal = env.legal_orders(power)
+        if not legal:
+            if orders:
+                raise OrderError(f"{power} has nothing to order in {phase}")
+            return
+        submitted, bad, _ = validate_orders(env, power, orders, legal)
+        if bad:
+            # what was refused: the orders sent less those kept, counting repeats
+            kept = Counter(" ".join(o.split()).upper() for o in submitted)
+            refused = Counter(" ".join(o.split()).upper() for o in orders) - kept
+            raise OrderError(
+                f"not legal for {power} in {phase} (one order per unit, builds and "
+                f"waives as owed): {', '.join(refused.elements())}"
+            )
 
     def _note(self, phase: str, text: str) -> None:
         self.notes.setdefault(phase, []).append(f"{phase_name(phase)}: {text}")

@@ -55,8 +55,10 @@ from leaguezero.diplomacy.agents.value import score_shares
 from leaguezero.diplomacy.game.bot_base import WAIVE
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
+from leaguezero.diplomacy.game.phase import SeatOrders, play_phase
 from leaguezero.diplomacy.game.records import ActionRecord
 from leaguezero.diplomacy.game.scoring import calculate_final_scores
+from leaguezero.diplomacy.game.seats import Policy
 from leaguezero.diplomacy.train.imitation_settings import DEFAULT_SEATS, PolicyImitationSettings
 from leaguezero.diplomacy.train.value_loss import value_calibration, value_loss
 
@@ -116,7 +118,6 @@ def collect_corpus(
 ) -> Corpus:
     """Play the games numbered ``games`` and record the teacher seats' choices (module doc)."""
     from leaguezero.diplomacy.game.bots import make_bot
-    from leaguezero.diplomacy.game.rollout import validate_orders
 
     started = time.perf_counter()
     corpus = Corpus(records=[], orders=[] if keep_orders else None)
@@ -126,19 +127,7 @@ def collect_corpus(
         bots = {p: make_bot(seats[p], seed=rng.getrandbits(32)) for p in POWERS}
         corpus.teacher_seats += sum(bot == teacher for bot in seats.values())
         env = DiplomacyEnv(max_years=max_years)
-        game_boards: list[tuple[str, PhaseBoard]] = []
-        while not env.done:
-            for power in POWERS:
-                legal = env.legal_orders(power)
-                if not legal:
-                    continue
-                raw = list(bots[power].get_orders(env, power) or [])
-                if seats[power] == teacher:
-                    corpus.teacher_phases += 1
-                    game_boards.append((power, _record_phase(corpus, env, power, legal, raw)))
-                orders, _, _ = validate_orders(env, power, raw, legal)
-                env.set_orders(power, orders)
-            env.process()
+        game_boards = _play_teacher_game(corpus, env, seats, bots, teacher)
         shares = score_shares(calculate_final_scores(env.game))  # the rollout's default rules
         for power, board in game_boards:
             board.share = shares[power]  # the value head's target (module doc)
@@ -147,6 +136,29 @@ def collect_corpus(
             progress(done, len(games))
     corpus.seconds = time.perf_counter() - started
     return corpus
+
+
+def _play_teacher_game(
+    corpus: Corpus,
+    env: DiplomacyEnv,
+    seats: dict[str, str],
+    bots: dict[str, Policy],
+    teacher: str,
+) -> list[tuple[str, PhaseBoard]]:
+    """Play ``env`` to its end, ``bots`` at the seats, recording each phase of the teacher's
+    seats into ``corpus`` (:func:`_record_phase`); returns their ``(power, board)`` in play
+    order, whose boards await the final score share."""
+    game_boards: list[tuple[str, PhaseBoard]] = []
+
+    def record(seat: SeatOrders) -> None:
+        if seats[seat.power] == teacher:
+            corpus.teacher_phases += 1
+            board = _record_phase(corpus, env, seat.power, seat.legal, seat.answer)
+            game_boards.append((seat.power, board))
+
+    while not env.done:
+        play_phase(env, lambda power, _legal: bots[power].get_orders(env, power), record)
+    return game_boards
 
 
 def _record_phase(

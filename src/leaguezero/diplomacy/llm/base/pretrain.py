@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -50,6 +50,11 @@ from leaguezero.diplomacy.llm.orders.prompt import (
     extract_orders,
     render_prompt,
 )
+
+if TYPE_CHECKING:
+    from leaguezero.diplomacy.game.env import DiplomacyEnv
+    from leaguezero.diplomacy.game.phase import SeatOrders
+    from leaguezero.diplomacy.game.seats import Policy
 
 BASE_META = "leaguezero_base.json"
 BASE_SCHEMA_VERSION = 1
@@ -135,7 +140,6 @@ def collect_examples(
     """
     from leaguezero.diplomacy.game.catalogue import parse_agents
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
-    from leaguezero.diplomacy.game.rollout import validate_orders
     from leaguezero.diplomacy.game.seats import resolve_agent
 
     agents = dict(zip(seat_bots, parse_agents(seat_bots), strict=True))
@@ -145,29 +149,37 @@ def collect_examples(
         seats = {p: rng.choice(list(seat_bots)) for p in POWERS}
         bots = {p: resolve_agent(agents[seats[p]], rng.getrandbits(32), resolver) for p in POWERS}
         env = DiplomacyEnv(max_years=max_years)
-        while not env.done:
-            for power in POWERS:
-                legal = env.legal_orders(power)
-                if not legal:
-                    continue
-                raw = bots[power].get_orders(env, power)
-                orders, _, _ = validate_orders(env, power, raw, legal)
-                env.set_orders(power, orders)
-                if seats[power] in record_bots:
-                    owed = abs(env.adjustment_count(power)) if env.phase_type == "A" else None
-                    examples.append(
-                        Example(
-                            build_prompt(env, power, legal),
-                            answer_text(orders, legal),
-                            seats[power],
-                            env.phase_type,
-                            legal,
-                            owed,
-                        )
-                    )
-            env.process()
+        examples.extend(_game_examples(env, seats, bots, record_bots))
         if progress is not None:
             progress(g + 1, games)
+    return examples
+
+
+def _game_examples(
+    env: DiplomacyEnv, seats: dict[str, str], bots: dict[str, Policy], record_bots: Sequence[str]
+) -> list[Example]:
+    """Play ``env`` to its end, ``bots`` at the seats; the examples of the seats whose agent
+    (``seats``: {power: name}) is in ``record_bots``, in the order they were played."""
+    from leaguezero.diplomacy.game.phase import play_phase
+
+    examples: list[Example] = []
+
+    def record(seat: SeatOrders) -> None:
+        if seats[seat.power] in record_bots:
+            owed = abs(env.adjustment_count(seat.power)) if env.phase_type == "A" else None
+            examples.append(
+                Example(
+                    build_prompt(env, seat.power, seat.legal),
+                    answer_text(seat.submitted, seat.legal),
+                    seats[seat.power],
+                    env.phase_type,
+                    seat.legal,
+                    owed,
+                )
+            )
+
+    while not env.done:
+        play_phase(env, lambda power, _legal: bots[power].get_orders(env, power), record)
     return examples
 
 
