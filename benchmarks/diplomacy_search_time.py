@@ -1,5 +1,5 @@
 """CPU seconds per movement decision of ``search:CKPT`` against the raw policy (issue 53;
-figures in docs/diplomacy.md). Never a pass/fail test.
+figures in docs/reference/diplomacy.md). Never a pass/fail test.
 
 Usage: ``OMP_NUM_THREADS=1 python benchmarks/diplomacy_search_time.py CKPT`` (a policy file
 with a value head): the movement positions of a seeded 3-year dumb_bot game, France and

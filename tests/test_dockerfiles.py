@@ -90,7 +90,7 @@ def test_vllm_image_is_pinned_and_allows_runtime_lora_updates():
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in text
     assert "\nUSER 1000\n" in text and 'ENTRYPOINT ["vllm", "serve"]' in text
     # The sampled distribution is the model's, not its generation_config.json's, and the
-    # grammar engine's masks are the trainer's (docs/llm.md, the version table).
+    # grammar engine's masks are the trainer's (docs/guides/llm.md, the version table).
     cmd = json.loads(re.search(r"^CMD (\[.*?\])$", text, re.M | re.S).group(1).replace("\\\n", ""))
     _check_vllm_options(cmd)
 

@@ -53,7 +53,7 @@ def test_every_suite_opponent_is_a_fixed_gatekeeper_and_a_rated_baseline() -> No
         assert set(keepers) <= set(baselines)  # every gatekeeper is an agent of the league
         assert set(BASELINES) <= set(baselines)
     ratings = league_baselines(DiplomacyConfig())
-    # greedy_bot measured between chaos_bot and dumb_bot (docs/diplomacy_bench.md).
+    # greedy_bot measured between chaos_bot and dumb_bot (docs/results/diplomacy_bench.md).
     assert ratings["chaos_bot"] < ratings["greedy_bot"] < ratings["dumb_bot"]
 
 

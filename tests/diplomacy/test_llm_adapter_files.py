@@ -1,5 +1,5 @@
 """Modes of the adapter folders the trainer writes (issue 38 item 7): a server run by another
-user of the same group (docs/llm.md, two containers) can read them; the umask still rules."""
+user of the same group (docs/guides/llm.md, two containers) can read them; the umask still rules."""
 
 from __future__ import annotations
 

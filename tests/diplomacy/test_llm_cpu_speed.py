@@ -156,7 +156,7 @@ def test_bf16_log_probs_within_tolerance_of_float32(tiny_lm) -> None:
         a = torch.cat(exact.logprobs(prompts, tokens, "hero", allowed))
         b = torch.cat(fast.logprobs(prompts, tokens, "hero", allowed))
     gap = (a - b).abs()
-    # The tiny random model is more sensitive than a trained one (SmolLM2: docs/llm.md).
+    # The tiny random model is more sensitive than a trained one (SmolLM2: docs/guides/llm.md).
     assert gap.max() < 0.75 and gap.mean() < 0.1, (gap.max(), gap.mean())
 
 

@@ -1,7 +1,7 @@
 """`leaguezero llm pretrain` at toy size, ranking mode, and LLM folders as evaluation agents.
 
-The real build (minutes) is documented in docs/llm.md; here a few bot games and steps show the
-pieces: the corpus pairs are the prompts the loop shows with legal answers in the prompt's
+The real build (minutes) is documented in docs/guides/llm.md; here a few bot games and steps show
+the pieces: the corpus pairs are the prompts the loop shows with legal answers in the prompt's
 order, the saved folder loads back as a plain Hugging Face model with a chat template (no
 LoRA keys leak into it), training lowers the answer loss, ranking mode only gives legal
 orders, and the eval command plays a base folder.
@@ -111,7 +111,7 @@ def test_eval_command_plays_a_base_folder_in_both_modes(base) -> None:
 
 def test_pretrain_command_uses_one_thread_unless_told(monkeypatch, tmp_path) -> None:
     # On a shared 2-core machine torch's default (every core) collapsed a build to 0.12
-    # steps/s against 0.6 with one thread (docs/llm.md#5-threads-that-fit-the-machine).
+    # steps/s against 0.6 with one thread (docs/guides/llm.md#5-threads-that-fit-the-machine).
     import leaguezero.diplomacy.llm.base.pretrain as pretrain_module
 
     seen = []

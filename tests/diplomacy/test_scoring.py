@@ -1,5 +1,5 @@
 """Scores on constructed end states of the real engine (sum-of-squares, and the training score
-of docs/design.md#training-score)."""
+of docs/reference/design.md#training-score)."""
 
 from __future__ import annotations
 

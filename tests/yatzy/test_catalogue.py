@@ -21,7 +21,8 @@ def test_names_parse_into_typed_specs(tmp_path):
     assert parse_agent_spec("greedy").path is None
     spec = parse_agent_spec("pretrained?depth=2")
     assert (spec.path, spec.query) == (PRETRAINED_PATH, "depth=2")
-    # pretrained plays two turns deep unless told otherwise (measured stronger; docs/alphazero.md)
+    # pretrained plays two turns deep unless told otherwise (measured stronger;
+    # docs/guides/alphazero.md)
     assert parse_agent_spec("pretrained").query == "depth=2"
     assert parse_agent_spec("pretrained?depth=1").query == "depth=1"
     assert parse_agent_spec("pretrained?device=cpu").query == "depth=2&device=cpu"

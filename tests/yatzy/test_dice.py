@@ -1,4 +1,5 @@
-"""The event-keyed dice stream (docs/design.md#rules-actions-and-dice) and the fast RNG mode."""
+"""The event-keyed dice stream (docs/reference/design.md#rules-actions-and-dice) and the fast RNG
+mode."""
 
 from __future__ import annotations
 

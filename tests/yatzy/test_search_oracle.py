@@ -5,9 +5,9 @@ The evaluator's value is the expected final score difference (linear, see
 action values plus the same opponent term for every action. Priors are the oracle's softmax at a
 temperature of 5 points, roughly as sharp as a trained network's.
 
-Known limitation (docs/search.md): with much flatter priors (20 points), mean backups undervalue
-keeps with few outcomes (rerolling one die: 6 children, so descents go deep and average in the
-poor replies tried there), and search can pick a move 2 points worse than the oracle's.
+Known limitation (docs/reference/search.md): with much flatter priors (20 points), mean backups
+undervalue keeps with few outcomes (rerolling one die: 6 children, so descents go deep and average
+in the poor replies tried there), and search can pick a move 2 points worse than the oracle's.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def run_oracle_search(count: int, budget: int):
 def test_search_with_oracle_values_picks_the_oracle_move():
     # 2000 simulations: with averaged backups a keep that rerolls one die (6 outcomes) is
     # explored deeper, and the exploratory replies under it pull its mean down until enough
-    # simulations concentrate there (docs/search.md, "averaging bias"); at 500-1000 one of
+    # simulations concentrate there (docs/reference/search.md, "averaging bias"); at 500-1000 one of
     # these 8 states still picks a move 2.07 points worse.
     result, regret = run_oracle_search(count=8, budget=2000)
     np.testing.assert_allclose(regret, 0.0, atol=1e-6)

@@ -31,7 +31,7 @@ from leaguezero.common.atomic import atomic_write_bytes, atomic_write_json
 CHECKPOINT_FORMAT_VERSION = 1
 # The inference contract a checkpoint's model answers (features of its schema in; logits,
 # values and margins out). The wire protocol's version 2 changed framing and admin only
-# (docs/protocol.md), so checkpoints, theirs and older ones, stay at 1.
+# (docs/reference/protocol.md), so checkpoints, theirs and older ones, stay at 1.
 MODEL_PROTOCOL_VERSION = 1
 _META_KEYS = ("feature_schema_id", "action_space_id", "ruleset_id", "protocol_version")
 

@@ -1,5 +1,5 @@
 """Replay shards: safetensors tensors plus a small ``.meta.json``, written atomically
-(docs/design.md#replay-checkpoints-and-logs).
+(docs/reference/design.md#replay-checkpoints-and-logs).
 
 A shard holds, per decision of the encoded player to move:
 

@@ -1,8 +1,8 @@
 """Training a candidate from replay: policy cross-entropy, value MSE, margin MSE
-(docs/design.md#network-and-training).
+(docs/reference/design.md#network-and-training).
 
 The candidate starts from the best network's weights with a **fresh optimizer** every time
-(reusing Adam moments across the candidate := best boundary was a real bug; docs/design.md
+(reusing Adam moments across the candidate := best boundary was a real bug; docs/reference/design.md
 #network-and-training). Training
 is a pure function of (initial weights, data, seed): a test runs it twice and gets identical
 weights, which fails if any optimizer state leaks between calls.

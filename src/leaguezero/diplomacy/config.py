@@ -68,7 +68,7 @@ class RunSection(Section):
     backend: Literal["local", "ray"] = Field(
         "local",
         description="Where diplomacy train plays the network hero's games and the evaluator's "
-        "jobs: this process, or Ray tasks (extra 'ray'; docs/cluster.md).",
+        "jobs: this process, or Ray tasks (extra 'ray'; docs/guides/cluster.md).",
     )
     ray_address: str | None = Field(
         None,
@@ -78,7 +78,7 @@ class RunSection(Section):
 
 
 class ModelSection(Section):
-    """The policy network of a policy hero (docs/diplomacy_training.md)."""
+    """The policy network of a policy hero (docs/guides/diplomacy_training.md)."""
 
     hidden: int = Field(64, ge=4, description="Policy network width.")
     layers: int = Field(2, ge=0, description="Graph layers of the policy network.")
@@ -103,7 +103,7 @@ SAMPLING_BACKENDS = {
 
 
 class TrainSection(Section):
-    """GRPO training of the hero (leaguezero diplomacy train; docs/diplomacy_training.md)."""
+    """GRPO training of the hero (leaguezero diplomacy train; docs/guides/diplomacy_training.md)."""
 
     agent: Literal["policy", "llm"] = Field(
         "policy",
@@ -122,7 +122,7 @@ class TrainSection(Section):
         "constant",
         description="constant keeps lr; cosine falls from lr to lr_final * lr at the last step "
         "(so a run ends by settling rather than drifting; an LLM hero's early gain was lost at "
-        "constant lr, docs/diplomacy_training.md).",
+        "constant lr, docs/guides/diplomacy_training.md).",
     )
     lr_final: float = Field(
         0.1, ge=0, le=1, description="Cosine schedule: the last step's lr as a fraction of lr."
@@ -155,7 +155,7 @@ class TrainSection(Section):
         description="Records whose graph one backward pass holds (gradient accumulation: "
         "trainer memory is bounded by this, not by a step's records). 0: auto: for an LLM "
         "hero as many as train.max_memory_gb leaves room for at the base model's size "
-        "(docs/llm.md#memory), all of a step's records for the policy network.",
+        "(docs/guides/llm.md#memory), all of a step's records for the policy network.",
     )
     max_memory_gb: float = Field(
         4.0,
@@ -175,7 +175,7 @@ class TrainSection(Section):
         False,
         description="LLM hero: recompute each layer's activations in the backward pass instead "
         "of keeping them (about 1.3x the CPU of a step for several times more records per "
-        "pass; docs/llm.md#memory).",
+        "pass; docs/guides/llm.md#memory).",
     )
     learn_from: Literal["hero", "live_seats"] = Field(
         "live_seats",
@@ -266,7 +266,7 @@ class TrainSection(Section):
 
 
 class ExploitersSection(Section):
-    """Exploiters beside the hero (AlphaStar's roles; docs/league.md#exploiter-roles)."""
+    """Exploiters beside the hero (AlphaStar's roles; docs/reference/league.md#exploiter-roles)."""
 
     main: int = Field(
         0, ge=0, description="Main exploiters: trained against six copies of the live hero only."
@@ -307,12 +307,12 @@ class LeagueSection(SharedLeagueSection):
     greedy_bot_elo: float = Field(
         1100.0,
         description="Initial rating of greedy_bot (measured between chaos_bot and dumb_bot, "
-        "docs/diplomacy_bench.md).",
+        "docs/results/diplomacy_bench.md).",
     )
     dumb_bot_elo: float = Field(
         1300.0,
         description="Initial rating of dumb_bot (DumbBot, the field's standard baseline; measured "
-        "about 500 above random_bot in a mixed table, docs/dumb_bot.md).",
+        "about 500 above random_bot in a mixed table, docs/reference/dumb_bot.md).",
     )
     eval_every: int = Field(
         50, ge=1, description="Run the async evaluator every N steps (on the newest checkpoint)."
@@ -324,7 +324,7 @@ class LeagueSection(SharedLeagueSection):
         True,
         description="Add every baseline (base_model too) to the evaluator's gatekeepers: random, "
         "best, recent and the benchmark suite's opponents, which are always played "
-        "(docs/diplomacy_bench.md).",
+        "(docs/results/diplomacy_bench.md).",
     )
     eval_greedy: bool = Field(
         True, description="Learned agents play their most probable orders in evaluations."
@@ -333,7 +333,7 @@ class LeagueSection(SharedLeagueSection):
 
 
 class LLMSection(Section):
-    """LLM agents: base model, LoRA adapters per agent, generation backend (docs/llm.md)."""
+    """LLM agents: base model, LoRA adapters per agent, generation backend (docs/guides/llm.md)."""
 
     backend: Literal["hf", "openai"] = Field(
         "hf",
@@ -368,7 +368,7 @@ class LLMSection(Section):
         "auto",
         description="Module names LoRA wraps. auto: the model family's projections, by the "
         "model's config.model_type (Llama, Qwen2, Qwen3, Mistral, Gemma: q_proj, k_proj, "
-        "v_proj, o_proj, gate_proj, up_proj, down_proj; docs/llm.md); or a list of names, "
+        "v_proj, o_proj, gate_proj, up_proj, down_proj; docs/guides/llm.md); or a list of names, "
         "each checked against the model (a missing one stops the run with the modules found).",
     )
     system_prompt: str | None = Field(
@@ -376,7 +376,7 @@ class LLMSection(Section):
         description="A system turn before the prompt's user turn in the chat template (null: "
         "none, so the template's own default if any, e.g. Qwen2.5's or SmolLM2's; built bases "
         "render as before; diplomacy: the project's Diplomacy instructions, for real instruct "
-        "models, docs/llm.md). Ignored by a model without a chat template.",
+        "models, docs/guides/llm.md). Ignored by a model without a chat template.",
     )
     chat_template_kwargs: dict[str, Any] = Field(
         {},
@@ -397,7 +397,7 @@ class LLMSection(Section):
         "generate",
         description="generate: free text, parsed (an illegal order is counted and the unit "
         "holds); constrained: the same text decoded so every order is legal, the model "
-        "choosing among legal continuations (GRPO trains that policy; docs/llm.md).",
+        "choosing among legal continuations (GRPO trains that policy; docs/guides/llm.md).",
     )
     adapters_dir: str = Field(
         "adapters", description="Folder (under the run) for published hero adapter versions."
@@ -424,7 +424,7 @@ class LLMSection(Section):
 
 
 class BenchSection(Section):
-    """The fixed benchmark suite (leaguezero diplomacy bench; docs/diplomacy_bench.md)."""
+    """The fixed benchmark suite (leaguezero diplomacy bench; docs/results/diplomacy_bench.md)."""
 
     games: int = Field(
         301,
@@ -441,7 +441,7 @@ class BenchSection(Section):
 
 
 class DiplomacyConfig(Section):
-    """No-press Diplomacy rollouts and tournaments (docs/design.md#league-training)."""
+    """No-press Diplomacy rollouts and tournaments (docs/reference/design.md#league-training)."""
 
     run: RunSection = RunSection()
     max_years: int = Field(

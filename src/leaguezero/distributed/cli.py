@@ -1,4 +1,5 @@
-"""``leaguezero cluster``: start, inspect and stop a local Ray head node (docs/cluster.md)."""
+"""``leaguezero cluster``: start, inspect and stop a local Ray head node
+(docs/guides/cluster.md)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def start_head(
     if num_cpus is not None:
         cmd += ["--num-cpus", str(num_cpus)]
     # A head bound to this machine only needs no auth token; set RAY_AUTH_MODE yourself for
-    # a head that other machines join (docs/cluster.md).
+    # a head that other machines join (docs/guides/cluster.md).
     env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
     if node_ip in ("127.0.0.1", "localhost"):
         # Without this Ray binds the machine's network address even when told 127.0.0.1.

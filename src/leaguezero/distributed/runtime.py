@@ -50,7 +50,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> Modu
         return ray
     # Workers inherit the driver's environment; keep their BLAS/numba at one thread (two torch
     # threads beside a busy process ran 30-70x slower than one;
-    # docs/design.md#one-torch-thread-per-process).
+    # docs/reference/design.md#one-torch-thread-per-process).
     env = {var: os.environ.get(var, "1") for var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
     try:
         ray.init(

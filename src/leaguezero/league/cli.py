@@ -178,8 +178,8 @@ def matrix(
 ) -> None:
     """The payoff table of every pair of agents (mean pairwise score of the row against the
     column over the games both played, games, 95% interval), each agent's Elo from league.json
-    and its Nash-averaged rating over the table (docs/league.md#the-payoff-table); writes a
-    heatmap PNG."""
+    and its Nash-averaged rating over the table (docs/reference/league.md#the-payoff-table); writes
+    a heatmap PNG."""
     from leaguezero.league.evaluator import evaluator_paths
     from leaguezero.league.matchlog import MatchLogError, read_matches
     from leaguezero.league.payoff import nash_average, payoff_table, plot_payoff

@@ -27,12 +27,12 @@ __all__ = ["ConfigRenameWarning", "LeagueSection", "MatchmakingSection", "read_r
 
 
 class MatchmakingSection(Section):
-    """PFSP opponent sampling (docs/league.md#matchmaking): bucket shares, peers, cold start."""
+    """PFSP opponent sampling (docs/reference/league.md#matchmaking): bucket shares, peers, cold start."""  # noqa: E501
 
     mode: Literal["pfsp", "tiered"] = Field(
         "pfsp",
         description="Opponent sampling: PFSP buckets, or the original tiered weights "
-        "(docs/design.md#matchmaking-pfsp).",
+        "(docs/reference/design.md#matchmaking-pfsp).",
     )
     mirror_share: float = Field(0.30, ge=0, le=1, description="PFSP share: the current self.")
     peers_share: float = Field(0.40, ge=0, le=1, description="PFSP share: agents within +-window.")
@@ -51,7 +51,7 @@ class MatchmakingSection(Section):
         "uniform",
         description="Opponent within the baselines share: uniform (each fixed bot equally often) "
         "or pfsp (weighted by `weighting` of the hero's decayed win rate against each, as the "
-        "exploitable bucket is: the bots it still loses to come first, docs/league.md).",
+        "exploitable bucket is: the bots it still loses to come first, docs/reference/league.md).",
     )
 
     @model_validator(mode="after")

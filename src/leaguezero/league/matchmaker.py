@@ -1,4 +1,4 @@
-"""Opponent sampling for league training (docs/design.md#matchmaking-pfsp and
+"""Opponent sampling for league training (docs/reference/design.md#matchmaking-pfsp and
 #several-adapters-in-one-game).
 
 - :class:`PFSPMatchmaker` draws opponents by bucket (30% mirror, 40% peers, 20% exploitable,
@@ -77,7 +77,8 @@ def cluster_seating(
 
 @dataclass(frozen=True)
 class BucketShares:
-    """Target share of draws per PFSP bucket (docs/league.md#matchmaking); must sum to 1."""
+    """Target share of draws per PFSP bucket (docs/reference/league.md#matchmaking); must sum to
+    1."""
 
     mirror: float = 0.30
     peers: float = 0.40
@@ -207,7 +208,7 @@ class PFSPMatchmaker:
     Fallback: a bucket with no member (or only zero weights) is skipped and the shares of the
     others are renormalised, so e.g. with no peers the remaining 60% split 30:20:10. Cold start:
     until ``min_checkpoints`` checkpoints exist, every draw is a baseline
-    (docs/design.md#registry-and-cold-start).
+    (docs/reference/design.md#registry-and-cold-start).
     ``mode="tiered"`` instead uses the design's simple weights (5.0 within 100 rating, 2.0 within
     300, else 0.5; baselines x2) over all agents. Retired checkpoints
     (``extra["retired"]``) are never drawn. Draws use the ``seed``-ed generator only.

@@ -1,4 +1,4 @@
-"""The league's payoff table and its Nash-averaged ratings (issue 52; docs/league.md).
+"""The league's payoff table and its Nash-averaged ratings (issue 52; docs/reference/league.md).
 
 **The table.** For every pair of agents seen in one game, the spec's pairwise decomposition of a
 multi-player result (:meth:`~leaguezero.league.types.MatchResult.pairwise_outcomes`): a seat of

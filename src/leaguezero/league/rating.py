@@ -60,7 +60,7 @@ def update_elo_multiplayer(
     elo_ratings: Mapping[str, float],
     k: float = 32.0,
 ) -> dict[str, float]:
-    """Pairwise multi-player Elo after one game (docs/design.md#evaluator).
+    """Pairwise multi-player Elo after one game (docs/reference/design.md#evaluator).
 
     ``game_results``: {participant: final score} (higher is better; equal scores tie);
     ``elo_ratings``: {participant: rating before the game}. Every pair (A, B) of participants

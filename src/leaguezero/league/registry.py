@@ -1,5 +1,5 @@
 """The league registry: ``league.json``, the persistent table of agents
-(docs/design.md#registry-and-cold-start).
+(docs/reference/design.md#registry-and-cold-start).
 
 Format (``schema_version`` 1)::
 
@@ -270,7 +270,7 @@ class LeagueRegistry:
         lock_timeout: float = 120.0,
     ) -> LeagueRegistry:
         """Cold start: a league holding only the game's baselines
-        (docs/design.md#registry-and-cold-start).
+        (docs/reference/design.md#registry-and-cold-start).
 
         ``baselines`` maps each baseline agent to its initial rating, e.g. Diplomacy
         ``{"base_model": 1000, "random_bot": 800, "chaos_bot": 900}`` or Yatzy

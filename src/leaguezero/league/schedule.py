@@ -1,4 +1,4 @@
-"""The geometric checkpoint schedule (docs/design.md#checkpoint-schedule).
+"""The geometric checkpoint schedule (docs/reference/design.md#checkpoint-schedule).
 
 Three kinds of snapshots enter the league:
 
@@ -48,7 +48,7 @@ class RegistryView(Protocol):
 
 def should_add_to_league(step: int, current_elo: float, registry: RegistryView) -> bool:
     """Whether the snapshot at ``step`` with rating ``current_elo`` joins the league
-    (docs/design.md#checkpoint-schedule).
+    (docs/reference/design.md#checkpoint-schedule).
 
     True for the first checkpoint; for a multiple of 10 after ``latest_step - 100``; for a
     multiple of 100; and for a rating above the best checkpoint's. Otherwise False.

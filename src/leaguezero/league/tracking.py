@@ -1,4 +1,4 @@
-"""League events (NDJSON, docs/design.md's names), the Elo chart (PNG) and WandB logging.
+"""League events (NDJSON, docs/reference/design.md's names), the Elo chart (PNG) and WandB logging.
 
 Events, all written through :class:`leaguezero.common.events.EventWriter`:
 

@@ -19,7 +19,7 @@ BASE_MODEL = "base_model"  # the league's name of the untrained starting point (
 
 def checkpoint_name(step: int) -> str:
     """Immutable league name of the hero's snapshot after ``step`` training steps
-    (``ckpt_000050``, as in docs/design.md); the same format in every game."""
+    (``ckpt_000050``, as in docs/reference/design.md); the same format in every game."""
     return f"ckpt_{step:06d}"
 
 
@@ -42,7 +42,8 @@ class OpponentType(enum.StrEnum):
 
 
 class Bucket(enum.StrEnum):
-    """The PFSP bucket a draw came from (docs/league.md#matchmaking); logged with every draw."""
+    """The PFSP bucket a draw came from (docs/reference/league.md#matchmaking); logged with every
+    draw."""
 
     MIRROR = "mirror"  # the current self
     PEERS = "peers"  # rating within +-peer_window of the hero

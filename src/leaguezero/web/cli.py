@@ -51,7 +51,7 @@ def web(
     import torch
 
     # The agents (Yatzy networks, Diplomacy policies and LLMs) run in this process: one torch
-    # thread each unless told otherwise, as every other command (docs/llm.md, threads).
+    # thread each unless told otherwise, as every other command (docs/guides/llm.md, threads).
     torch.set_num_threads(threads)
     runs = list(run or [])
     missing = [str(r) for r in runs if not r.is_dir()]

@@ -1,6 +1,7 @@
 """The Yatzy AlphaZero config: one pydantic model per section, loaded from ``configs/*.yaml``.
 
-Each field's description is its documentation (``yz config show --help`` and docs/config.md).
+Each field's description is its documentation (``yz config show --help`` and
+docs/reference/config.md).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class RunSection(Section):
     backend: Literal["local", "ray"] = Field(
         "local",
         description="Where self-play workers and the trainer run: local processes, or Ray "
-        "actors/tasks (extra 'ray'; docs/cluster.md).",
+        "actors/tasks (extra 'ray'; docs/guides/cluster.md).",
     )
     ray_address: str | None = Field(
         None,
@@ -43,11 +44,11 @@ class RunSection(Section):
 
 
 class SearchSection(Section):
-    """Which search plays and is trained: the turn search or PUCT (docs/search.md).
+    """Which search plays and is trained: the turn search or PUCT (docs/reference/search.md).
 
     PUCT searches a tree with sampled dice; the turn search plays each turn exactly (a DP over
-    the dice) from a network's values of the next turn starts (docs/turn_search.md). Both use
-    ``mcts.margin_utility`` to mix the value and margin heads into one utility.
+    the dice) from a network's values of the next turn starts (docs/reference/turn_search.md).
+    Both use ``mcts.margin_utility`` to mix the value and margin heads into one utility.
     """
 
     kind: Literal["turn", "puct"] = Field(
@@ -84,7 +85,7 @@ class SearchSection(Section):
 
 
 class MctsSection(Section):
-    """PUCT search (docs/design.md#puct-search)."""
+    """PUCT search (docs/reference/design.md#puct-search)."""
 
     c_puct: float = Field(
         1.0, gt=0, description="PUCT exploration constant (Q in [0, 1] with normalize_q)."
@@ -121,7 +122,7 @@ class MctsSection(Section):
 
 
 class SelfPlaySection(Section):
-    """Self-play workers and replay shards (docs/design.md#self-play-and-parallelism)."""
+    """Self-play workers and replay shards (docs/reference/design.md#self-play-and-parallelism)."""
 
     games_per_iteration: int = Field(1024, ge=2, description="Games generated per iteration.")
     concurrent_games: int = Field(
@@ -221,7 +222,7 @@ def _run_fraction(it: int, iterations: int) -> float:
 
 class GateSection(Section):
     """Paired, side-swapped gating with a sequential test, or continuous promotion
-    with a periodic regression check (docs/alphazero.md#promotion)."""
+    with a periodic regression check (docs/guides/alphazero.md#promotion)."""
 
     mode: Literal["sprt", "continuous"] = Field(
         "continuous",
@@ -260,7 +261,7 @@ class GateSection(Section):
 
 
 class OracleEvalSection(Section):
-    """Solitaire evaluation against the exact oracle (docs/oracle.md)."""
+    """Solitaire evaluation against the exact oracle (docs/reference/oracle.md)."""
 
     games: int = Field(
         50, ge=0, description="Mirror-match games (2 boards each) per agent; 0 skips."
@@ -276,7 +277,7 @@ class OracleEvalSection(Section):
 
 
 class InferSection(Section):
-    """Batched inference server and client (docs/inference.md)."""
+    """Batched inference server and client (docs/reference/inference.md)."""
 
     bind: str = Field(
         "unix://yatzy.sock",
@@ -293,7 +294,8 @@ class InferSection(Section):
     forward_on: Literal["auto", "loop", "thread"] = Field(
         "auto",
         description="Server: run forward passes on the event loop's thread (loop) or on one "
-        "executor thread (thread); auto: loop on a CPU, thread on CUDA (docs/inference.md).",
+        "executor thread (thread); auto: loop on a CPU, thread on CUDA "
+        "(docs/reference/inference.md).",
     )
     max_pending_total: int = Field(
         4096, ge=1, description="Client backpressure: most requests in flight per worker."
@@ -328,7 +330,7 @@ class InferSection(Section):
 
 
 class LeagueSection(SharedLeagueSection):
-    """League training (docs/yatzy_league.md): PFSP opponents, checkpoint schedule, async Elo."""
+    """League training (docs/guides/yatzy_league.md): PFSP opponents, checkpoint schedule, async Elo."""  # noqa: E501
 
     enabled: bool = Field(
         False, description="Train the hero against league opponents (also: yz run --league)."

@@ -1,4 +1,5 @@
 """Batched inference: protocol v1, the asyncio server, the socket client, the in-process model.
 
-See docs/protocol.md (bytes on the wire) and docs/inference.md (server, client, metrics).
+See docs/reference/protocol.md (bytes on the wire) and docs/reference/inference.md (server, client,
+metrics).
 """

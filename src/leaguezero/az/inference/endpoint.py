@@ -8,7 +8,7 @@ who serves a Unix socket (``SO_PEERCRED``) and refuses one served by another use
 sends anything (:class:`UntrustedSocketError`).
 
 :func:`parse_endpoints` accepts a comma-separated list: the client spreads requests over
-several servers (one per GPU) and fails over between them (docs/cluster.md).
+several servers (one per GPU) and fails over between them (docs/guides/cluster.md).
 """
 
 from __future__ import annotations

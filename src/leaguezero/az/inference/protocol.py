@@ -1,4 +1,5 @@
-"""Inference protocol v2: binary, length-prefixed frames (byte layout in docs/protocol.md).
+"""Inference protocol v2: binary, length-prefixed frames (byte layout in
+docs/reference/protocol.md).
 
 Every frame is ``u32 body_length`` followed by ``body_length`` bytes of body; all integers and
 floats are little-endian. A body starts with ``b"LZ"``, the protocol version (u8) and a kind (u8):

@@ -1,4 +1,4 @@
-"""The batched, multi-model inference server (asyncio; protocol v2 in docs/protocol.md).
+"""The batched, multi-model inference server (asyncio; protocol v2 in docs/reference/protocol.md).
 
 One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
 a batcher task that flushes when the queued rows reach ``max_batch``, when every connection that

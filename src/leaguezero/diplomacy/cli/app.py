@@ -107,7 +107,7 @@ def eval_cmd(
             max=16,
             help="Games played at once: their in-process LLM seats share one batch a phase (far "
             "less CPU a game; reproducible for a given N, but bf16 rounds by batch, so a near "
-            "tie may go otherwise than at N=1; docs/llm.md).",
+            "tie may go otherwise than at N=1; docs/guides/llm.md).",
         ),
     ] = 1,
     threads: ThreadsOpt = None,
@@ -238,8 +238,8 @@ def bench_cmd(
 
     One row per opponent: win rate ± SE and its 95% interval, mean score, mean supply centres,
     survival, the tier's floor and a verdict: pass or FAIL when the interval is wholly above or
-    below the floor, inconclusive when it straddles it (docs/diplomacy_bench.md). Games are not
-    saved.
+    below the floor, inconclusive when it straddles it (docs/results/diplomacy_bench.md). Games are
+    not saved.
     """
     try:
         from leaguezero.diplomacy.game.bench import bench_report, run_bench, suite_with_checkpoints

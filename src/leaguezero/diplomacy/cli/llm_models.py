@@ -47,7 +47,7 @@ def load_backend(
     from leaguezero.diplomacy.llm.runtime import load_backend as load
 
     if device == "cpu":
-        # shared 2-core machines: docs/design.md#one-torch-thread-per-process
+        # shared 2-core machines: docs/reference/design.md#one-torch-thread-per-process
         torch.set_num_threads(1)
     base_model = base_model_path(base_model)
     try:

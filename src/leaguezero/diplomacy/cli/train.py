@@ -52,7 +52,7 @@ def train_cmd(
         ),
     ] = None,
 ) -> None:
-    """League training of the small CPU policy with GRPO (docs/diplomacy_training.md).
+    """League training of the small CPU policy with GRPO (docs/guides/diplomacy_training.md).
 
     --resume continues the run in --out with its own config.yaml (plus any --set, e.g.
     --set train.steps=600 to extend a finished run), as `yz run --resume` does. --init-from
@@ -175,7 +175,7 @@ def make_trainer(
 ):
     """The Diplomacy league trainer with its backends (``run.backend``): this process
     (``local``), or the network hero's games and the evaluator's jobs as Ray tasks (``ray``,
-    docs/cluster.md). ``backend``/``ray_address`` given here replace the config's;
+    docs/guides/cluster.md). ``backend``/``ray_address`` given here replace the config's;
     ``init_from``: the saved agent a new run starts from (``--init-from``).
 
     The one place that chooses a backend; raises ``TrainError`` for an unknown backend or an
@@ -191,7 +191,7 @@ def make_trainer(
         run = {k: v for k, v in run.items() if v is not None}
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update=run)})
     backend, ray_address = cfg.run.backend, cfg.run.ray_address
-    # default one core per process (docs/design.md#one-torch-thread-per-process)
+    # default one core per process (docs/reference/design.md#one-torch-thread-per-process)
     torch.set_num_threads(cfg.run.threads)
     if backend == "local":
         return LeagueTrainer(cfg, out, resume=resume, init_from=init_from)
@@ -328,7 +328,7 @@ def pretrain_policy_cmd(
     Plays bot games, records every choice the teacher's seats make as the policy network
     represents it (a unit's legal orders, the index of the teacher's), trains by cross-entropy
     and saves a policy checkpoint that `diplomacy eval --hero` plays and `diplomacy train
-    --init-from` starts from, with a JSON report beside it (docs/diplomacy_training.md).
+    --init-from` starts from, with a JSON report beside it (docs/guides/diplomacy_training.md).
     """
     try:
         from leaguezero.diplomacy.train.imitation import PolicyImitationSettings, pretrain_policy

@@ -13,8 +13,8 @@ Tiers, after the league project this package follows:
 - ``heuristic`` — ``chaos_bot``, ``greedy_bot``, ``dumb_bot``: a floor per bot. Parity (one
   seat's fair share, 1/7 ≈ 0.143) against ``dumb_bot`` means "as strong as DumbBot", the field's
   standard baseline; the floors of the weaker bots are set so that ``dumb_bot`` itself passes
-  them (docs/diplomacy_bench.md has the measurements behind each). The bots' tiers and floors
-  are rows of the catalogue's :data:`~leaguezero.diplomacy.game.catalogue.BOT_TABLE`.
+  them (docs/results/diplomacy_bench.md has the measurements behind each). The bots' tiers and
+  floors are rows of the catalogue's :data:`~leaguezero.diplomacy.game.catalogue.BOT_TABLE`.
 - ``checkpoint`` — frozen checkpoints named in the config: parity by default (not weaker than
   that checkpoint).
 
@@ -22,7 +22,8 @@ The same suite is the league evaluator's fixed set of gatekeepers: every evaluat
 training run plays the challenger against each opponent of :func:`suite_with_checkpoints`
 (``bench.checkpoints`` included, :func:`suite_gatekeepers`), and :func:`suite_results` reads
 the challenger's win rate per opponent and its floor off those games (informational there:
-evaluations play few, often short games; docs/diplomacy_bench.md#the-suite-inside-the-league).
+evaluations play few, often short games;
+docs/results/diplomacy_bench.md#the-suite-inside-the-league).
 """
 
 from __future__ import annotations

@@ -103,11 +103,11 @@ def is_bot(name: str | None) -> bool:
 PRETRAINED = "pretrained"  # the shipped policy network
 PRETRAINED_LLM = "pretrained-llm"  # the shipped adapter on its shipped base model
 # The decoding pretrained-llm was trained and measured in; a table with it uses this unless
-# llm.mode is set (docs/diplomacy_bench.md).
+# llm.mode is set (docs/results/diplomacy_bench.md).
 PRETRAINED_LLM_MODE = "constrained"
 PRETRAINED_SMOL = "pretrained-smol"  # the shipped SmolLM2 imitation adapter (needs the wheel)
 # What pretrained-smol was trained (llm imitate --system-prompt diplomacy) and measured with
-# (configs/diplomacy_llm_smol.yaml: constrained decoding, 96 new tokens); docs/llm.md.
+# (configs/diplomacy_llm_smol.yaml: constrained decoding, 96 new tokens); docs/guides/llm.md.
 PRETRAINED_SMOL_SETTINGS = (
     ("mode", PRETRAINED_LLM_MODE),
     ("system_prompt", "diplomacy"),

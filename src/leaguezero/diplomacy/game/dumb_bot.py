@@ -1,8 +1,8 @@
 """``dumb_bot``: David Norman's DumbBot, the standard baseline of no-press Diplomacy AI.
 
 Written here from DumbBot's published description (the DAIDE client's "how it works" notes and
-its weights); the behaviour, not the code, is the original's. See ``docs/dumb_bot.md`` for the
-algorithm in words and where this version departs from the original.
+its weights); the behaviour, not the code, is the original's. See ``docs/reference/dumb_bot.md``
+for the algorithm in words and where this version departs from the original.
 
 Two stages every phase:
 

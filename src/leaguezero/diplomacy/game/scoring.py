@@ -1,5 +1,5 @@
 """Final scores of a Diplomacy game: the training score and sum-of-squares
-(docs/design.md#training-score).
+(docs/reference/design.md#training-score).
 
 - :func:`calculate_final_scores` is the reward used for training and ratings: each power scores
   its supply centres plus half its units, and a single centre leader with at least
@@ -31,7 +31,7 @@ def calculate_final_scores(
 
     ``game`` is a ``diplomacy.Game`` (anything with ``powers[name].centers/.units``). The bonus
     goes to the power with the most centres only if no other power has as many and it has at
-    least ``winner_threshold_sc`` of them, as docs/design.md#training-score says.
+    least ``winner_threshold_sc`` of them, as docs/reference/design.md#training-score says.
     """
     scores = running_scores(game)
     center_counts = {name: len(power.centers) for name, power in game.powers.items()}

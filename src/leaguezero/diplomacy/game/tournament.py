@@ -202,7 +202,7 @@ class TournamentResult:
     opponent_tallies: dict[str, _Tally] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
-        """The ``leaguezero diplomacy eval --json`` object (see docs/diplomacy.md)."""
+        """The ``leaguezero diplomacy eval --json`` object (see docs/reference/diplomacy.md)."""
 
         def ratings(name: str) -> dict[str, float]:
             before, after = self.ratings_before[name], self.ratings_after[name]

@@ -81,7 +81,7 @@ def grammar_alarm(violations: int, answers: int) -> str | None:
         "otherwise than the trainer's replay -- xgrammar before 0.2.1 (vLLM 0.11 to at least "
         "0.14 bundle 0.1.x) admits lines mixing two options, and vLLM < 0.11 ignores "
         "structured_outputs altogether; serve with --structured-outputs-config "
-        '\'{"backend": "outlines"}\' or a vLLM whose xgrammar is >= 0.2.1 (docs/llm.md)'
+        '\'{"backend": "outlines"}\' or a vLLM whose xgrammar is >= 0.2.1 (docs/guides/llm.md)'
     )
 
 

@@ -115,7 +115,7 @@ def server_client(llm: LLMSection) -> OpenAIClient:
         client.close()
         raise LLMError(
             f"{err}; start the server first (`leaguezero llm serve --base-model "
-            f"{llm.base_model} --max-loras {llm.max_loras}` or vLLM, docs/llm.md)"
+            f"{llm.base_model} --max-loras {llm.max_loras}` or vLLM, docs/guides/llm.md)"
         ) from None
     return client
 

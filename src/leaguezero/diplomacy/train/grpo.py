@@ -14,7 +14,7 @@ mirror seat the live weights played (each with its own score; see ``train/loop.p
 the same opponents and seating and different seeds; each game is one :class:`PlayedGame`, the
 record that goes from the rollout to the loss, and the trainer gets one group of G games per
 learning seat (each game read at that seat, :attr:`PlayedGame.seat`). With ``credit="game"``
-each game's advantage is the seat's final score (docs/design.md#training-score) normalised
+each game's advantage is the seat's final score (docs/reference/design.md#training-score) normalised
 within its group,
 ``A_g = (s_g - mean(s)) / (std(s) + eps)`` (population std), and every record of game g gets
 ``A_g``. With ``credit="phase"`` (:func:`.credit.phase_advantages`) a record of phase t gets

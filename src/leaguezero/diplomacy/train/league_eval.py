@@ -62,7 +62,7 @@ def diplomacy_tournament(
     base = DiplomacyConfig.model_validate(config or {})
     paths = {a.name: a.path for a in [challenger, *gatekeepers] if a.path is not None}
     # Policy checkpoints, or adapter folders on the run's base model (in this process, or on
-    # the run's server: docs/llm.md).
+    # the run's server: docs/guides/llm.md).
     make_resolver, close = league_resolver_factory(base)
     try:
         return _play_gatekeepers(

@@ -4,7 +4,7 @@ The league itself — registry, match log, PFSP matchmaker, win rates, the live 
 checkpointer, retirement, the async evaluator, events/WandB/PNG — is a
 :class:`~leaguezero.league.session.LeagueSession`; this module gives it Diplomacy's baselines
 and tournament and plays the games. One step (``leaguezero diplomacy train``;
-docs/diplomacy_training.md):
+docs/guides/diplomacy_training.md):
 
 1. for each of ``groups_per_step`` groups the session draws the opponents (PFSP over
    ``league.json``, with the live hero's own rating; cold start: the baselines only,

@@ -101,8 +101,8 @@ def play_policy_game(
 
 def _llm_seats(cfg: DiplomacyConfig, seating: Seating, shared: PolicyGames):
     """The resolver of the seating's league agents that are LLM folders (an exploiter's LLM
-    target: docs/league.md), None when there are none: on this process's base model, loaded
-    once per process (:func:`~leaguezero.diplomacy.llm.runtime.shared_runtime`), each game's
+    target: docs/reference/league.md), None when there are none: on this process's base model,
+    loaded once per process (:func:`~leaguezero.diplomacy.llm.runtime.shared_runtime`), each game's
     LLM seats sampled in one batch seeded by the game's seed; most probable orders under
     ``train.opponents_greedy``, else sampled at ``llm.temperature``."""
     names = {spec.name for spec in seating.values()} & set(shared.llm_folders)

@@ -4,7 +4,7 @@ The solver's turn-start values are exported once into a numpy array (:class:`Ora
 every in-turn decision is then a small numba DP (:mod:`leaguezero.yatzy.oracle.dp`), a few
 microseconds per decision with no Python call per decision. In 2-player games the agent plays
 solitaire-optimally for its own board: it maximises its own expected final score and ignores
-the opponent's, which is the oracle baseline of docs/design.md#oracle-evaluation.
+the opponent's, which is the oracle baseline of docs/reference/design.md#oracle-evaluation.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ PRETRAINED = "pretrained"  # the shipped network (PRETRAINED_PATH)
 MODEL_PREFIX = "model:"  # model:PATH[?key=value&...], a checkpoint file
 BUILTIN_AGENTS = (*BOT_NAMES, PRETRAINED)
 ACCEPTED = f"{', '.join(BOT_NAMES)}, {PRETRAINED}[?depth=1], model:PATH[?key=value&...]"
-# The strongest network trained here, shipped with the package (docs/alphazero.md says how it
+# The strongest network trained here, shipped with the package (docs/guides/alphazero.md says how it
 # was made); ``pretrained`` plays it with the search its checkpoint is for.
 # ``pretrained`` searches two turns deep by default: over 20,000 paired games (seeds 51265743+k)
 # the shipped network beat itself at depth 1 by 0.5038 ± 0.0019 (+0.40 ± 0.16 points a game),

@@ -224,7 +224,7 @@ def _league_run(job: RunJob):
     from leaguezero.yatzy.train.league.run import LeagueRun
 
     eval_runner = None
-    if job.cfg.run.backend == "ray":  # evaluation jobs as Ray tasks (docs/cluster.md)
+    if job.cfg.run.backend == "ray":  # evaluation jobs as Ray tasks (docs/guides/cluster.md)
         from leaguezero.distributed.evaluator import RayJobRunner
 
         eval_runner = RayJobRunner(job.cfg.run.ray_address)

@@ -1,6 +1,7 @@
 """``yz oracle``: the exact solitaire oracle (yatzy-solver) from the command line.
 
-Contracts (docs/oracle.md): ``expected`` prints the number on its first line; ``query`` reads
+Contracts (docs/reference/oracle.md): ``expected`` prints the number on its first line; ``query``
+reads
 JSON lines ``{"avail_mask","upper_total","dice","rerolls_left"}`` and answers one JSON line each.
 Heavy imports happen inside commands so that ``yz --help`` stays fast.
 """
@@ -119,7 +120,8 @@ def sim(
 
 
 def answer_query(oracle, request: dict) -> dict:
-    """One ``yz oracle query`` answer (see docs/oracle.md); raises OracleError if malformed."""
+    """One ``yz oracle query`` answer (see docs/reference/oracle.md); raises OracleError if
+    malformed."""
     import numpy as np
 
     from leaguezero.yatzy.game.rules import S_AVAIL, S_DICE, S_REROLLS, S_UPPER, STATE_LEN
@@ -190,7 +192,9 @@ def query(table: TableOpt = None) -> None:
 
 @oracle_app.command("regret")
 def regret(
-    game_file: Annotated[Path, typer.Argument(help="Recorded game JSON (docs/oracle.md).")],
+    game_file: Annotated[
+        Path, typer.Argument(help="Recorded game JSON (docs/reference/oracle.md).")
+    ],
     json_out: JsonOpt = False,
     table: TableOpt = None,
 ) -> None:

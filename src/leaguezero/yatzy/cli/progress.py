@@ -22,7 +22,7 @@ UNITS = {"selfplay": "games", "train": "steps", "gate": "games", "eval": "games"
 LABELS = {"selfplay": "self-play", "train": "training", "gate": "gating", "eval": "evaluation"}
 
 # Calibration on the 2-core development machine: the default config's 60-minute run in
-# docs/alphazero.md did 52 iterations (~69 s each, about one core per run), i.e. ~60k search
+# docs/guides/alphazero.md did 52 iterations (~69 s each, about one core per run), i.e. ~60k search
 # simulations/s per worker all phases included; a new user on a busy 2-core machine saw 3-4.5
 # minutes per iteration. The estimate scales these by the config's work per iteration.
 IDLE_SIMS_PER_S = 60_000.0

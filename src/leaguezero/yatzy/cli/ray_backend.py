@@ -1,4 +1,4 @@
-"""The Yatzy loop's Ray backend (``run.backend: ray``, docs/cluster.md): self-play actors and
+"""The Yatzy loop's Ray backend (``run.backend: ray``, docs/guides/cluster.md): self-play actors and
 the train phase as a Ray task, as a :class:`~leaguezero.yatzy.train.loop.Backend` that ``yz run``
 hands to the loop. It lives in the command-line layer because it joins ``distributed/`` (which
 knows no game) with the Yatzy pipeline (which knows no backend).
@@ -13,7 +13,7 @@ Fault tolerance comes from the replay format, not from Ray state: shards are wri
 atomically, so when an actor's process dies Ray restarts the actor (``max_restarts``) and
 retries its ``play`` call (``max_task_retries``), and ``run_selfplay`` resumes from the worker's
 complete shards — the games in flight are replayed, none is counted twice. ``out_dir`` must be
-on a filesystem that every node sees (the run directory of docs/cluster.md).
+on a filesystem that every node sees (the run directory of docs/guides/cluster.md).
 
 Training: :func:`leaguezero.yatzy.train.loop.train_phase` runs unchanged as a Ray task on
 whichever node has the resources (a GPU when ``run.device`` is ``cuda``), reading the replay

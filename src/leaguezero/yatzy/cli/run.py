@@ -1,5 +1,5 @@
 """``yz run`` (the main job) and its pieces as separate commands: ``selfplay``, ``train``,
-``gate`` and ``oracle-eval`` (docs/alphazero.md#the-pieces-by-hand); ``play`` lives in
+``gate`` and ``oracle-eval`` (docs/guides/alphazero.md#the-pieces-by-hand); ``play`` lives in
 :mod:`leaguezero.yatzy.cli.play`.
 
 ``yz run`` reads config -> prepares -> loops -> sums up: the four steps are in
@@ -79,7 +79,7 @@ def run(
         typer.Option(
             "--backend",
             help="local | ray: where self-play workers and the trainer run (sets run.backend; "
-            "docs/cluster.md).",
+            "docs/guides/cluster.md).",
         ),
     ] = None,
     init_from: Annotated[

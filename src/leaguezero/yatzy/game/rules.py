@@ -12,7 +12,7 @@ next player. The match is over when both boards are full (30 marks).
 Dice come from one of two sources, chosen per state by ``state[S_DICE_MODE]``:
 
 * ``DICE_KEYED`` (evaluation, gating): the event-keyed stream
-  (docs/design.md#rules-actions-and-dice). The event
+  (docs/reference/design.md#rules-actions-and-dice). The event
   ``(episode_seed, player, round_idx, roll_idx)`` defines five values; rerolling ``k`` dice takes
   the first ``k``. Outcomes therefore depend only on the event, never on which of two equal dice
   was rerolled or on what the opponent did.

@@ -1,6 +1,7 @@
 """Precomputed Yatzy tables: the 252 sorted dice multisets, scores, keeps and reroll outcomes.
 
-Conventions (contracts in docs/yatzy_rules.md; why: docs/design.md#rules-actions-and-dice):
+Conventions (contracts in docs/reference/yatzy_rules.md; why:
+docs/reference/design.md#rules-actions-and-dice):
 
 * categories ``0..14`` in the order of :data:`CATEGORIES`;
 * ``avail_mask`` bit ``(14 - cat)`` is 1 when category ``cat`` is open;

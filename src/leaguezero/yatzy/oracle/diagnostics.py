@@ -9,7 +9,7 @@ expected remaining score, future upper bonus included), and
   count as matches, so equivalent KeepMasks over equal dice all match).
 
 Recorded games (``yz oracle regret GAME.json``) are small JSON files replayed through the rules
-engine; see :func:`load_game` and ``docs/oracle.md``.
+engine; see :func:`load_game` and ``docs/reference/oracle.md``.
 """
 
 from __future__ import annotations

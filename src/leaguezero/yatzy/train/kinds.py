@@ -1,9 +1,10 @@
 """What each search kind (``search.kind``) needs from the rest of the pipeline: one frozen
 :class:`SearchKind` record per kind.
 
-``puct`` (the PUCT search with chance nodes, docs/search.md) trains a network on feature schema 1
-(positions with dice, policy and value heads); ``turn`` (docs/turn_search.md) trains one on
-feature schema 2 (turn starts, value heads only). The kind decides the checkpoint schema, the
+``puct`` (the PUCT search with chance nodes, docs/reference/search.md) trains a network on feature
+schema 1
+(positions with dice, policy and value heads); ``turn`` (docs/reference/turn_search.md) trains one
+on feature schema 2 (turn starts, value heads only). The kind decides the checkpoint schema, the
 replay shard schema, the network's input width and the self-play hero; everything else (trainer,
 gating, evaluation, inference server, Ray) is shared. A checkpoint's feature schema tells which
 kind it plays (:func:`kind_of_schema`).

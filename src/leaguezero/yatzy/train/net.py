@@ -1,4 +1,4 @@
-"""The Yatzy networks: YatzyNet (a residual MLP, docs/design.md#network-and-training) and
+"""The Yatzy networks: YatzyNet (a residual MLP, docs/reference/design.md#network-and-training) and
 BoardTowerNet (turn starts).
 
 The forward contract (shared with ``az.inference``): ``forward(x)`` with ``x`` float32 [N, F]
@@ -108,7 +108,7 @@ class BoardTowerNet(_Heads):
     (``board -> embed``, two layers of width ``hidden``) reads each, and a head (two layers of
     width ``hidden``) combines the two embeddings with the scores, differences and seat. Against
     the residual MLP of the same cost, trained on the same 123k turn-start samples for 3,000
-    steps, its turn search scored 226.7 vs 213.5 solitaire points (docs/turn_search.md).
+    steps, its turn search scored 226.7 vs 213.5 solitaire points (docs/reference/turn_search.md).
     The policy head exists for the forward contract and is not trained.
     """
 

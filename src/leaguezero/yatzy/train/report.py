@@ -221,7 +221,8 @@ def _throughput_chart(rows: list[dict]) -> Chart:
 
 
 def _league_chart(run: Path) -> Chart | None:
-    """The league's Elo chart of a ``yz run --league`` run (docs/yatzy_league.md), else None."""
+    """The league's Elo chart of a ``yz run --league`` run (docs/guides/yatzy_league.md), else
+    None."""
     league_events = run / "events.ndjson"
     if not league_events.exists():
         return None

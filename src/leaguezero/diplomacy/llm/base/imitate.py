@@ -30,7 +30,8 @@ compares against:
 Sizes: a base built here (about a million parameters) trains on batches of 6,144 tokens at
 2e-3; a real pretrained model (SmolLM2-135M: ~20 CPU-s a step of 1,100 tokens) on batches of
 1,024 tokens at 5e-4, and every run stops training after ``max_minutes`` (default 40), so a
-run with the defaults ends within an hour on two cores (docs/llm.md, "A real model on a CPU").
+run with the defaults ends within an hour on two cores (docs/guides/llm.md, "A real model on a
+CPU").
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ class AdapterFileError(LLMError):
 
 CHECKSUMMED_FILES = (CONFIG_FILE, WEIGHTS_FILE)
 # Adapter folders the trainer writes are read by a server that may run as another user of the
-# same group (docs/llm.md, two containers): group-readable, not world-readable, and never more
-# open than the process's umask allows (a umask of 077 keeps them private).
+# same group (docs/guides/llm.md, two containers): group-readable, not world-readable, and never
+# more open than the process's umask allows (a umask of 077 keeps them private).
 ADAPTER_FILE_MODE = 0o640
 ADAPTER_FOLDER_MODE = 0o750
 

@@ -1,7 +1,7 @@
 """The base model's arithmetic at the CPU's rate: dtype, prepacked linears, LoRA, the head.
 
 Measured on a 135M Llama (SmolLM2), one core of the 2-core machine (AVX-512 BF16 and AMX;
-``benchmarks/llm_tokens.py`` measures the limit again on every run, docs/llm.md):
+``benchmarks/llm_tokens.py`` measures the limit again on every run, docs/guides/llm.md):
 
 - **bfloat16 weights**: a prompt's matmuls run ~7x faster than in float32 where the CPU has
   bf16 units (AMX or AVX-512 BF16); without them oneDNN emulates bf16 and float32 is the

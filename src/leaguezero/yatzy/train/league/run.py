@@ -1,6 +1,6 @@
 """League mode of ``yz run --league``: the Yatzy side of a
 :class:`~leaguezero.league.session.LeagueSession` around the AlphaZero loop
-(see docs/yatzy_league.md).
+(see docs/guides/yatzy_league.md).
 
 The session owns the league (registry, match log, PFSP, win rates, the hero's own rating, the
 checkpointer, the async evaluator, events, ``league_elo.png``, WandB); this module gives it
@@ -119,7 +119,7 @@ class LeagueRun:
             baselines={"random": lc.random_elo, "greedy": lc.greedy_elo,
                        "oracle": lc.oracle_elo, BASE_MODEL: lc.base_model_elo},
             anchor="random",
-            # the untrained net is the league's base model (docs/design.md)
+            # the untrained net is the league's base model (docs/reference/design.md)
             baseline_paths={BASE_MODEL: "models/best_0000.pt"},
             tournament=yatzy_tournament,
             tournament_kwargs={"games_per_opponent": lc.eval_games,

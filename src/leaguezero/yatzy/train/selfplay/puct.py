@@ -243,7 +243,8 @@ def _log_roots(
     oracle_values: OracleValues | None,
     rows: np.ndarray,
 ) -> None:
-    """One ``mcts_root`` event per sampled root (docs/design.md#replay-checkpoints-and-logs)."""
+    """One ``mcts_root`` event per sampled root
+    (docs/reference/design.md#replay-checkpoints-and-logs)."""
     values = oracle_values(roots) if oracle_values is not None else None
     for j, i in enumerate(picked.tolist()):
         pi = result.pi[i]

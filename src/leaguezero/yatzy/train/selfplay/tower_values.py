@@ -160,7 +160,7 @@ def _first_layer_bf16(features, shared_cols, w_shared, bias, a, id_a, b, id_b, o
 def _fused_linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     # oneDNN's linear with ReLU as a post-op (what torch.compile emits for this pattern on
     # CPU): the ReLU costs nothing, where a separate relu_ pass over a bfloat16 [N, 256] output
-    # costs ~60% of the matmul (benchmarks/selfplay_cpu.py, docs/turn_search.md).
+    # costs ~60% of the matmul (benchmarks/selfplay_cpu.py, docs/reference/turn_search.md).
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "relu", [], "")
 
 

@@ -1,9 +1,11 @@
-"""CPU time of a ``yz run``, with snapshots of its best network: ``python cpu_monitor.py PID RUN``.
+"""CPU time of a ``yz run``, with snapshots of its best network.
+
+    python scripts/figures/cpu_monitor.py PID RUN
 
 Every 20 s appends ``{"wall", "cpu", "iterations"}`` to ``RUN/cpu.ndjson`` (CPU seconds of the
 process PID and its direct children, iterations finished), and every 600 CPU-seconds copies
 ``RUN/models/best.pt`` to ``RUN/snapshots/best_cpuSSSSSS_itIIII.pt`` for
-``docs/figures/strength_curve.py``. Stops when PID exits. Linux only (reads /proc).
+``scripts/figures/strength_curve.py``. Stops when PID exits. Linux only (reads /proc).
 """
 
 from __future__ import annotations

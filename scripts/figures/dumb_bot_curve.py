@@ -1,6 +1,6 @@
 """Win rate against six ``dumb_bot``s of a Diplomacy run's checkpoints, measured after training.
 
-    python docs/figures/dumb_bot_curve.py --seed S --games 140 --max-years 5 --out FIG.png \\
+    python scripts/figures/dumb_bot_curve.py --seed S --games 140 --max-years 5 --out FIG.png \\
         --steps 0,100,200 NAME=RUN [NAME=RUN ...] [--measured EARLIER.jsonl ...]
 
 For each run and each step in ``--steps`` the run's ``checkpoints/ckpt_NNNNNN.pt`` (step 0: the
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import matplotlib
+from diplomacy_eval import run_eval
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -36,13 +36,7 @@ def _checkpoint(run: Path, step: int) -> Path:
 
 
 def _measure(ckpt: Path, games: int, seed: int, max_years: int) -> dict:
-    cmd = [
-        sys.executable, "-m", "leaguezero.cli", "diplomacy", "eval", "--hero", str(ckpt),
-        "--opponents", "dumb_bot", "--games", str(games), "--seed", str(seed),
-        "--set", f"max_years={max_years}", "--set", "run.threads=1", "--no-save", "--json",
-    ]  # fmt: skip
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    hero = json.loads(out)["hero"]
+    hero = run_eval(str(ckpt), "dumb_bot", games, seed, max_years)[0]["hero"]
     rate, n = hero["win_rate"], hero["seats"]
     return {
         "win_rate": rate,

@@ -1,11 +1,11 @@
 """Strength against CPU time of several ``yz run``s, measured after training.
 
-    python docs/figures/strength_curve.py --seed S --boards 1000 --out FIG.png \\
+    python scripts/figures/strength_curve.py --seed S --boards 1000 --out FIG.png \\
         NAME=RUN/snapshots [NAME=RUN/snapshots ...]
 
 Each ``snapshots`` folder holds copies of the run's ``models/best.pt`` taken as the run went,
 named ``best_cpuSSSSSS_itIIII.pt`` (S: CPU seconds the run had used, I: iterations done; the
-monitor that takes them is ``docs/figures/cpu_monitor.py``). Every snapshot plays ``--boards``
+monitor that takes them is ``scripts/figures/cpu_monitor.py``). Every snapshot plays ``--boards``
 solitaire boards on the same deals (seed ``S``, chosen after training; common deals make the
 snapshots' differences sharper than their ± suggests) and, with ``--oracle-games N``, N paired
 games against the exact oracle. Prints a JSON line per snapshot and draws points (± 1 SE) and

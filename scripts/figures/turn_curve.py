@@ -1,10 +1,11 @@
-"""Learning curves of a ``yz run``: ``python docs/figures/turn_curve.py RUN OUT.png [START]``.
+"""Learning curves of a ``yz run``: ``python scripts/figures/turn_curve.py RUN OUT.png [START]``.
 
 Plots, against wall-clock minutes since the run started (``START``: a Unix time; default the
 creation time of ``RUN/config.yaml``), the solitaire mean of the network that was best going into
 each iteration and of each candidate (50 mirror games = 100 boards per iteration, about ±4
 points), and the candidate's win rates against ``greedy`` and the oracle (100 games each).
-Used for ``docs/figures/yatzy_turn_curve.png``.
+Used for ``docs/figures/yatzy_turn_default.png``, ``yatzy_turn_long.png`` and
+``yatzy_default_v2.png``.
 """
 
 from __future__ import annotations

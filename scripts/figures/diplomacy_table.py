@@ -1,7 +1,7 @@
 """Issue 53's table: agents one against six opponents at several game lengths, measured after
 training, with win rate ± SE, mean centres, solo and most-centres shares and CPU per game.
 
-    python docs/figures/diplomacy_table.py --seed S --games 280 --years 5,10,15 \\
+    python scripts/figures/diplomacy_table.py --seed S --games 280 --years 5,10,15 \\
         --opponents dumb_bot,pretrained --out table.jsonl \\
         --agents pretrained,runs/seq/ckpt.pt,'search:runs/seq/ckpt.pt?k=8'
 
@@ -16,7 +16,7 @@ markdown table at the end.
 Each new cell also keeps its per-game hero win shares (``wins``: 1 for a single highest score,
 1/k for a k-way tie, in game order), so two agents measured on the same games compare paired:
 
-    python docs/figures/diplomacy_table.py --out table.jsonl --paired A,B
+    python scripts/figures/diplomacy_table.py --out table.jsonl --paired A,B
 
 prints, for every (opponent, years, games, seed) cell both have, the mean per-game difference
 A − B ± its paired SE (cells saved before ``wins`` existed have none and are skipped).
@@ -26,31 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
-
-def _cpu_children() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+from diplomacy_eval import run_eval
 
 
 def measure(agent: str, opponent: str, years: int, games: int, seed: int) -> dict:
     """One cell: the eval command's hero figures and its CPU per game."""
-    cmd = [
-        sys.executable, "-m", "leaguezero.cli", "diplomacy", "eval", "--hero", agent,
-        "--opponents", opponent, "--games", str(games), "--seed", str(seed),
-        "--set", f"max_years={years}", "--set", "run.threads=1", "--no-save", "--json",
-        "--per-game",
-    ]  # fmt: skip
-    before = _cpu_children()
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    cpu = _cpu_children() - before
-    result = json.loads(out)
+    result, cpu = run_eval(agent, opponent, games, seed, years, per_game=True)
     hero = result["hero"]
     n = hero["seats"]
     return {
