@@ -7,13 +7,9 @@
 the caller's :data:`~leaguezero.diplomacy.game.seats.AgentResolver`, which is handed the seat's
 spec). Only the hero power's steps are recorded.
 
-Every order an agent returns is checked against the phase's legal orders. An order that is not
-legal for one of the power's orderable locations (or a second order for a location already
-ordered, or a build/disband beyond the number owed) is dropped and counted as invalid; an
-orderable location left without an order is counted as missing and filled: a unit holds in a
-movement phase and a dislodged unit disbands in a retreat phase (its only non-move order). In
-an adjustment phase nothing is filled in: the engine waives missing builds and removes units
-for missing disbands (civil disorder), as in a real game.
+Every phase is played by :func:`~leaguezero.diplomacy.game.phase.play_phase`, which checks
+each agent's orders against the phase's legal orders, counts the invalid and missing ones and
+fills the missing ones (units hold, dislodged units disband).
 
 Synchronous by design: bots answer in microseconds, and a language model batches behind the
 same resolver. :class:`~leaguezero.diplomacy.llm.tables.LLMTable` answers every LLM seat of a
@@ -32,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from leaguezero.diplomacy.config import DiplomacyConfig
-from leaguezero.diplomacy.game.bots import WAIVE
 from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating, parse_seating
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
+from leaguezero.diplomacy.game.phase import play_phase
 from leaguezero.diplomacy.game.scoring import (
     calculate_final_scores,
     running_scores,
@@ -105,50 +101,6 @@ def seat_seed(game_seed: int, power: str) -> int:
     return int(np.random.SeedSequence([game_seed, POWERS.index(power)]).generate_state(1)[0])
 
 
-def validate_orders(
-    env: DiplomacyEnv, power: str, orders: list[str], legal: dict[str, list[str]]
-) -> tuple[list[str], int, int]:
-    """Keep the legal orders of ``orders`` and fill missing ones (see module doc).
-
-    Returns ``(orders to submit, invalid count, missing count)``.
-    """
-    owner: dict[str, str] = {}  # legal order -> its location
-    for loc, options in legal.items():
-        for option in options:
-            if option != WAIVE:
-                owner[option] = loc
-    adjust = env.phase_type == "A"
-    # Builds are capped by the free home centres too; a power owed 3 with 2 sites owes 2.
-    quota = min(abs(env.adjustment_count(power)), len(legal)) if adjust else len(legal)
-    kept: list[str] = []
-    ordered: set[str] = set()
-    invalid = 0
-    for raw in orders:
-        order = " ".join(str(raw).split()).upper()  # tolerate spacing and case
-        if adjust and order == WAIVE and env.adjustment_count(power) > 0 and len(kept) < quota:
-            kept.append(order)
-            continue
-        loc = owner.get(order)
-        if loc is None or loc in ordered or len(kept) >= quota:
-            invalid += 1
-            continue
-        ordered.add(loc)
-        kept.append(order)
-    missing = 0
-    if adjust:
-        missing = max(0, quota - len(kept))
-    else:
-        for loc, options in legal.items():
-            if loc in ordered:
-                continue
-            missing += 1
-            suffix = " H" if env.phase_type == "M" else " D"
-            fill = next((o for o in options if o.endswith(suffix)), None)
-            if fill is not None:
-                kept.append(fill)
-    return kept, invalid, missing
-
-
 def _check_seats(seating: Seating, hero_power: str) -> None:
     unknown = sorted(set(seating) - set(POWERS))
     absent = [p for p in POWERS if p not in seating]
@@ -203,24 +155,28 @@ def run_rollout(
     while not env.done:
         final_year = env.year or final_year
         phase_start[env.phase] = running_scores(env.game)
-        phase_orders: dict[str, list[str]] = {}
-        order_history.append({"phase": env.phase, "orders": phase_orders})
-        for power in POWERS:
-            legal = env.legal_orders(power)
-            if not legal:
-                continue  # nothing to order this phase (no units, no builds owed)
-            observation = (
-                env.observation(power) if power == hero_power and cfg.record_observations else None
+        # The hero's view before anyone orders (orders set during the phase do not change it).
+        observation = env.observation(hero_power) if cfg.record_observations else None
+        played = play_phase(env, lambda power, _legal: policies[power].get_orders(env, power))
+        order_history.append(
+            {"phase": played.phase, "orders": {p: s.submitted for p, s in played.seats.items()}}
+        )
+        for power, seat in played.seats.items():
+            invalid[power] += seat.invalid
+            missing[power] += seat.missing
+        hero = played.seats.get(hero_power)
+        if hero is not None:
+            steps.append(
+                HeroStep(
+                    played.phase,
+                    observation,
+                    hero.legal,
+                    hero.answer,
+                    hero.submitted,
+                    hero.invalid,
+                    hero.missing,
+                )
             )
-            raw = list(policies[power].get_orders(env, power) or [])
-            submitted, bad, absent = validate_orders(env, power, raw, legal)
-            invalid[power] += bad
-            missing[power] += absent
-            env.set_orders(power, submitted)
-            phase_orders[power] = submitted
-            if power == hero_power:
-                steps.append(HeroStep(env.phase, observation, legal, raw, submitted, bad, absent))
-        env.process()
 
     llm_answers = {}
     for power, policy in policies.items():
