@@ -420,12 +420,8 @@ LARGE_ONE_CONCEPT_MODULES = {
     "is the documentation written into the shipped YAML files",
     "diplomacy/llm/model/hf_backend.py": "HFBackend, one class: base model, named adapters, "
     "generation and log-probs share its lock and its adapter state",
-    "diplomacy/llm/base/pretrain.py": "one command's pipeline (corpus, tokenizer, model shape, "
-    "training, held-out check) whose settings are stored with the model they made",
     "az/inference/client.py": "InferenceClient, one class: a socket's framing, request kinds, "
     "chunking and reconnects share its connection state",
-    "az/inference/server.py": "InferenceServer, one class: the batching executor and the "
-    "connection handlers share one queue and its bounds",
 }
 
 

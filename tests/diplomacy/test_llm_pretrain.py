@@ -24,12 +24,8 @@ from typer.testing import CliRunner
 
 from leaguezero.cli import app
 from leaguezero.diplomacy.game.env import DiplomacyEnv
-from leaguezero.diplomacy.llm.base.pretrain import (
-    BASE_META,
-    answer_text,
-    collect_examples,
-    read_base_meta,
-)
+from leaguezero.diplomacy.llm.base.corpus import answer_text, collect_examples
+from leaguezero.diplomacy.llm.base.pretrain import BASE_META, read_base_meta
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.orders.prompt import extract_orders, render_prompt
 from leaguezero.diplomacy.llm.orders.ranking import rank_orders

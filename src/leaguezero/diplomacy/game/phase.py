@@ -5,7 +5,7 @@
 its orders, checks them against the phase's legal orders (:func:`validate_orders`), hands the
 result to the engine and resolves the phase. Rollouts
 (:func:`~leaguezero.diplomacy.game.rollout.run_rollout`), the base LM's corpus
-(:func:`~leaguezero.diplomacy.llm.base.pretrain.collect_examples`), the policy's imitation corpus
+(:func:`~leaguezero.diplomacy.llm.base.corpus.collect_examples`), the policy's imitation corpus
 (:func:`~leaguezero.diplomacy.train.imitation.collect_corpus`) and the web app's games
 (:class:`~leaguezero.web.diplomacy_games.DiplomacyWebGame`) all play through it; each reads what
 it records from the returned :class:`PlayedPhase` or from ``on_seat``.

@@ -6,10 +6,12 @@ hero stays below parity against six of them), so, as is usual for Diplomacy agen
 is first trained to imitate a strong reference and then fine-tuned with GRPO
 (``diplomacy train --init-from CKPT``).
 
-1. **Corpus** (:func:`collect_corpus`): bot games as :func:`~leaguezero.diplomacy.llm.base.pretrain.
-   collect_examples` plays them for the LLM base (each seat drawn from ``seat_bots``; game
-   ``g`` of seed ``s`` is the same whatever else is played, so the held-out games
-   ``games .. games + val_games - 1`` never overlap the training ones). Every phase of every
+1. **Corpus** (:func:`collect_corpus`): bot games played by the phase driver
+   (:func:`~leaguezero.diplomacy.game.phase.play_phase`), as
+   :func:`~leaguezero.diplomacy.llm.base.corpus.collect_examples` plays them for the LLM base
+   (each seat drawn from ``seat_bots``; game ``g`` of seed ``s`` is the same whatever else is
+   played, so the held-out games ``games .. games + val_games - 1`` never overlap the training
+   ones). Every phase of every
    seat the *teacher* plays becomes the choices the policy network makes there
    (:class:`~leaguezero.diplomacy.agents.actor.NetActor`): one choice per orderable unit over
    its legal orders (movement, retreat), or the adjustment's sequential picks without

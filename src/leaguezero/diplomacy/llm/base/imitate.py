@@ -8,21 +8,21 @@ same first stage, as an *adapter*, so the base model stays the one every run and
 compares against:
 
 1. **Corpus**: games seated from ``seats`` (bots, ``pretrained`` or any agent the command line
-   accepts), as :func:`~.pretrain.collect_examples` plays them; every phase of every seat the
+   accepts), as :func:`~.corpus.collect_examples` plays them; every phase of every seat the
    ``teacher`` plays becomes one (prompt, orders) example, the prompt exactly as the league
    loop shows it. The default teacher is the shipped policy hero (``pretrained``, greedy) in
    games against ``dumb_bot``: the positions the LLM hero will meet, and the moves that beat
    them.
 2. **Adapter**: a fresh LoRA adapter of the shape a GRPO run continues (``llm.lora_rank``,
    ``llm.lora_alpha``, ``llm.target_modules``) on the frozen base, trained on the answer tokens
-   only by :func:`~.pretrain.train_model` (the same loop that built the base).
+   only by :func:`~.training.train_model` (the same loop that built the base).
 3. **Output**, saved as soon as training ends: a normal adapter folder
    (``HFBackend.save_adapter``: ``llm serve``, vLLM and ``diplomacy train --init-from`` take
    it) with ``lineage.json`` (the chain a GRPO run carries on: teacher, games, settings,
    command) and ``imitation.json`` (the report).
 4. **Check**, for the base and the adapter, on held-out examples: the teacher's answers' loss
    per token (:func:`answer_nll`) and greedy free generation
-   (:func:`~.pretrain.order_validity`: the share of owed orders that are legal, the answers
+   (:func:`~.validity.order_validity`: the share of owed orders that are legal, the answers
    equal to the teacher's), bounded in tokens per answer and in time (a real base that was
    never taught the format writes to the token budget every time); the report is written
    again with it. A run stopped during the check keeps its adapter.
@@ -48,13 +48,11 @@ from typing import Any
 import torch
 
 from leaguezero.common.atomic import atomic_write_json
-from leaguezero.diplomacy.llm.base.pretrain import (
-    PretrainSettings,
-    collect_examples,
-    encode_example,
-    order_validity,
-    train_model,
-)
+from leaguezero.diplomacy.llm.base.corpus import collect_examples
+from leaguezero.diplomacy.llm.base.lm import encode_example
+from leaguezero.diplomacy.llm.base.settings import PretrainSettings
+from leaguezero.diplomacy.llm.base.training import train_model
+from leaguezero.diplomacy.llm.base.validity import order_validity
 from leaguezero.diplomacy.llm.orders.prompt import ChatFormat
 
 REPORT_FILE = "imitation.json"

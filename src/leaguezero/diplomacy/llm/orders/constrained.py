@@ -4,7 +4,7 @@ In ``llm.mode: constrained`` a seat's answer is constrained by a **regular expre
 same constraint whichever process samples: vLLM's OpenAI-compatible server takes it as
 ``structured_outputs: {"regex": ...}`` (vLLM >= 0.11.0), ``leaguezero llm serve`` takes the same
 field, and the in-process backend applies it directly. The answer keeps the free-generation
-layout (:func:`~leaguezero.diplomacy.llm.base.pretrain.answer_text`): line *k* is
+layout (:func:`~leaguezero.diplomacy.llm.base.corpus.answer_text`): line *k* is
 ``"{k}) {order}\\n"`` for one of location *k*'s legal orders (locations in the prompt's order), then
 ``END`` and end-of-sequence.
 
