@@ -7,7 +7,7 @@ there it needs the server's **admin token**: a random secret in a file only its 
 the first server that needs it. A Unix socket is owner-only (0o600), so there the token is
 needed only when the server was started with one for its Unix socket
 (``yz infer-server --admin-token-file``,
-:attr:`~leaguezero.az.inference.server.ServerSettings.unix_needs_token`).
+:attr:`~leaguezero.az.inference.server_settings.ServerSettings.unix_needs_token`).
 
 The token never crosses the wire (protocol v2). A client that needs it first asks the server for
 a **challenge** (control op ``CHALLENGE``): a fresh random nonce, kept by the server for that

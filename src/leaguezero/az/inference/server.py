@@ -1,18 +1,9 @@
 """The batched, multi-model inference server (asyncio; protocol v2 in docs/reference/protocol.md).
 
 One event loop does all socket IO. Each served ``model_id`` has a queue of request frames and
-a batcher task that flushes when the queued rows reach ``max_batch``, when every connection that
-uses the model has a frame queued (nothing more can arrive before a reply goes out), or when the
-oldest frame has waited ``max_wait_us``. The queue keeps one lane per connection and forms a
-batch round-robin over the lanes (one frame from each connection in turn), so a client with a
-thousand frames queued delays another client's request by at most one frame per connection
-ahead of it, never by its whole backlog. A flush concatenates whole frames (a frame is never
-split; a frame larger than ``max_batch`` is one batch) and runs the forward pass *and* reply
-encoding, one batch at a time (so forward passes of several models on one device never
-overlap): on a CPU device on the loop's own thread, between socket reads (a hand-off to a
-thread and back cost more server CPU than the IO it would overlap), on an accelerator on one
-executor thread, so the loop keeps reading and writing while the device works
-(``ServerSettings.forward_on``).
+a batcher task (:mod:`~leaguezero.az.inference.server_batching`: when a batch flushes, how it
+is formed round-robin over the connections, where its forward pass runs); what the server
+serves and its limits are :mod:`~leaguezero.az.inference.server_settings`.
 
 Models are hot-swapped with a ``LOAD_MODEL`` control frame (or all reloaded from their paths on
 SIGHUP, see :func:`serve_forever`): the load runs on the executor thread (between batches when
@@ -70,28 +61,18 @@ import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from leaguezero.az.inference.admin import admin_refusal, new_nonce, split_signature
 from leaguezero.az.inference.admission import refuse_budget, refuse_features, refuse_positions
 from leaguezero.az.inference.connection import Connection
 from leaguezero.az.inference.endpoint import Endpoint, bind_unix_owner_only
 from leaguezero.az.inference.lanes import FairQueue, Pending, RateLimitedLog
-from leaguezero.az.inference.local import (
-    ValueForwardModel,
-    ValueFunction,
-    forward_bytes_per_row,
-    model_dims,
-)
 from leaguezero.az.inference.metrics import ServerMetrics
 from leaguezero.az.inference.peers import PeerTable, peer_of
-from leaguezero.az.inference.positions import PositionCodec
 from leaguezero.az.inference.protocol import (
     LENGTH,
-    MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     ControlOp,
     ControlRequest,
@@ -101,118 +82,29 @@ from leaguezero.az.inference.protocol import (
     decode_request,
     encode_error,
 )
-from leaguezero.az.inference.replies import forward_and_encode, text_reply
+from leaguezero.az.inference.replies import text_reply
+from leaguezero.az.inference.server_batching import BatchingExecutor
+from leaguezero.az.inference.server_settings import (
+    ModelLoader,
+    ServedModel,
+    ServerError,
+    ServerSettings,
+)
+
+# The server's public API: its settings and served-model record live in server_settings.py.
+__all__ = [
+    "InferenceServer",
+    "ModelLoader",
+    "ServedModel",
+    "ServerError",
+    "ServerSettings",
+    "serve_forever",
+]
 
 log = logging.getLogger(__name__)
 
 
-class ServerError(RuntimeError):
-    """The server cannot start (unsafe TCP bind, ...); the message says why."""
-
-
-@dataclass
-class ServedModel:
-    """A model ready to serve: the module plus what requests must match."""
-
-    model: nn.Module  # forward(x [N, F]) -> (logits [N, A], value [N], margin [N] | None)
-    feature_schema_id: int
-    source: str  # checkpoint path, or a description such as "dummy"
-    num_features: int = 0
-    num_actions: int = 0
-    # Forward dtype: bfloat16 for self-play on CPUs with native bf16 units (as in process);
-    # float32 where exact values matter (a server that gates).
-    dtype: torch.dtype = torch.float32
-    # Values-only requests: the model's own value path when it has one (on CPU), else None.
-    value_function: ValueFunction | None = None
-    # Position requests (kind 4): how this model reads the game's compact rows; None: refused.
-    positions: PositionCodec | None = None
-    bytes_per_row: int = 0  # forward-pass memory of one row (estimated when 0)
-
-    def __post_init__(self) -> None:
-        self.num_features, self.num_actions = model_dims(self.model)
-        if self.bytes_per_row <= 0:
-            self.bytes_per_row = forward_bytes_per_row(
-                self.model, self.num_features, self.num_actions
-            )
-        self.model = self.model.to(dtype=self.dtype).eval()
-        # Built from the CPU weights the loader gives; the server uses it on a CPU device only.
-        if isinstance(self.model, ValueForwardModel) and self.value_function is None:
-            self.value_function = self.model.value_forward(self.dtype)
-
-    def describe(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "feature_schema_id": self.feature_schema_id,
-            "num_features": self.num_features,
-            "num_actions": self.num_actions,
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "position_schema_id": None
-            if self.positions is None
-            else self.positions.position_schema_id,
-            "forward_bytes_per_row": self.bytes_per_row,
-        }
-
-
-# Builds a ServedModel from a LOAD_MODEL argument (a checkpoint path); runs on the executor.
-ModelLoader = Callable[[str], ServedModel]
-
-
-@dataclass
-class ServerSettings:
-    max_batch: int = 256  # flush at this many queued rows...
-    max_wait_us: int = 500  # ...or when the oldest frame is this old...
-    # ...or at once when every connection that uses the model has a frame queued (False: only
-    # the two rules above, a fixed batching window).
-    eager_flush: bool = True
-    device: str = "cpu"
-    # Where forward passes run: "loop" (the event loop's thread, between socket reads), "thread"
-    # (one executor thread, so the loop reads and writes meanwhile), "auto": loop on a CPU
-    # device, thread on an accelerator. On a CPU the hand-off to a thread and back cost about
-    # 0.4 ms of server CPU per batch (benchmarks/search.py (b)), more than the socket IO it
-    # overlaps; an accelerator's forward leaves the CPU free for that IO.
-    forward_on: str = "auto"
-    public: bool = False  # allow TCP binds that other machines can reach
-    # Longest request frame (the turn search's 8,192-row values-only frames are ~5.5 MB).
-    max_frame_bytes: int = 64 * 1024 * 1024
-    # LOAD_MODEL needs a signature under this token over TCP (None: refused over TCP);
-    # optional on a Unix socket...
-    admin_token: str | None = None
-    unix_needs_token: bool = False  # ...unless this is set (yz infer-server --admin-token-file)
-    max_pending_per_connection: int = 1024  # unanswered requests one connection may hold...
-    # ...and reply bytes it has not read yet: past it the server neither reads nor computes
-    # for it until it reads (small: a client that reads has next to nothing unread). The
-    # kernel's send buffer of the connection is set to this too (it holds about twice that).
-    max_unsent_bytes: int = 256 * 1024
-    max_connections: int = 128  # in all; more are answered BUSY and closed (see the docstring)
-    max_connections_per_peer: int = 64  # of one user (Unix, loopback TCP) or remote address
-    # A connection that has not completed a frame this long after it opened is closed (0: never).
-    handshake_timeout_s: float = 5.0
-    # Frames being read + queued requests + unread replies over all connections; past it the
-    # connection holding the most is closed.
-    max_held_bytes: int = 256 * 1024 * 1024
-    # Memory one forward pass may take (rows x the model's bytes per row): a request over it is
-    # refused OVER_BUDGET, and batches are cut to fit it.
-    max_forward_bytes: int = 256 * 1024 * 1024
-
-    def __post_init__(self) -> None:
-        self.max_frame_bytes = min(self.max_frame_bytes, MAX_FRAME_BYTES)
-        if self.forward_on not in ("auto", "loop", "thread"):
-            raise ValueError(f"forward_on must be auto, loop or thread, not {self.forward_on!r}")
-
-    def forward_on_loop(self) -> bool:
-        """Whether forward passes run on the event loop's thread (see ``forward_on``)."""
-        if self.forward_on == "auto":
-            return torch.device(self.device).type == "cpu"
-        return self.forward_on == "loop"
-
-
-LOAD_FAILED_MESSAGE = (
-    "cannot load that checkpoint: it is missing, unreadable or not a compatible checkpoint "
-    "(the server log says which)"
-)
-
-
-class InferenceServer:
+class InferenceServer(BatchingExecutor):
     """Serve ``models`` ({model_id: ServedModel}) on one endpoint; see module docstring."""
 
     def __init__(
@@ -495,99 +387,6 @@ class InferenceServer:
         self.metrics.queue_rows.labels(str(request.model_id)).set(queue.rows)
         queue.wake.set()
 
-    # ---------------------------------------------------------------- batching
-    def _unread_blocks(self, conn: Connection) -> bool:
-        """Whether ``conn`` gets no compute now: its unread replies pass ``max_unsent_bytes``.
-        A task then waits for it to read (the write buffer drains to half) and wakes the
-        batchers."""
-        if not conn.over_unread(self.settings.max_unsent_bytes):
-            return False
-        if not conn.watching:
-            conn.watching = True
-            task = asyncio.create_task(self._wake_when_read(conn))
-            self._control_tasks.add(task)
-            task.add_done_callback(self._control_tasks.discard)
-        return True
-
-    async def _wake_when_read(self, conn: Connection) -> None:
-        try:
-            await conn.writer.drain()  # returns when the buffer is below its low-water mark
-        except ConnectionError:
-            pass  # closed: its frames were dropped
-        finally:
-            conn.watching = False
-            for queue in self._queues.values():
-                queue.wake.set()
-
-    def _ensure_queue(self, model_id: int) -> None:
-        if model_id not in self._queues:
-            self._queues[model_id] = FairQueue()
-            self._tasks.append(asyncio.create_task(self._batcher(model_id)))
-
-    async def _batcher(self, model_id: int) -> None:
-        queue = self._queues[model_id]
-        max_batch, max_wait = self.settings.max_batch, self.settings.max_wait_us * 1e-6
-        blocked = self._unread_blocks
-        while True:
-            if not queue.ready(blocked):  # nothing queued, or only for clients that do not read
-                queue.wake.clear()
-                await queue.wake.wait()
-                continue
-            # Rows of one forward pass: at most max_batch and what the memory budget allows for
-            # this model (read each time: a model may be swapped for a bigger one).
-            per_row = self.models[model_id].bytes_per_row
-            max_batch = max(
-                1, min(self.settings.max_batch, self.settings.max_forward_bytes // per_row)
-            )
-            eager = self.settings.eager_flush and queue.all_clients_waiting()
-            if queue.rows < max_batch and not eager:
-                delay = queue.oldest_arrival(blocked) + max_wait - time.perf_counter()
-                if delay > 0:
-                    queue.wake.clear()  # woken early by new frames: re-check the row count
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(queue.wake.wait(), delay)
-                    continue
-            batch, rows = queue.take_batch(max_batch, blocked)
-            for p in batch:
-                p.conn.queued_bytes -= p.nbytes
-            self.metrics.queue_rows.labels(str(model_id)).set(queue.rows)
-            await self._flush(model_id, batch, rows)
-            self._enforce_budget()  # the replies now sit in the connections' write buffers
-
-    async def _flush(self, model_id: int, batch: list[Pending], rows: int) -> None:
-        served = self.models[model_id]
-        label = str(model_id)
-        requests = [p.request for p in batch]
-        loop = asyncio.get_running_loop()
-        start = time.perf_counter()
-        value_function = served.value_function if self.device.type == "cpu" else None
-        args = (served.model, requests, self.device, value_function, served.positions)
-        try:
-            if self._forward_on_loop:
-                frames = forward_and_encode(*args)
-            else:
-                frames = await loop.run_in_executor(self._executor, forward_and_encode, *args)
-        except Exception as err:  # a model failure answers this batch and keeps serving
-            log.exception("forward pass of model %s failed", model_id)
-            for p in batch:
-                self._error(p.conn, p.request.request_id, Status.INTERNAL, f"forward failed: {err}")
-                p.conn.answered()
-            return
-        done = time.perf_counter()
-        self.metrics.forward.labels(label).observe(done - start)
-        self.metrics.batch_rows.labels(label).observe(rows)
-        self.metrics.evals.labels(label).inc(rows)
-        self.metrics.requests.labels(label).inc(len(batch))
-        latency = self.metrics.latency.labels(label)
-        for p, frame in zip(batch, frames, strict=True):
-            if frame is None:  # the model's outputs for this request are not finite
-                msg = f"model {model_id} produced NaN or infinite outputs for this request"
-                self._error(p.conn, p.request.request_id, Status.NON_FINITE, msg)
-            else:
-                p.conn.send(frame)
-            p.conn.answered()
-            latency.observe(done - p.arrival)
-
     # ---------------------------------------------------------------- control
     async def _control(self, conn: Connection, request: ControlRequest) -> None:
         rid = request.request_id
@@ -617,28 +416,6 @@ class InferenceServer:
                 conn.send(text_reply(rid, json.dumps({str(request.model_id): described})))
         else:
             self._error(conn, rid, Status.UNKNOWN_OP, f"unknown control op {request.op}")
-
-    async def _load(self, model_id: int, argument: str) -> str:
-        """Load ``argument`` as ``model_id`` off the loop; returns an error message or ""."""
-        if self.loader is None:
-            return "this server was started without a model loader"
-        loop = asyncio.get_running_loop()
-        try:
-            served = await loop.run_in_executor(self._executor, self._load_on_executor, argument)
-        except Exception as err:
-            # Only the log names the reason: a reply saying "does not exist" vs "cannot be read"
-            # would let any client probe the server's file system.
-            log.warning("loading %r as model %s failed: %s", argument, model_id, err)
-            return LOAD_FAILED_MESSAGE
-        self.models[model_id] = served  # the next batch of this model uses the new weights
-        self._ensure_queue(model_id)
-        log.info("model %s now serves %s", model_id, served.source)
-        return ""
-
-    def _load_on_executor(self, argument: str) -> ServedModel:
-        served = self.loader(argument)
-        served.model.to(self.device).eval()
-        return served
 
 
 async def serve_forever(
