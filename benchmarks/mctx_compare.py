@@ -37,11 +37,11 @@ import torch
 from torch import nn
 
 from leaguezero.az.inference.local import masked_softmax_torch
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 HIDDEN = 128
 BATCH = 256
@@ -77,7 +77,7 @@ class TinyEvaluator:
 
 def ours_rate(repeats: int) -> float:
     torch.manual_seed(0)
-    mcts = MctsSection(budget_reroll=SIMS, budget_mark=SIMS)
+    mcts = SearchSettings(budget_reroll=SIMS, budget_mark=SIMS)
     search = make_search(TinyEvaluator(TinyMLP()), mcts, max_games=BATCH, seed=1)
     states = np.zeros((BATCH, STATE_LEN), np.int64)
     new_matches(states, np.arange(BATCH, dtype=np.int64), DICE_RNG)

@@ -31,6 +31,7 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator
 from leaguezero.yatzy.train.selfplay.puct import run_selfplay
@@ -89,17 +90,18 @@ def main() -> None:
 
         cfg1 = _config(args, 1, "local")
         # Warm numba's on-disk cache, so no measurement pays the first compile.
-        run_selfplay(cfg1, make_selfplay_evaluator(cfg1, best), Path(tmp) / "warm", games=2,
-                     seed=0)  # fmt: skip
+        settings = SearchSettings.from_config(cfg1)  # the runs differ in workers only
+        run_selfplay(cfg1, make_selfplay_evaluator(cfg1, settings, best), Path(tmp) / "warm",
+                     settings=settings, games=2, seed=0)  # fmt: skip
         results = {}
 
         def in_process(out: Path):
-            evaluator = make_selfplay_evaluator(cfg1, best)
-            return run_selfplay(cfg1, evaluator, out, games=args.games, seed=1)
+            evaluator = make_selfplay_evaluator(cfg1, settings, best)
+            return run_selfplay(cfg1, evaluator, out, settings=settings, games=args.games, seed=1)
 
         def local_workers(out: Path):
-            return run_selfplay_workers(_config(args, 2, "local"), best, out, games=args.games,
-                                        seed=1)  # fmt: skip
+            return run_selfplay_workers(_config(args, 2, "local"), best, out, settings=settings,
+                                        games=args.games, seed=1)  # fmt: skip
 
         results["local, 1 worker"] = _timed("local, 1 worker", in_process, args.repeat)
         results["local, 2 workers"] = _timed("local, 2 workers", local_workers, args.repeat)

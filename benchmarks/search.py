@@ -64,7 +64,6 @@ from leaguezero.az.tree import (
     puct_select,
     set_legal,
 )
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.rules import (
     DICE_RNG,
@@ -76,6 +75,7 @@ from leaguezero.yatzy.game.rules import (
 )
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from leaguezero.yatzy.search.puct import YatzyReferenceGame, make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 
 class MLP(nn.Module):
@@ -117,7 +117,7 @@ def selfplay_decisions(
     evaluator,
     games: int,
     decisions: int,
-    mcts: MctsSection,
+    mcts: SearchSettings,
     pipeline: bool = True,
     positions: bool = True,
 ) -> dict:
@@ -147,7 +147,7 @@ def selfplay_decisions(
     return {"sims": sims, "seconds": time.perf_counter() - start}
 
 
-def bench_in_process(games: int, decisions: int, mcts: MctsSection) -> None:
+def bench_in_process(games: int, decisions: int, mcts: SearchSettings) -> None:
     torch.manual_seed(0)
     evaluator = TimedEvaluator(MLP())
     evaluator.evaluate(np.zeros((games, NUM_FEATURES), np.float32), np.ones((games, 47), bool))
@@ -194,7 +194,7 @@ def _local_round(evaluator, games, decisions, mcts):
     return r["sims"] / r["seconds"], r["sims"] / (time.process_time() - cpu0)
 
 
-def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) -> None:
+def bench_server(games: int, decisions: int, mcts: SearchSettings, pairs: int = 3) -> None:
     from leaguezero.az.inference.client import InferenceClient
     from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
     from leaguezero.yatzy.train.net import build_net
@@ -238,7 +238,7 @@ def bench_server(games: int, decisions: int, mcts: MctsSection, pairs: int = 3) 
     )
 
 
-def _reference_setup(roots: int, mcts: MctsSection):
+def _reference_setup(roots: int, mcts: SearchSettings):
     torch.manual_seed(0)
     evaluator = TimedEvaluator(MLP())
     states = np.zeros((roots, STATE_LEN), np.int64)
@@ -265,7 +265,7 @@ def _reference_rate(reference, states, seeds, roots: int, budget: int, clock=tim
     return roots * budget / (clock() - start)
 
 
-def bench_reference(roots: int, mcts: MctsSection) -> None:
+def bench_reference(roots: int, mcts: SearchSettings) -> None:
     search, reference, states, seeds = _reference_setup(roots, mcts)
     ours = _ours_rate(search, states, seeds)
     theirs = _reference_rate(reference, states, seeds, roots, mcts.budget_reroll)
@@ -312,7 +312,7 @@ def _best_seconds(fn) -> float:
     return CLOCK() - start
 
 
-def quick_guard(mcts: MctsSection, repeats: int = 5, reference_roots: int = 8) -> bool:
+def quick_guard(mcts: SearchSettings, repeats: int = 5, reference_roots: int = 8) -> bool:
     """The CI ratio guard, (c) and (d), in a few seconds; True if both pass."""
     search, reference, states, seeds = _reference_setup(256, mcts)
     ours, theirs = 0.0, 0.0
@@ -348,7 +348,7 @@ def quick_guard(mcts: MctsSection, repeats: int = 5, reference_roots: int = 8) -
     return ok_c and ok_d and quick_socket_guard(mcts, repeats)
 
 
-def quick_socket_guard(mcts: MctsSection, repeats: int = 5, games: int = 128) -> bool:
+def quick_socket_guard(mcts: SearchSettings, repeats: int = 5, games: int = 128) -> bool:
     """(b) quick: the PUCT search through the server (leaves as positions, two groups in flight)
     against in process, in CPU time (client + server), each side's best of ``repeats``
     interleaved runs; fails below ``MIN_SOCKET_CPU_RATIO`` or when the leaves did not go as
@@ -392,7 +392,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the CI ratio guard: (c) only")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    mcts = MctsSection()  # budget_reroll 64, budget_mark 32, one leaf in flight per game
+    mcts = SearchSettings()  # budget_reroll 64, budget_mark 32, one leaf in flight per game
     if args.quick:
         sys.exit(0 if quick_guard(mcts) else 1)
     print(f"budgets: reroll {mcts.budget_reroll}, mark {mcts.budget_mark}; torch threads 1")

@@ -26,16 +26,16 @@ def main() -> None:
 
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.agents.registry import make_agent
-    from leaguezero.yatzy.config import MctsSection
     from leaguezero.yatzy.oracle.evaluator import OracleValueEvaluator
     from leaguezero.yatzy.oracle.solver import load_oracle
     from leaguezero.yatzy.search.puct import SearchAgent
+    from leaguezero.yatzy.search.settings import SearchSettings
 
     evaluator = OracleValueEvaluator(load_oracle(), value_scale=400.0, priors="uniform")
     greedy = make_agent("greedy")
     means = {}
     for normalize in (False, True):
-        mcts = MctsSection(
+        mcts = SearchSettings(
             budget_reroll=args.sims, budget_mark=args.sims, c_puct=args.c_puct,
             dirichlet_epsilon=0.0, temperature=0.0, margin_utility=0.0, normalize_q=normalize,
         )  # fmt: skip

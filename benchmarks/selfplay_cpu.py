@@ -44,12 +44,17 @@ games = int(sys.argv[1])
 cfg = YatzyConfig()
 net = build_network(cfg, seed=0)
 dtype = resolve_dtype(cfg.selfplay.inference_dtype, "cpu")
-margin = SearchSettings.from_config(cfg).margin_utility
+settings = SearchSettings.from_config(cfg)
+margin = settings.margin_utility
 evaluator = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, "cpu", margin_weight=margin, dtype=dtype)
+# A baseline checkout from before issue 56 takes no settings (self-play built its own).
+from leaguezero.yatzy.train.selfplay.slots import play_selfplay
+import inspect
+kw = {"settings": settings} if "settings" in inspect.signature(play_selfplay).parameters else {}
 with tempfile.TemporaryDirectory() as tmp:
-    run_turn_selfplay(cfg, evaluator, os.path.join(tmp, "warm"), games=16, seed=1)
+    run_turn_selfplay(cfg, evaluator, os.path.join(tmp, "warm"), games=16, seed=1, **kw)
     t0 = time.process_time()
-    stats = run_turn_selfplay(cfg, evaluator, os.path.join(tmp, "run"), games=games, seed=2)
+    stats = run_turn_selfplay(cfg, evaluator, os.path.join(tmp, "run"), games=games, seed=2, **kw)
     cpu = time.process_time() - t0
 print(json.dumps({"cpu_seconds": cpu, "games": games, "dtype": str(dtype)}))
 """

@@ -52,6 +52,7 @@ import contextlib
 
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers
 
@@ -128,7 +129,9 @@ def play(
         sampler = GpuSampler() if gpu else None
         cpu0 = children_cpu_seconds()
         t0 = time.perf_counter()
-        stats = run_selfplay_workers(cfg, best, Path(out), games=games, seed=seed)
+        stats = run_selfplay_workers(
+            cfg, best, Path(out), settings=SearchSettings.from_config(cfg), games=games, seed=seed
+        )
         wall = time.perf_counter() - t0
         cpu = children_cpu_seconds() - cpu0
         gpu_busy = sampler.stop() if sampler is not None else None

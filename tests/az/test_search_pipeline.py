@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 
 class RowwiseEvaluator:
@@ -56,7 +56,7 @@ def test_pipelined_search_builds_the_same_trees(inflight):
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64) + 3, DICE_RNG)
     seeds = np.arange(games, dtype=np.int64) * 11
-    mcts = MctsSection(budget_reroll=24, budget_mark=16, max_inflight_per_game=inflight)
+    mcts = SearchSettings(budget_reroll=24, budget_mark=16, max_inflight_per_game=inflight)
     plain = make_search(RowwiseEvaluator(), mcts, max_games=games)
     piped_evaluator = AsyncEvaluator()
     piped = make_search(piped_evaluator, mcts, max_games=games)

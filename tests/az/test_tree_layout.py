@@ -6,16 +6,16 @@ import numpy as np
 
 from leaguezero.az.evaluator import UniformEvaluator
 from leaguezero.az.tree import NODE_EXPANDED, UNVISITED, add_node, allocate_tree, set_legal
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 
 def test_legal_lists_match_the_masks_of_every_expanded_node():
     games = 6
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64), DICE_RNG)
-    search = make_search(UniformEvaluator(1, 47), MctsSection(budget_reroll=40), max_games=games)
+    search = make_search(UniformEvaluator(1, 47), SearchSettings(budget_reroll=40), max_games=games)
     for seed in range(2):  # the second search reuses the trees' memory
         search.run(states, np.arange(games) + 100 * seed)
         tree = search.tree

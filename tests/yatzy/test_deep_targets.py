@@ -6,6 +6,7 @@ import numpy as np
 
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearch
 from leaguezero.yatzy.train.selfplay.turn import TurnHero
 from tests.yatzy.test_turn_search import CountingEvaluator
@@ -13,7 +14,7 @@ from tests.yatzy.test_turn_search import CountingEvaluator
 
 def _recorded_q(share: float, games: int = 6) -> tuple[np.ndarray, TurnHero]:
     cfg = YatzyConfig.model_validate({"search": {"target_depth2_share": share}})
-    hero = TurnHero(cfg, CountingEvaluator(), games, seed=0)
+    hero = TurnHero(cfg, SearchSettings.from_config(cfg), CountingEvaluator(), games, seed=0)
     states = np.zeros((games, STATE_LEN), np.int64)
     new_matches(states, np.arange(games, dtype=np.int64) + 11, DICE_RNG)
     rows = np.arange(games, dtype=np.int64)

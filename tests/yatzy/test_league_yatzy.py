@@ -29,6 +29,7 @@ from leaguezero.league.types import AgentInfo, AgentKind, Bucket, OpponentType
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.league.agents import build_league_agent, yatzy_tournament
 from leaguezero.yatzy.train.league.play import drop_unplayed, run_league_selfplay
 from leaguezero.yatzy.train.net import build_net
@@ -74,7 +75,8 @@ def _league_selfplay(tmp_path: Path, games: int, both_seats: bool):
     agents = {"greedy": CountingAgent(GreedyAgent()), "random": CountingAgent(RandomAgent(3))}
     logged = []
     stats = run_league_selfplay(
-        cfg, TorchEvaluator(net, FEATURE_SCHEMA_ID), tmp_path, games=games, seed=5, hero=HERO,
+        cfg, TorchEvaluator(net, FEATURE_SCHEMA_ID), tmp_path,
+        settings=SearchSettings.from_config(cfg), games=games, seed=5, hero=HERO,
         sample=_draw, agent_for=agents.__getitem__, step=70, on_games=logged.extend,
     )  # fmt: skip
     return stats, agents, logged

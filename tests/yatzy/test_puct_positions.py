@@ -14,7 +14,6 @@ from leaguezero.az.inference.client import InferenceClient
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.az.inference.protocol import Status, encode_position_request
 from leaguezero.az.inference.server import ServedModel, ServerSettings
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES, encode_into
 from leaguezero.yatzy.game.positions import (
     POSITION_SCHEMA_ID,
@@ -25,6 +24,7 @@ from leaguezero.yatzy.game.positions import (
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.net import build_net
 from tests.az.test_server_hostile import _InProcessServer, _raw_request
 from tests.yatzy.test_positions import _played_states
@@ -72,7 +72,7 @@ def puct_server(tmp_path):
 
 
 def _search(evaluator, games: int):
-    mcts = MctsSection(budget_reroll=24, budget_mark=12)
+    mcts = SearchSettings(budget_reroll=24, budget_mark=12)
     return make_search(evaluator, mcts, max_games=games, seed=3)
 
 

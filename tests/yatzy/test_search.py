@@ -7,7 +7,6 @@ import pytest
 
 from leaguezero.az.reference_puct import ReferencePUCT
 from leaguezero.az.tree import C_COLLISIONS, C_FALLBACKS, ROOT_INDEX
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.rules import (
     DICE_KEYED,
     S_AVAIL,
@@ -25,6 +24,7 @@ from leaguezero.yatzy.game.rules import (
 )
 from leaguezero.yatzy.oracle.evaluator import PointsEvaluator, decode_features
 from leaguezero.yatzy.search.puct import YatzyReferenceGame, make_search, state_seeds
+from leaguezero.yatzy.search.settings import SearchSettings
 
 A = 47
 
@@ -62,7 +62,7 @@ def test_kernels_match_object_reference(
     # Random states from early to the last few marks, so terminal nodes and collisions occur.
     states = np.concatenate([random_states(5, 1), random_states(3, 2, min_steps=78)])
     seeds = np.arange(100, 100 + len(states), dtype=np.int64)
-    mcts = MctsSection(
+    mcts = SearchSettings(
         budget_reroll=40, budget_mark=24, max_inflight_per_game=max_inflight,
         virtual_loss=virtual_loss, c_puct=1.25, margin_utility=margin_utility,
         normalize_q=normalize_q,
@@ -117,7 +117,7 @@ class BrokenEvaluator:
 def test_degenerate_priors_fall_back_to_uniform_and_are_counted():
     states = random_states(4, 4)
     search = make_search(
-        BrokenEvaluator(), MctsSection(budget_reroll=8, budget_mark=8), max_games=4
+        BrokenEvaluator(), SearchSettings(budget_reroll=8, budget_mark=8), max_games=4
     )
     result = search.run(states, np.arange(4, dtype=np.int64))
     assert result.stats["fallbacks"] == result.stats["evals"]
@@ -132,7 +132,7 @@ def test_degenerate_priors_fall_back_to_uniform_and_are_counted():
 def test_root_noise_only_when_asked_and_targets_are_visit_counts():
     states = random_states(6, 5)
     seeds = np.arange(6, dtype=np.int64)
-    mcts = MctsSection(budget_reroll=32, budget_mark=32, dirichlet_epsilon=0.25)
+    mcts = SearchSettings(budget_reroll=32, budget_mark=32, dirichlet_epsilon=0.25)
     plain = make_search(PointsEvaluator(), mcts, max_games=6, seed=1).run(states, seeds)
     np.testing.assert_array_equal(plain.raw_priors, plain.noisy_priors)
     noisy = make_search(PointsEvaluator(), mcts, max_games=6, seed=1).run(
@@ -158,7 +158,7 @@ def test_last_decision_of_the_match_is_valued_by_the_real_outcome():
     ]  # fmt: skip
     assert last, "random play should reach a final decision"
     roots = np.stack(last)
-    mcts = MctsSection(budget_mark=10, margin_utility=0.0)  # pure win/draw/loss values
+    mcts = SearchSettings(budget_mark=10, margin_utility=0.0)  # pure win/draw/loss values
     result = make_search(PointsEvaluator(), mcts, max_games=len(roots)).run(
         roots, np.zeros(len(roots), np.int64)
     )
@@ -180,7 +180,7 @@ def test_virtual_loss_reduces_collisions():
     seeds = np.arange(16, dtype=np.int64)
     collisions = {}
     for vl in (0.0, 1.0):
-        mcts = MctsSection(
+        mcts = SearchSettings(
             budget_reroll=48, budget_mark=48, max_inflight_per_game=8, virtual_loss=vl
         )
         result = make_search(PointsEvaluator(), mcts, max_games=16).run(states, seeds)
@@ -206,7 +206,7 @@ def test_search_agent_is_deterministic_in_a_match():
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.search.puct import SearchAgent
 
-    mcts = MctsSection(budget_reroll=6, budget_mark=4)
+    mcts = SearchSettings(budget_reroll=6, budget_mark=4)
     a = SearchAgent(PointsEvaluator(), mcts, name="a")
     b = SearchAgent(PointsEvaluator(), mcts, name="b")
     result = play_match(a, b, games=4, seed=3)

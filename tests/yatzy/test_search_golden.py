@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from leaguezero.az.tree import ROOT_INDEX, UNVISITED
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.game.rules import DICE_KEYED, S_DICE, S_REROLLS, STATE_LEN, new_match
 from leaguezero.yatzy.game.tables import DICE, action_label
 from leaguezero.yatzy.oracle.evaluator import PointsEvaluator
 from leaguezero.yatzy.search.puct import TERMINAL_KEY, make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "search_tree_small.txt"
 STATUS = {0: "pending", 1: "expanded", 2: "terminal"}
@@ -56,7 +56,7 @@ def test_small_tree_matches_golden():
     new_match(state, 7, DICE_KEYED)
     search = make_search(
         PointsEvaluator(),
-        MctsSection(budget_reroll=16, c_puct=1.5, margin_utility=1.0, normalize_q=False),
+        SearchSettings(budget_reroll=16, c_puct=1.5, margin_utility=1.0, normalize_q=False),
         max_games=1,
     )
     result = search.run(state[None], np.array([3], np.int64))

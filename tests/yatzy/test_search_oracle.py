@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from leaguezero.yatzy.config import MctsSection
 from leaguezero.yatzy.oracle.evaluator import OracleValueEvaluator
 from leaguezero.yatzy.oracle.solver import load_oracle
 from leaguezero.yatzy.search.puct import make_search
+from leaguezero.yatzy.search.settings import SearchSettings
 from tests.yatzy.test_search import random_states
 
 VALUE_SCALE = 20.0  # points per unit of value
@@ -43,7 +43,7 @@ def run_oracle_search(count: int, budget: int):
         load_oracle(), value_scale=VALUE_SCALE, priors="softmax", prior_temperature=5.0
     )
     roots, values, best = clear_states(evaluator, count, min_gap=2.0)
-    mcts = MctsSection(budget_reroll=budget, budget_mark=budget, c_puct=1.5)
+    mcts = SearchSettings(budget_reroll=budget, budget_mark=budget, c_puct=1.5)
     search = make_search(evaluator, mcts, max_games=count, terminal_scale=VALUE_SCALE)
     result = search.run(roots, np.arange(count, dtype=np.int64))
     regret = best - values[np.arange(count), result.actions]

@@ -94,6 +94,7 @@ def test_every_command_builds_the_same_search_settings(tmp_path, monkeypatch, re
 
     run = RunDir(tmp_path / "run")
     init_run(cfg, run)
+    settings = SearchSettings.from_config(cfg)  # built once, as `yz run` does
     _checkpoint(cfg, run.candidate(1))
     for phases, partial, name in (
         (["selfplay", "train"], {}, "yz run gate"),
@@ -102,14 +103,14 @@ def test_every_command_builds_the_same_search_settings(tmp_path, monkeypatch, re
         run.write_state(0, phases, partial=partial)
         where["now"] = name
         with pytest.raises(_Built):
-            run_iteration(cfg, run, 1, lambda *a: None, oracle=object())
+            run_iteration(cfg, run, 1, lambda *a: None, oracle=object(), settings=settings)
 
     # The league: its opponents and the evaluator's tournament (run in another process from
     # the kwargs the run hands its evaluator).
     from leaguezero.yatzy.train.league.agents import yatzy_tournament
     from leaguezero.yatzy.train.league.run import LeagueRun
 
-    league = LeagueRun(cfg, run)
+    league = LeagueRun(cfg, run, settings=settings)
     handed = {"tournament_kwargs": league.evaluator.tournament_kwargs}
     info = AgentInfo("ckpt_1", AgentKind.CHECKPOINT, 1000.0, path=ckpt)
     where["now"] = "league opponent"
@@ -134,7 +135,8 @@ def test_every_command_builds_the_same_search_settings(tmp_path, monkeypatch, re
 def test_self_play_search_is_the_config_mcts_section():
     cfg = YatzyConfig()
     settings = SearchSettings.from_config(cfg)
-    assert settings.mcts() == cfg.mcts
+    assert {k: getattr(settings, k) for k in type(cfg.mcts).model_fields} == cfg.mcts.model_dump()
+    assert settings.depth == cfg.search.depth == 1
     assert settings.margin_scale == cfg.train.margin_scale
     assert settings.turn_temperature == cfg.search.temperature
     # No config: the defaults a bare model:PATH agent used before the settings object.

@@ -14,6 +14,7 @@ from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, S_REROLLS, STATE_LEN, is_legal, new_matches
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
 from leaguezero.yatzy.search.puct import SearchAgent
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearch, TurnSearchAgent
 from leaguezero.yatzy.search.turn_dp import NUM_SLOTS, successor_batch, successor_states
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
@@ -124,7 +125,8 @@ def test_turn_selfplay_writes_one_sample_per_turn_start(tmp_path) -> None:
     )  # fmt: skip
     net = build_net(hidden=16, blocks=0, num_features=NUM_TURN_FEATURES)
     evaluator = TorchEvaluator(net, TURN_FEATURE_SCHEMA_ID, margin_weight=1.0)
-    stats = run_turn_selfplay(cfg, evaluator, tmp_path, games=5, seed=1)
+    settings = SearchSettings.from_config(cfg)
+    stats = run_turn_selfplay(cfg, evaluator, tmp_path, settings=settings, games=5, seed=1)
     assert stats.games == 5 and stats.samples == 5 * 30
     assert stats.decisions >= 5 * 30 and stats.sims > 0
     batches = [read_shard(p, TURN_SHARD_SCHEMA) for p in complete_shards(tmp_path)]
@@ -135,7 +137,7 @@ def test_turn_selfplay_writes_one_sample_per_turn_start(tmp_path) -> None:
     assert set(np.unique(z)) <= {-1.0, 0.0, 1.0}
     assert all(b.pi.sum() == 0 for b in batches)  # value-only samples: no policy target
     # Resumable: asking again for 5 games plays none.
-    again = run_turn_selfplay(cfg, evaluator, tmp_path, games=5, seed=1)
+    again = run_turn_selfplay(cfg, evaluator, tmp_path, settings=settings, games=5, seed=1)
     assert again.games == 0
 
 

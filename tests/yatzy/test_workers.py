@@ -6,6 +6,7 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import games_on_disk
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
 from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers, split_games
@@ -30,7 +31,13 @@ def test_two_worker_processes_fill_one_iteration(tmp_path, kind):
     save_checkpoint(best, net, kind=MODEL_KIND, kwargs=net.kwargs(), schema=schema)
     seen = []
     stats = run_selfplay_workers(
-        cfg, best, tmp_path / "iter_0001", games=6, seed=3, progress=seen.append
+        cfg,
+        best,
+        tmp_path / "iter_0001",
+        settings=SearchSettings.from_config(cfg),
+        games=6,
+        seed=3,
+        progress=seen.append,
     )
     assert stats.games == 6 and sum(seen) == 6
     assert games_on_disk(tmp_path / "iter_0001", worker=0) == 3

@@ -101,15 +101,17 @@ class GameKernels(Protocol):
 
 @dataclass(frozen=True)
 class SearchParams:
-    """PUCT knobs shared by every game (see ``MctsSection`` for the Yatzy config)."""
+    """PUCT knobs shared by every game. No defaults but ``fpu_reduction``: a game's config
+    holds them, written once there (Yatzy: ``MctsSection``, handed down as ``SearchSettings``
+    to ``make_search``)."""
 
-    c_puct: float = 1.5
+    c_puct: float
+    max_inflight_per_game: int
+    virtual_loss: float  # 0 disables reservations (pending descents invisible)
+    dirichlet_alpha: float
+    dirichlet_epsilon: float
+    normalize_q: bool  # min-max normalised Q in PUCT (see tree.puct_select)
     fpu_reduction: float = 0.0  # an edge never taken gets Q = parent's mean value - this
-    max_inflight_per_game: int = 1
-    virtual_loss: float = 1.0  # 0 disables reservations (pending descents invisible)
-    dirichlet_alpha: float = 0.3
-    dirichlet_epsilon: float = 0.25
-    normalize_q: bool = False  # min-max normalised Q in PUCT (see tree.puct_select)
 
 
 @dataclass

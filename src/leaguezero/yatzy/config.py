@@ -20,6 +20,10 @@ from leaguezero.league.config import LeagueSection as SharedLeagueSection
 # config.yaml files keep loading, with a warning.
 RENAMED_KEYS = {"run.torch_threads": "run.threads"}
 
+# The utility's margin scale (``train.margin_scale``'s default): the one place it is written;
+# the search kernels' and agents' defaults read it here.
+MARGIN_SCALE = 50.0
+
 
 class RunSection(Section):
     """Run identity, seeds and devices."""
@@ -81,6 +85,15 @@ class SearchSection(Section):
         description="turn: share of self-play turn starts whose backup is two turns deep (the "
         "opponent's next turn searched exactly over the network's values; ~100x the "
         "evaluations of a one-turn backup); play itself stays one turn deep. 0 = off.",
+    )
+    depth: int = Field(
+        1,
+        ge=1,
+        le=2,
+        description="turn: how deep checkpoint agents search when they play (gate, evaluation, "
+        "yz match / play, the league): 1 = the network values the next turn starts; 2 = the "
+        "opponent's next turn too, exactly (~100x the evaluations). Self-play plays one turn "
+        "deep (target_depth2_share deepens its targets). Must be 1 with search.kind puct.",
     )
 
 
@@ -188,7 +201,7 @@ class TrainSection(Section):
         0.25, ge=0, description="Weight of the margin MSE loss (when margin_head)."
     )
     margin_scale: float = Field(
-        50.0, gt=0, description="z_margin = tanh(score_diff / margin_scale)."
+        MARGIN_SCALE, gt=0, description="z_margin = tanh(score_diff / margin_scale)."
     )
     q_weight: float = Field(
         1.0,
@@ -382,6 +395,15 @@ class YatzyConfig(Section):
     @model_validator(mode="after")
     def _arch_fits_search(self) -> YatzyConfig:
         network_arch(self.model.arch, self.search.kind)
+        return self
+
+    @model_validator(mode="after")
+    def _depth_fits_search(self) -> YatzyConfig:
+        if self.search.depth != 1 and self.search.kind != "turn":
+            raise ValueError(
+                f"search.depth={self.search.depth} is the turn search's: use search.kind=turn, "
+                "or search.depth=1 with PUCT"
+            )
         return self
 
 

@@ -73,11 +73,11 @@ def bench_legal(seconds: float) -> tuple[float, int]:
 def bench_puct(seconds: float) -> tuple[float, int]:
     """Lockstep select + expand/backup with a free (uniform) evaluator: search cost alone."""
     from leaguezero.az.evaluator import UniformEvaluator
-    from leaguezero.yatzy.config import MctsSection
     from leaguezero.yatzy.search.puct import make_search
+    from leaguezero.yatzy.search.settings import SearchSettings
 
     states = _random_states(BATCH, 2)
-    search = make_search(UniformEvaluator(1, 47), MctsSection(), max_games=BATCH)
+    search = make_search(UniformEvaluator(1, 47), SearchSettings(), max_games=BATCH)
     seeds = np.arange(BATCH, dtype=np.int64)
     return _rate(lambda: int(search.run(states, seeds).stats["sims"]), seconds)
 

@@ -22,6 +22,7 @@ import typer
 from leaguezero.common.cli import fail
 from leaguezero.yatzy.cli.common import load_oracle_with_notice, load_yatzy_config, setup_threads
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.loop import Backend, RunDir
 
 
@@ -38,6 +39,7 @@ class RunJob:
     oracle: object
     oracle_table: Path | None
     backend: Backend
+    settings: SearchSettings  # the run's search, built once here and handed to every phase
     league: object | None = None  # a LeagueRun (league.enabled)
 
 
@@ -103,7 +105,7 @@ def prepare(
     oracle = load_oracle_with_notice(oracle_table)
     start = _check_run_state(run_dir) + 1
     job = RunJob(out, cfg, run_dir, start, cfg.run.iterations, oracle, oracle_table,
-                 choose_backend(cfg.run.backend))  # fmt: skip
+                 choose_backend(cfg.run.backend), SearchSettings.from_config(cfg))  # fmt: skip
     if job.start > job.last:
         typer.echo(f"{out}: all {job.last} iterations are done")
         return None
@@ -192,7 +194,7 @@ def _iteration(job: RunJob, it: int, progress) -> None:
     progress.start_iteration(it, job.last)
     record = run_iteration(
         cfg, run_dir, it, progress.report, job.oracle, job.oracle_table, league=job.league,
-        backend=job.backend,
+        backend=job.backend, settings=job.settings,
     )  # fmt: skip
     seconds = progress.end_iteration()
     sp = record.get("selfplay", {})
@@ -230,8 +232,8 @@ def _league_run(job: RunJob):
         eval_runner = RayJobRunner(job.cfg.run.ray_address)
     try:
         return LeagueRun(
-            job.cfg, job.run_dir, oracle=job.oracle, oracle_table=job.oracle_table,
-            eval_runner=eval_runner,
+            job.cfg, job.run_dir, settings=job.settings, oracle=job.oracle,
+            oracle_table=job.oracle_table, eval_runner=eval_runner,
         )  # fmt: skip
     except (RegistryError, RuntimeError) as err:
         raise fail(str(err)) from None

@@ -35,6 +35,7 @@ from leaguezero.az.replay import games_on_disk
 from leaguezero.distributed.runtime import init_ray
 from leaguezero.distributed.tasks import run_task
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.loop import Backend, RunDir, train_phase
 from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
 from leaguezero.yatzy.train.selfplay.workers import combine_stats, split_games
@@ -59,6 +60,7 @@ class SelfPlayWorker:
 
     def play(
         self,
+        search: dict[str, Any],
         best_path: str,
         out_dir: str,
         games: int,
@@ -71,7 +73,8 @@ class SelfPlayWorker:
         from leaguezero.yatzy.train.kinds import selfplay_function
         from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
 
-        evaluator = make_selfplay_evaluator(self.cfg, Path(best_path))
+        settings = SearchSettings.from_dict(search)  # the run's, as the driver built it
+        evaluator = make_selfplay_evaluator(self.cfg, settings, Path(best_path))
         oracle = None
         if roots_log is not None:
             from leaguezero.yatzy.oracle.solver import load_oracle
@@ -79,7 +82,8 @@ class SelfPlayWorker:
             oracle = load_oracle(oracle_table)
         try:
             stats = selfplay_function(self.cfg.search.kind)(
-                self.cfg, evaluator, out_dir, games=games, seed=seed, worker=self.worker,
+                self.cfg, evaluator, out_dir, settings=settings, games=games, seed=seed,
+                worker=self.worker,
                 roots_log=EventWriter(roots_log) if roots_log else None,
                 oracle_values=oracle_values(oracle),
             )  # fmt: skip
@@ -114,8 +118,11 @@ class RaySelfPlay:
         seed: int,
         roots_log: Path | None = None,
         oracle_table: Path | None = None,
+        settings: SearchSettings | None = None,
     ) -> None:
         self.cfg = cfg
+        # None: a phase started here, not by the loop (which hands the run's settings down).
+        self.settings = settings or SearchSettings.from_config(cfg)
         self.best_path = Path(best_path).resolve()
         self.out_dir = Path(out_dir).resolve()
         self.games = games
@@ -141,8 +148,8 @@ class RaySelfPlay:
         for w, share in enumerate(split_games(self.games, self.cfg.selfplay.workers)):
             actor = actor_cls.remote(cfg_json, w)
             ref = actor.play.remote(
-                str(self.best_path), str(self.out_dir), share, self.seed, self.roots_log,
-                self.oracle_table,
+                self.settings.to_dict(), str(self.best_path), str(self.out_dir), share, self.seed,
+                self.roots_log, self.oracle_table,
             )  # fmt: skip
             before = min(games_on_disk(self.out_dir, w), share)
             self.slots.append(_Slot(w, share, actor, ref, before))
@@ -208,13 +215,14 @@ def run_selfplay_ray(
     roots_log: Path | None = None,
     oracle_table: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    settings: SearchSettings | None = None,
 ) -> SelfPlayStats:
     """``cfg.selfplay.workers`` Ray actors fill one iteration (signature of
     :func:`leaguezero.yatzy.train.selfplay.workers.run_selfplay_workers`); returns the combined
     statistics."""
     phase = RaySelfPlay(
         cfg, best_path, out_dir, games=games, seed=seed, roots_log=roots_log,
-        oracle_table=oracle_table,
+        oracle_table=oracle_table, settings=settings,
     )  # fmt: skip
     phase.start()
     try:

@@ -27,6 +27,7 @@ from leaguezero.yatzy.cli.common import (
     search_settings,
     setup_threads,
 )
+from leaguezero.yatzy.search.settings import SearchSettings
 
 app = typer.Typer()  # mounted flat by the yz app
 
@@ -133,11 +134,13 @@ def selfplay(
         raise fail(f"--best {best} does not exist (local inference needs a checkpoint)")
     out.mkdir(parents=True, exist_ok=True)
     write_resolved_config(cfg, out)
-    evaluator = make_selfplay_evaluator(cfg, best)
+    settings = SearchSettings.from_config(cfg)  # the command's search, built once
+    evaluator = make_selfplay_evaluator(cfg, settings, best)
     n = games or cfg.selfplay.games_per_iteration
     with _progress(sys.stderr.isatty()) as (report, _):
         stats = selfplay_function(cfg.search.kind)(
-            cfg, evaluator, out / "replay" / "iter_0000", games=n, seed=seed, worker=worker,
+            cfg, evaluator, out / "replay" / "iter_0000", settings=settings, games=n, seed=seed,
+            worker=worker,
             roots_log=EventWriter(out / "logs" / "mcts_roots.ndjson"),
             progress=lambda k: report("selfplay", k, n),
         )  # fmt: skip
@@ -190,6 +193,7 @@ def gate(
     from leaguezero.yatzy.train.loop import gate_phase
 
     cfg = load_yatzy_config(config, set_)
+    settings = SearchSettings.from_config(cfg)  # the command's search, built once
     setup_threads(cfg)
     try:
         for path in (best, cand):  # the config's search kind, as `yz train` checks
@@ -198,7 +202,7 @@ def gate(
         raise fail(str(err)) from None
     with _progress(sys.stderr.isatty() and not json_out) as (report, _):
         try:
-            result = gate_phase(cfg, cand, best, seed_sets, report)
+            result = gate_phase(cfg, settings, cand, best, seed_sets, report)
         except (FileNotFoundError, CheckpointError, ValueError) as err:  # SeedSetError too
             raise fail(str(err)) from None
     out = result.to_dict()
@@ -299,7 +303,9 @@ def profile_selfplay_cmd(
         model, feature_schema_id(cfg.search.kind), cfg.run.device,
         margin_weight=cfg.mcts.margin_utility,
     )  # fmt: skip
-    summary = profile_selfplay(cfg, evaluator, out / "profile", games, seed)
+    summary = profile_selfplay(
+        cfg, SearchSettings.from_config(cfg), evaluator, out / "profile", games, seed
+    )
     typer.echo(
         f"{summary['games']} games, {summary['sims_per_s']:,.0f} sims/s; network "
         f"{100 * summary['network_share']:.0f}% of wall time, search and the rest "

@@ -45,7 +45,7 @@ from leaguezero.az.tree import (
     has_room,
     puct_select,
 )
-from leaguezero.yatzy.config import MctsSection
+from leaguezero.yatzy.config import MARGIN_SCALE
 from leaguezero.yatzy.game.features import NUM_FEATURES, encode_into
 from leaguezero.yatzy.game.positions import POSITION_SCHEMA_ID, POSITION_WIDTH
 from leaguezero.yatzy.game.rules import (
@@ -65,6 +65,7 @@ from leaguezero.yatzy.game.rules import (
     terminal_mask,
 )
 from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_DICE_SETS
+from leaguezero.yatzy.search.settings import SearchSettings
 
 TERMINAL_KEY = NUM_DICE_SETS  # chance key of the match-ending mark (one outcome)
 _M32 = 0xFFFFFFFF
@@ -90,7 +91,7 @@ def chance_key(state):
 
 
 @njit(cache=True)
-def terminal_value(state, player, terminal_scale, margin_weight=0.0, margin_scale=50.0):
+def terminal_value(state, player, terminal_scale, margin_weight=0.0, margin_scale=MARGIN_SCALE):
     """Value of a finished match for ``player`` in [-1, 1].
 
     ``terminal_scale > 0``: score difference / scale (the solitaire objective of the oracle
@@ -150,7 +151,7 @@ def begin_roots(tree, counters, batch, root_states, active):
 def select_leaves(
     tree, counters, batch, root_states, root_seeds, active, budgets, max_inflight,
     c_puct, fpu_reduction, virtual_loss, terminal_scale, sim_state,
-    margin_weight=0.0, margin_scale=50.0, normalize_q=False,
+    margin_weight=0.0, margin_scale=MARGIN_SCALE, normalize_q=False,
 ):  # fmt: skip
     """One lockstep round: up to ``max_inflight`` new leaves per active tree, batched.
 
@@ -247,7 +248,7 @@ class YatzyKernels:
         budget_mark: int,
         terminal_scale: float = 0.0,
         margin_weight: float = 0.0,
-        margin_scale: float = 50.0,
+        margin_scale: float = MARGIN_SCALE,
     ):
         self.budget_reroll = budget_reroll
         self.budget_mark = budget_mark
@@ -279,35 +280,37 @@ class YatzyKernels:
 
 def make_search(
     evaluator: Evaluator,
-    mcts: MctsSection | None = None,
+    settings: SearchSettings | None = None,
     *,
     max_games: int = 1,
     seed: int = 0,
     fpu_reduction: float = 0.0,
     terminal_scale: float = 0.0,
-    margin_scale: float = 50.0,
 ) -> LockstepSearch:
-    """A :class:`LockstepSearch` over Yatzy with the knobs of ``mcts`` (defaults if None).
+    """A :class:`LockstepSearch` over Yatzy with the PUCT knobs of ``settings`` (the config's
+    defaults if None): budgets, ``c_puct``, root noise, in-flight leaves, ``normalize_q``.
 
-    Terminal leaves use the utility of ``mcts.margin_utility`` (see :func:`terminal_value`);
-    the evaluator must mix its value and margin heads with the same weight.
+    Terminal leaves use the utility of ``settings.margin_utility`` and ``margin_scale`` (see
+    :func:`terminal_value`); the evaluator must mix its value and margin heads with the same
+    weight.
     """
-    mcts = mcts or MctsSection()
+    settings = settings or SearchSettings()
     if evaluator.num_actions != NUM_ACTIONS:
         raise ValueError(f"evaluator has {evaluator.num_actions} actions, Yatzy has {NUM_ACTIONS}")
     params = SearchParams(
-        c_puct=mcts.c_puct,
+        c_puct=settings.c_puct,
         fpu_reduction=fpu_reduction,
-        max_inflight_per_game=mcts.max_inflight_per_game,
-        virtual_loss=mcts.virtual_loss,
-        dirichlet_alpha=mcts.dirichlet_alpha,
-        dirichlet_epsilon=mcts.dirichlet_epsilon,
-        normalize_q=mcts.normalize_q,
+        max_inflight_per_game=settings.max_inflight_per_game,
+        virtual_loss=settings.virtual_loss,
+        dirichlet_alpha=settings.dirichlet_alpha,
+        dirichlet_epsilon=settings.dirichlet_epsilon,
+        normalize_q=settings.normalize_q,
     )
     kernels = YatzyKernels(
-        mcts.budget_reroll, mcts.budget_mark, terminal_scale, mcts.margin_utility, margin_scale
-    )
-    max_budget = max(mcts.budget_reroll, mcts.budget_mark)
+        settings.budget_reroll, settings.budget_mark, terminal_scale, settings.margin_utility,
+        settings.margin_scale,
+    )  # fmt: skip
+    max_budget = max(settings.budget_reroll, settings.budget_mark)
     return LockstepSearch(
         kernels, evaluator, params, max_games=max_games, max_budget=max_budget, seed=seed
     )
@@ -323,12 +326,12 @@ class SearchAgent:
     deterministic = True
 
     def __init__(
-        self, evaluator: Evaluator, mcts: MctsSection | None = None, name: str = "search",
-        salt: int = 0, margin_scale: float = 50.0,
+        self, evaluator: Evaluator, settings: SearchSettings | None = None, name: str = "search",
+        salt: int = 0,
     ) -> None:  # fmt: skip
         self.name = name
         self.salt = salt
-        self.search = make_search(evaluator, mcts, max_games=1, margin_scale=margin_scale)
+        self.search = make_search(evaluator, settings, max_games=1)
         self.last_result: SearchResult | None = None
 
     def act(self, states: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -346,7 +349,10 @@ class YatzyReferenceGame:
     num_actions = NUM_ACTIONS
 
     def __init__(
-        self, terminal_scale: float = 0.0, margin_weight: float = 0.0, margin_scale: float = 50.0
+        self,
+        terminal_scale: float = 0.0,
+        margin_weight: float = 0.0,
+        margin_scale: float = MARGIN_SCALE,
     ) -> None:
         self.terminal_scale = terminal_scale
         self.margin_weight = margin_weight

@@ -6,8 +6,10 @@ handed to whatever searches: self-play, ``yz run``'s gate and oracle evaluation,
 its evaluator. Commands differ only in the budget they ask for (``gate.sims``,
 ``oracle_eval.sims``, ``league.eval_sims`` ...), applied by :meth:`SearchSettings.evaluation`;
 everything else (``c_puct``, ``normalize_q``, the utility's margin weight and scale, the turn
-search's depth) comes from the same place, so a network is searched alike whichever command
-runs it.
+search's depth: ``search.depth``) comes from the same place, so a network is searched alike
+whichever command runs it. The searches take this value itself
+(:func:`leaguezero.yatzy.search.puct.make_search`, the agents); no config section is rebuilt
+from it.
 
 ``margin_utility`` is the weight ``w`` of both searches' utility
 ``(win + w * tanh(margin / margin_scale)) / (1 + w)``: PUCT's terminal values, the turn search's
@@ -21,9 +23,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
-from leaguezero.yatzy.config import MctsSection, YatzyConfig
+from leaguezero.yatzy.config import MARGIN_SCALE, MctsSection, SearchSection, YatzyConfig
 
 _DEFAULT_MCTS = MctsSection()
+_DEFAULT_SEARCH = SearchSection()
 
 # Options a ``model:PATH?key=value`` spec (or a keyword argument) may set.
 OPTION_KEYS = (
@@ -51,27 +54,44 @@ class SearchSettings:
     normalize_q: bool = _DEFAULT_MCTS.normalize_q
     # The utility (both searches and the evaluator's head mix).
     margin_utility: float = _DEFAULT_MCTS.margin_utility
-    margin_scale: float = 50.0
+    margin_scale: float = MARGIN_SCALE
     # Turn search: 1 = the network values the next turn starts; 2 = one more turn, exactly.
-    depth: int = 1
+    depth: int = _DEFAULT_SEARCH.depth
     # Self-play exploration (evaluation() turns it off).
     dirichlet_alpha: float = _DEFAULT_MCTS.dirichlet_alpha
     dirichlet_epsilon: float = _DEFAULT_MCTS.dirichlet_epsilon
     temperature: float = _DEFAULT_MCTS.temperature
     temperature_decisions: int = _DEFAULT_MCTS.temperature_decisions
-    turn_temperature: float = 0.0
-    temperature_turns: int = 15
+    turn_temperature: float = _DEFAULT_SEARCH.temperature
+    temperature_turns: int = _DEFAULT_SEARCH.temperature_turns
 
     def __post_init__(self) -> None:
+        # The config's bounds (a model spec's options bypass its validation).
         if self.depth not in (1, 2):
             raise ValueError(f"depth must be 1 or 2 (turn search), got {self.depth!r}")
+        if min(self.budget_reroll, self.budget_mark, self.max_inflight_per_game) < 1:
+            raise ValueError(
+                "budget_reroll, budget_mark and max_inflight_per_game must be >= 1 "
+                f"(got {self.budget_reroll}, {self.budget_mark}, {self.max_inflight_per_game})"
+            )
+        if self.c_puct <= 0 or self.margin_scale <= 0:
+            raise ValueError(
+                f"c_puct and margin_scale must be > 0 (got {self.c_puct}, {self.margin_scale})"
+            )
+        if self.virtual_loss < 0 or self.margin_utility < 0:
+            raise ValueError(
+                "virtual_loss and margin_utility must be >= 0 "
+                f"(got {self.virtual_loss}, {self.margin_utility})"
+            )
 
     @classmethod
     def from_config(cls, cfg: YatzyConfig) -> SearchSettings:
-        """The settings of a whole config: ``search``, ``mcts`` and ``train.margin_scale``."""
+        """The settings of a whole config: ``search``, ``mcts`` and ``train.margin_scale``.
+        Built once where a command starts and handed down (never rebuilt from the config)."""
         m = cfg.mcts
         return cls(
-            kind=cfg.search.kind, budget_reroll=m.budget_reroll, budget_mark=m.budget_mark,
+            kind=cfg.search.kind, depth=cfg.search.depth,
+            budget_reroll=m.budget_reroll, budget_mark=m.budget_mark,
             c_puct=m.c_puct, max_inflight_per_game=m.max_inflight_per_game,
             virtual_loss=m.virtual_loss, normalize_q=m.normalize_q,
             margin_utility=m.margin_utility, margin_scale=cfg.train.margin_scale,
@@ -121,17 +141,6 @@ class SearchSettings:
             if key in ("budget_reroll", "budget_mark"):
                 changes["raw_policy"] = False
         return replace(out, **changes)
-
-    def mcts(self) -> MctsSection:
-        """The ``mcts`` section :func:`leaguezero.yatzy.search.puct.make_search` takes (its
-        validation applies: budgets >= 1, c_puct > 0 ...)."""
-        return MctsSection(
-            c_puct=self.c_puct, budget_reroll=self.budget_reroll, budget_mark=self.budget_mark,
-            dirichlet_alpha=self.dirichlet_alpha, dirichlet_epsilon=self.dirichlet_epsilon,
-            temperature=self.temperature, temperature_decisions=self.temperature_decisions,
-            max_inflight_per_game=self.max_inflight_per_game, virtual_loss=self.virtual_loss,
-            normalize_q=self.normalize_q, margin_utility=self.margin_utility,
-        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields (for a job that runs in another process)."""

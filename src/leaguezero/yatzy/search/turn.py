@@ -29,6 +29,7 @@ from leaguezero.az.evaluator import (
     ValueEvaluator,
     margin_weight,
 )
+from leaguezero.yatzy.config import MARGIN_SCALE
 from leaguezero.yatzy.game.positions import POSITION_SCHEMA_ID, POSITION_WIDTH
 from leaguezero.yatzy.game.rules import S_AVAIL, S_PLAYER, S_SCORE, S_UPPER, STATE_LEN, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS, NUM_KEPT
@@ -108,7 +109,9 @@ class TurnSearch:
         margin_scale: the utility's margin scale (``train.margin_scale``).
     """
 
-    def __init__(self, evaluator: Evaluator, margin_scale: float = 50.0, depth: int = 1) -> None:
+    def __init__(
+        self, evaluator: Evaluator, margin_scale: float = MARGIN_SCALE, depth: int = 1
+    ) -> None:
         if evaluator.feature_schema_id != TURN_FEATURE_SCHEMA_ID:
             raise ValueError(
                 f"the turn search needs a turn-start network (feature schema "
@@ -237,7 +240,11 @@ class TurnSearchAgent:
     deterministic = True
 
     def __init__(
-        self, evaluator: Evaluator, name: str = "turn", margin_scale: float = 50.0, depth: int = 1
+        self,
+        evaluator: Evaluator,
+        name: str = "turn",
+        margin_scale: float = MARGIN_SCALE,
+        depth: int = 1,
     ) -> None:
         self.name = name
         self.search = TurnSearch(evaluator, margin_scale=margin_scale, depth=depth)

@@ -72,8 +72,7 @@ def _puct_agent(evaluator: Evaluator, settings: SearchSettings, name: str, seed:
         raise ValueError("depth is an option of the turn search (search=turn)")
     if settings.raw_policy:
         return PolicyAgent(evaluator, name=name)
-    mcts = settings.evaluation().mcts()
-    return SearchAgent(evaluator, mcts, name=name, salt=seed, margin_scale=settings.margin_scale)
+    return SearchAgent(evaluator, settings.evaluation(), name=name, salt=seed)
 
 
 _TURN = SearchKind(

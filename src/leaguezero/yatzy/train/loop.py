@@ -140,16 +140,13 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 
 
 def run_iteration(
-    cfg: YatzyConfig,
-    run: RunDir,
-    it: int,
-    report: Reporter,
-    oracle,
-    oracle_table: Path | None = None,
-    league=None,
-    backend: Backend | None = None,
-) -> dict:
-    """Run (or finish) iteration ``it``; returns its summary record.
+    cfg: YatzyConfig, run: RunDir, it: int, report: Reporter, oracle,
+    oracle_table: Path | None = None, league=None, backend: Backend | None = None, *,
+    settings: SearchSettings,
+) -> dict:  # fmt: skip
+    """Run (or finish) iteration ``it``; returns its summary record. ``settings``: the run's
+    search, built where ``yz run`` starts (self-play's; the gate's and the oracle evaluation's
+    at ``gate.sims`` / ``oracle_eval.sims``).
 
     ``backend`` runs the self-play workers and the train phase (default: :func:`local_backend`).
 
@@ -168,7 +165,8 @@ def run_iteration(
         run.write_state(it - 1, phases, partial=record)
 
     if "selfplay" not in phases:
-        stats = _selfplay_phase(cfg, run, it, report, oracle, oracle_table, league, backend)
+        stats = _selfplay_phase(cfg, settings, run, it, report, oracle, oracle_table, league,
+                                backend)  # fmt: skip
         record["selfplay"] = stats.to_dict()
         done("selfplay")
 
@@ -181,18 +179,19 @@ def run_iteration(
         done("league")
 
     if "gate" not in phases and cfg.gate.continuous:
-        record["gate"] = _continuous_gate(cfg, run, it, report)
+        record["gate"] = _continuous_gate(cfg, settings, run, it, report)
         atomic_write_json(run.gate / f"iter_{it:04d}.json", record["gate"])
         done("gate")
 
     if "gate" not in phases:
-        result = gate_phase(cfg, run.candidate(it), run.best, run.gate / "seedsets", report)
+        result = gate_phase(cfg, settings, run.candidate(it), run.best, run.gate / "seedsets",
+                            report)  # fmt: skip
         atomic_write_json(run.gate / f"iter_{it:04d}.json", result.to_dict())
         record["gate"] = result.to_dict()
         done("gate")
 
     if "eval" not in phases:
-        record["eval"] = _evaluate(cfg, run, it, oracle, report)
+        record["eval"] = _evaluate(cfg, settings, run, it, oracle, report)
         atomic_write_json(run.eval / f"iter_{it:04d}.json", record["eval"])
         done("eval")
 
@@ -209,6 +208,7 @@ def run_iteration(
 
 def _selfplay_phase(
     cfg: YatzyConfig,
+    settings: SearchSettings,
     run: RunDir,
     it: int,
     report: Reporter,
@@ -226,19 +226,19 @@ def _selfplay_phase(
     report("selfplay", 0, games)
     if league is not None:  # league mode: the hero against sampled opponents, in process
         return league.selfplay(
-            it, make_selfplay_evaluator(cfg, run.best), out, games=games, seed=seed,
+            it, make_selfplay_evaluator(cfg, settings, run.best), out, games=games, seed=seed,
             roots_log=roots, oracle_values=oracle_values(oracle),
             progress=lambda n: report("selfplay", n, games),
         )  # fmt: skip
     if cfg.selfplay.workers > 1 or backend.always_workers:
         return backend.selfplay_workers(
-            cfg, run.best, out, games=games, seed=seed,
+            cfg, run.best, out, settings=settings, games=games, seed=seed,
             roots_log=run.logs / "mcts_roots.ndjson", oracle_table=oracle_table,
             progress=lambda n: report("selfplay", n, games),
         )  # fmt: skip
     return selfplay_function(cfg.search.kind)(
-        cfg, make_selfplay_evaluator(cfg, run.best), out, games=games, seed=seed,
-        roots_log=roots, oracle_values=oracle_values(oracle),
+        cfg, make_selfplay_evaluator(cfg, settings, run.best), out, settings=settings,
+        games=games, seed=seed, roots_log=roots, oracle_values=oracle_values(oracle),
         progress=lambda n: report("selfplay", n, games),
     )  # fmt: skip
 
@@ -261,7 +261,9 @@ def _promote(cfg: YatzyConfig, run: RunDir, it: int, record: dict) -> tuple[bool
     return promote, reason
 
 
-def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dict:
+def _continuous_gate(
+    cfg: YatzyConfig, settings: SearchSettings, run: RunDir, it: int, report: Reporter
+) -> dict:
     """``gate.mode: continuous``: promote every candidate; every ``check_every`` iterations the
     candidate first plays the anchor (the best at the last check; the initial network before
     the first) over ``check_games`` fresh paired games and a significant loss of points rolls
@@ -273,7 +275,7 @@ def _continuous_gate(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -
 
     if not run.anchor.exists():
         _copy_atomic(run.models / "best_0000.pt", run.anchor)
-    settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+    settings = settings.evaluation(cfg.gate.sims)
     cand = ModelAgent.from_settings(run.candidate(it), settings)
     anchor = ModelAgent.from_settings(run.anchor, settings)
     seeds = check_seeds(cfg.gate.seed_set, it, cfg.gate.check_games // 2)
@@ -334,13 +336,15 @@ def train_phase(cfg: YatzyConfig, run: RunDir, it: int, report: Reporter) -> dic
 
 
 def gate_phase(
-    cfg: YatzyConfig, cand: Path, best: Path, seed_folder: Path, report: Reporter
-) -> GateResult:
-    """Gate the ``cand`` checkpoint against ``best`` (both searching with the config's settings
-    at ``gate.sims``) on the persisted seed set ``gate.seed_set`` under ``seed_folder``."""
+    cfg: YatzyConfig, settings: SearchSettings, cand: Path, best: Path, seed_folder: Path,
+    report: Reporter,
+) -> GateResult:  # fmt: skip
+    """Gate the ``cand`` checkpoint against ``best`` (both searching with ``settings``, the
+    command's, at ``gate.sims``) on the persisted seed set ``gate.seed_set`` under
+    ``seed_folder``."""
     from leaguezero.yatzy.train.evaluation.gate import load_seed_set, run_gate
 
-    settings = SearchSettings.from_config(cfg).evaluation(cfg.gate.sims)
+    settings = settings.evaluation(cfg.gate.sims)
     cand_agent = ModelAgent.from_settings(cand, settings)
     best_agent = ModelAgent.from_settings(best, settings)
     seeds = load_seed_set(seed_folder, cfg.gate.seed_set, cfg.gate.max_games // 2)
@@ -379,7 +383,9 @@ def local_backend() -> Backend:
     return Backend("local", run_selfplay_workers, train_phase)
 
 
-def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) -> dict:
+def _evaluate(
+    cfg: YatzyConfig, settings: SearchSettings, run: RunDir, it: int, oracle, report: Reporter
+) -> dict:
     """Solitaire stats of candidate and best against the oracle, and best vs greedy / oracle."""
     from leaguezero.yatzy.agents.match import play_match
     from leaguezero.yatzy.agents.oracle import OracleAgent
@@ -388,7 +394,7 @@ def _evaluate(cfg: YatzyConfig, run: RunDir, it: int, oracle, report: Reporter) 
     out: dict = {}
     if oracle is None:
         return out
-    settings = SearchSettings.from_config(cfg).evaluation(cfg.oracle_eval.sims)
+    settings = settings.evaluation(cfg.oracle_eval.sims)
     seed = cfg.run.seed * 31 + it
     games = cfg.oracle_eval.games
     total = 2 * games + 2 * cfg.oracle_eval.match_games

@@ -21,11 +21,14 @@ import numpy as np
 
 from leaguezero.common.atomic import atomic_write_json, atomic_write_text
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 
 
-def profile_selfplay(cfg: YatzyConfig, evaluator, out_dir: Path, games: int, seed: int) -> dict:
-    """Profile ``games`` self-play games (of ``cfg.search.kind``) with ``evaluator``; returns
-    the summary dict."""
+def profile_selfplay(
+    cfg: YatzyConfig, settings: SearchSettings, evaluator, out_dir: Path, games: int, seed: int
+) -> dict:
+    """Profile ``games`` self-play games (of ``cfg.search.kind``, searching with ``settings``)
+    with ``evaluator``; returns the summary dict."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -37,11 +40,11 @@ def profile_selfplay(cfg: YatzyConfig, evaluator, out_dir: Path, games: int, see
     out_dir.mkdir(parents=True, exist_ok=True)
     # Warm-up outside the profile: numba compiles (or loads its cache) on first use.
     with tempfile.TemporaryDirectory() as tmp:
-        run_selfplay(cfg, evaluator, tmp, games=min(games, 2), seed=seed + 1)
+        run_selfplay(cfg, evaluator, tmp, settings=settings, games=min(games, 2), seed=seed + 1)
     with tempfile.TemporaryDirectory() as tmp:
         profiler = cProfile.Profile()
         profiler.enable()
-        stats = run_selfplay(cfg, evaluator, tmp, games=games, seed=seed)
+        stats = run_selfplay(cfg, evaluator, tmp, settings=settings, games=games, seed=seed)
         profiler.disable()
     profiler.dump_stats(out_dir / "selfplay.prof")
     text = io.StringIO()

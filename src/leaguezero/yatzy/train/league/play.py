@@ -53,6 +53,7 @@ from leaguezero.yatzy.game.rules import (
     S_PLAYER,
     apply_actions_batch,
 )
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.selfplay.puct import PuctHero
 from leaguezero.yatzy.train.selfplay.slots import (
     HeroFactory,
@@ -95,6 +96,7 @@ def run_league_selfplay(
     evaluator: Evaluator,
     out_dir: str | Path,
     *,
+    settings: SearchSettings,
     games: int,
     seed: int,
     hero: str,
@@ -120,7 +122,7 @@ def run_league_selfplay(
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
     player = hero_factory(
-        cfg, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
+        cfg, settings, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
     )  # searches the hero's decisions and records those that enter replay
     writer = ShardWriter(
         out_dir, player.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples,

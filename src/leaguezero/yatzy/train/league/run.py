@@ -101,13 +101,14 @@ class LeagueRun:
         cfg: YatzyConfig,
         run: RunDir,
         *,
+        settings: SearchSettings,
         oracle=None,
         oracle_table: str | os.PathLike | None = None,
         eval_runner: JobRunner | None = None,
     ) -> None:
         self.cfg = cfg
         self.league_cfg = lc = cfg.league
-        self.search = SearchSettings.from_config(cfg)  # opponents and evaluator search alike
+        self.search = settings  # the run's: opponents and evaluator search alike
         self.run = run
         self.oracle = oracle
         self.oracle_table = None if oracle_table is None else str(oracle_table)
@@ -187,7 +188,8 @@ class LeagueRun:
 
         self.events.emit("league.selfplay_started", iteration=it, step=step, hero=hero)
         stats = run_league_selfplay(
-            self.cfg, evaluator, out_dir, games=games, seed=seed, hero=hero, sample=sample,
+            self.cfg, evaluator, out_dir, settings=self.search, games=games, seed=seed,
+            hero=hero, sample=sample,
             agent_for=agent_for, step=step, on_games=on_games, roots_log=roots_log,
             oracle_values=oracle_values, progress=progress,
             hero_factory=hero_factory(self.cfg.search.kind),

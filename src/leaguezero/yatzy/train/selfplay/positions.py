@@ -23,12 +23,13 @@ def oracle_values(oracle):
     return OracleAgent(oracle=oracle).action_values
 
 
-def make_selfplay_evaluator(cfg: YatzyConfig, best_path: Path | None):
-    """The self-play evaluator: the best net in process, or the inference server's client."""
+def make_selfplay_evaluator(cfg: YatzyConfig, settings: SearchSettings, best_path: Path | None):
+    """The self-play evaluator: the best net in process, or the inference server's client;
+    it mixes the value and margin heads with ``settings.margin_utility``."""
     from leaguezero.yatzy.game.tables import NUM_ACTIONS
 
     fid = feature_schema_id(cfg.search.kind)
-    margin_weight = SearchSettings.from_config(cfg).margin_utility
+    margin_weight = settings.margin_utility
     if cfg.selfplay.infer == "local":
         from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 

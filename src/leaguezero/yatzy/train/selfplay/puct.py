@@ -103,13 +103,17 @@ class HeroSearch:
     with root noise and per-game temperature, and keeps the running totals.
     """
 
-    def __init__(self, cfg: YatzyConfig, evaluator: Evaluator, num_slots: int, seed: int) -> None:
+    def __init__(
+        self,
+        cfg: YatzyConfig,
+        settings: SearchSettings,
+        evaluator: Evaluator,
+        num_slots: int,
+        seed: int,
+    ) -> None:
         self.cfg = cfg
-        settings = SearchSettings.from_config(cfg)
-        self.search = make_search(
-            evaluator, settings.mcts(), max_games=num_slots, seed=seed,
-            margin_scale=settings.margin_scale,
-        )  # fmt: skip
+        self.settings = settings
+        self.search = make_search(evaluator, settings, max_games=num_slots, seed=seed)
         self.per_player = np.zeros((num_slots, 2), np.int64)  # searched decisions per seat
         self.row_feats = np.zeros((num_slots, NUM_FEATURES), np.float32)
         self.row_legal = np.zeros((num_slots, NUM_ACTIONS), np.bool_)
@@ -146,17 +150,19 @@ class HeroSearch:
         ``self.row_feats[:n]`` / ``self.row_legal[:n]`` hold the roots' features and masks.
         """
         n = len(rows)
-        mcts = self.cfg.mcts
+        settings = self.settings
         movers = states[rows, S_PLAYER]
         temps = np.where(
-            self.per_player[rows, movers] < mcts.temperature_decisions, mcts.temperature, 0.0
+            self.per_player[rows, movers] < settings.temperature_decisions,
+            settings.temperature,
+            0.0,
         )
         encode_batch(states, rows, self.row_feats[:n])
         policy_mask_batch(states, rows, self.row_legal[:n])  # one mask per distinct keep
         roots = np.ascontiguousarray(states[rows])
         seeds = rng.integers(0, 2**62, size=n, dtype=np.int64)
         result = self.search.run(
-            roots, seeds, add_noise=mcts.dirichlet_epsilon > 0, temperature=temps
+            roots, seeds, add_noise=settings.dirichlet_epsilon > 0, temperature=temps
         )
         self.eval_seconds += result.stats["evaluate_seconds"]
         for key in ("sims", "evals", "fallbacks", "collisions"):
@@ -175,6 +181,7 @@ class PuctHero:
     def __init__(
         self,
         cfg: YatzyConfig,
+        settings: SearchSettings,
         evaluator: Evaluator,
         num_slots: int,
         seed: int,
@@ -182,7 +189,7 @@ class PuctHero:
         oracle_values: OracleValues | None = None,
     ) -> None:
         self.cfg = cfg
-        self.search = HeroSearch(cfg, evaluator, num_slots, seed)
+        self.search = HeroSearch(cfg, settings, evaluator, num_slots, seed)
         self.records = GameRecords(num_slots)
         self.roots_log = roots_log
         self.oracle_values = oracle_values
@@ -214,7 +221,7 @@ class PuctHero:
 
     def game_batch(self, slot: int, final: np.ndarray) -> Batch:
         """The replay samples of the finished game in ``slot`` (final scores ``final`` [2])."""
-        return self.records.game_batch(slot, final, self.cfg.train.margin_scale)
+        return self.records.game_batch(slot, final, self.search.settings.margin_scale)
 
     def stats_fields(
         self, games: int, samples: int, seconds: float, scores: list[int], seat0_points: float

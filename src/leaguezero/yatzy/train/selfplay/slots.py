@@ -32,6 +32,7 @@ from leaguezero.yatzy.game.rules import (
     new_match,
     terminal_mask,
 )
+from leaguezero.yatzy.search.settings import SearchSettings
 
 PROTOCOL_VERSION = 1  # replay shard protocol of both search kinds
 
@@ -62,7 +63,8 @@ class SelfPlayHero(Protocol):
         """The :class:`SelfPlayStats` fields of a finished self-play call."""
 
 
-HeroFactory = Callable[..., SelfPlayHero]  # (cfg, evaluator, num_slots, seed, roots_log, oracle)
+# (cfg, settings, evaluator, num_slots, seed, roots_log, oracle)
+HeroFactory = Callable[..., SelfPlayHero]
 
 
 @dataclass
@@ -102,6 +104,7 @@ def play_selfplay(
     evaluator: Evaluator,
     out_dir: str | Path,
     *,
+    settings: SearchSettings,
     games: int,
     seed: int,
     worker: int = 0,
@@ -116,13 +119,14 @@ def play_selfplay(
     ``roots_log`` receives a sampled ``mcts_root`` event per ``selfplay.root_log_rate``
     (with the oracle's best action and the regret of the chosen one if ``oracle_values``).
     ``progress(n)`` is called with the number of games finished at each step. ``hero_factory``
-    builds the searcher of both seats (a :class:`SelfPlayHero`).
+    builds the searcher of both seats (a :class:`SelfPlayHero`) with ``settings`` (the run's
+    search, built once where the command started).
     """
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     rng = np.random.default_rng([seed, worker, done_before])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
     hero = hero_factory(
-        cfg, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
+        cfg, settings, evaluator, num_slots, int(rng.integers(2**62)), roots_log, oracle_values
     )
     writer = ShardWriter(
         out_dir, hero.schema, worker=worker, shard_samples=cfg.selfplay.shard_samples

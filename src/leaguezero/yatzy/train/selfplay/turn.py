@@ -125,6 +125,7 @@ class TurnHero:
     def __init__(
         self,
         cfg: YatzyConfig,
+        settings: SearchSettings,
         evaluator: Evaluator,
         num_slots: int,
         seed: int,
@@ -133,7 +134,7 @@ class TurnHero:
     ) -> None:
         del seed, roots_log, oracle_values  # deterministic search; no tree roots to log
         self.cfg = cfg
-        self.settings = SearchSettings.from_config(cfg)
+        self.settings = settings
         self.search = TurnSearch(evaluator, margin_scale=self.settings.margin_scale)
         # Deeper targets on a sample of turn starts (play stays one turn deep): the value
         # network's errors are noise that one more exact turn averages out.
@@ -179,7 +180,7 @@ class TurnHero:
 
     def game_batch(self, slot: int, final: np.ndarray) -> Batch:
         return self.records.game_batch(
-            slot, final, self.cfg.train.margin_scale, self.search.margin_weight,
+            slot, final, self.settings.margin_scale, self.search.margin_weight,
             self.cfg.search.td_lambda,
         )  # fmt: skip
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
 
 
@@ -29,6 +30,7 @@ def split_games(games: int, workers: int) -> list[int]:
 
 def _worker_main(
     cfg_json: str,
+    search: dict[str, Any],
     best_path: str,
     out_dir: str,
     games: int,
@@ -45,8 +47,9 @@ def _worker_main(
     from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
 
     cfg = YatzyConfig.model_validate_json(cfg_json)
+    settings = SearchSettings.from_dict(search)  # the run's, as the parent process built it
     torch.set_num_threads(cfg.run.threads)
-    evaluator = make_selfplay_evaluator(cfg, Path(best_path))
+    evaluator = make_selfplay_evaluator(cfg, settings, Path(best_path))
     oracle = None
     if roots_log is not None:
         from leaguezero.yatzy.oracle.solver import load_oracle
@@ -58,7 +61,7 @@ def _worker_main(
             counter.value += n
 
     stats = selfplay_function(cfg.search.kind)(
-        cfg, evaluator, out_dir, games=games, seed=seed, worker=worker,
+        cfg, evaluator, out_dir, settings=settings, games=games, seed=seed, worker=worker,
         roots_log=EventWriter(roots_log) if roots_log else None,
         oracle_values=oracle_values(oracle),
         progress=progress,
@@ -71,13 +74,15 @@ def run_selfplay_workers(
     best_path: Path,
     out_dir: Path,
     *,
+    settings: SearchSettings,
     games: int,
     seed: int,
     roots_log: Path | None = None,
     oracle_table: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> SelfPlayStats:
-    """Run ``cfg.selfplay.workers`` processes; returns their combined statistics.
+    """Run ``cfg.selfplay.workers`` processes searching with ``settings``; returns their
+    combined statistics.
 
     Raises RuntimeError naming the workers that failed (their finished games stay on disk and a
     rerun resumes them).
@@ -87,7 +92,8 @@ def run_selfplay_workers(
     counter = ctx.Value("q", 0)
     procs = []
     for w, share in enumerate(split_games(games, cfg.selfplay.workers)):
-        args = (cfg.model_dump_json(), str(best_path), str(out_dir), share, seed, w,
+        args = (cfg.model_dump_json(), settings.to_dict(), str(best_path), str(out_dir), share,
+                seed, w,
                 str(roots_log) if roots_log else None,
                 str(oracle_table) if oracle_table else None, counter)  # fmt: skip
         proc = ctx.Process(target=_worker_main, args=args, name=f"selfplay-{w}")
