@@ -46,7 +46,7 @@ def test_the_readme_names_no_protocol_version_but_the_current_one():
 
 def test_every_relative_link_of_the_readme_and_docs_resolves():
     broken = []
-    for path in [README, *sorted((REPO / "docs").glob("*.md"))]:
+    for path in [README, *sorted((REPO / "docs").rglob("*.md"))]:
         for link in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
             if link.startswith(("http://", "https://", "mailto:")):
                 continue

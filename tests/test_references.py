@@ -4,8 +4,10 @@ under ``src/`` is imported):
 * every Sphinx-style role reference in ``src/leaguezero`` (``:mod:``, ``:class:``, ``:func:``,
   ``:meth:``, ``:attr:``, ``:data:``, ``:exc:``, ``:obj:``, ``:const:``, in docstrings and
   comments alike) names something that exists, read from where it stands;
-* every relative link in ``README.md`` and ``docs/*.md`` points at a file that exists, and an
-  ``#anchor`` on a markdown target at one of its headings (GitHub's slug rules).
+* every relative link in ``README.md`` and ``docs/**/*.md`` points at a file that exists, and an
+  ``#anchor`` on a markdown target at one of its headings (GitHub's slug rules);
+* every path under ``docs/``, ``scripts/`` or ``benchmarks/`` that a source, test, config, script
+  or page names (``docs/guides/llm.md``, ``scripts/figures/diplomacy_table.py``) exists.
 
 How a role target resolves (Sphinx's Python domain, with ``autodoc`` in mind):
 
@@ -559,7 +561,7 @@ def anchors(path: Path) -> frozenset[str]:
 
 
 def markdown_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def links(path: Path):
@@ -612,3 +614,58 @@ def test_a_broken_link_fails(tmp_path):
         f"{page}:2: missing.md (no such file)",
         f"{page}:2: other.md#nope (no such heading)",
     ]
+
+
+# --- repository paths named in the text ---------------------------------------------------------
+
+# A path under one of these folders, written from the repository root (``docs/guides/llm.md``,
+# ``scripts/figures/diplomacy_table.py``, ``benchmarks/rules.py``), in any source, test, config,
+# script or page; an ``#anchor`` after it is not part of the path.
+PATH_RE = re.compile(r"(?<![\w./-])((?:docs|scripts|benchmarks)/[\w./-]*[\w/])")
+TEXT_FOLDERS = ("src", "tests", "benchmarks", "scripts", "configs", "docker", "artifacts", "docs")
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".txt", ""}
+NOT_SOURCES = {"__pycache__", "goldens", "golden"}
+
+
+def text_files() -> list[Path]:
+    """README.md, .ci/run and the text files under TEXT_FOLDERS (not build outputs nor goldens)."""
+    found = [ROOT / "README.md", ROOT / ".ci" / "run"]
+    for folder in TEXT_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            rel = path.relative_to(ROOT).parts
+            if (
+                path.is_file()
+                and path.suffix in TEXT_SUFFIXES
+                and not NOT_SOURCES.intersection(rel)
+                and not any(part.endswith(".egg-info") for part in rel)
+            ):
+                found.append(path)
+    return found
+
+
+def missing_paths(files: list[Path]) -> tuple[int, list[str]]:
+    total, bad = 0, []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for m in PATH_RE.finditer(text):
+            total += 1
+            if not (ROOT / m.group(1)).exists():
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{_shown(path)}:{line}: {m.group(1)}")
+    return total, bad
+
+
+def test_repository_paths_named_in_the_text_exist():
+    total, bad = missing_paths(text_files())
+    assert total > 300, f"only {total} paths found: is the pattern still right?"
+    assert not bad, f"{len(bad)} of {total} named paths do not exist:\n" + "\n".join(bad)
+
+
+def test_a_missing_path_fails(tmp_path):
+    gone = "docs/" + "gone.md"  # written apart so this file names no missing path itself
+    page = tmp_path / "page.py"
+    page.write_text(f'"""See docs/README.md#the-docs and {gone}; ../docs/x.md is not one."""')
+    assert missing_paths([page]) == (2, [f"{page}:1: {gone}"])
