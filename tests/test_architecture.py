@@ -418,10 +418,6 @@ MODULE_LINE_LIMIT = 450
 LARGE_ONE_CONCEPT_MODULES = {
     "diplomacy/config.py": "the Diplomacy config, one section a class: each field's description "
     "is the documentation written into the shipped YAML files",
-    "diplomacy/llm/model/hf_backend.py": "HFBackend, one class: base model, named adapters, "
-    "generation and log-probs share its lock and its adapter state",
-    "az/inference/client.py": "InferenceClient, one class: a socket's framing, request kinds, "
-    "chunking and reconnects share its connection state",
 }
 
 

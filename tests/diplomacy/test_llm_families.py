@@ -30,9 +30,9 @@ from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.records import seat_game
 from leaguezero.diplomacy.llm.client import LLMError
 from leaguezero.diplomacy.llm.hero import LLMHero
-from leaguezero.diplomacy.llm.model.hf_backend import (
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.model.hf_lora import (
     LLAMA_PROJECTIONS,
-    HFBackend,
     LoraSettings,
     resolve_target_modules,
 )

@@ -30,7 +30,8 @@ from leaguezero.diplomacy.llm.base.imitate import (
     imitate,
 )
 from leaguezero.diplomacy.llm.base.pretrain import collect_examples
-from leaguezero.diplomacy.llm.model.hf_backend import LLAMA_PROJECTIONS, HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+from leaguezero.diplomacy.llm.model.hf_lora import LLAMA_PROJECTIONS, LoraSettings
 from leaguezero.diplomacy.llm.remote.adapters import check_adapter_fits
 from leaguezero.diplomacy.train.lineage import resolve_init_from
 from tests.diplomacy.tiny_lm import build_tiny_base

@@ -123,7 +123,7 @@ def test_gradient_checkpointing_gives_the_same_numbers(tmp_path):
 def test_log_prob_batches_are_bounded_in_rows_and_tokens():
     """A real model's prefill of many long rows holds its transient activations at once, so a
     batch is cut at max_batch_size rows and LOGPROB_BATCH_TOKENS padded tokens."""
-    from leaguezero.diplomacy.llm.model.hf_backend import LOGPROB_BATCH_TOKENS, _token_chunks
+    from leaguezero.diplomacy.llm.model.hf_logprobs import LOGPROB_BATCH_TOKENS, _token_chunks
 
     lengths = [100] * 10 + [900] * 20 + [LOGPROB_BATCH_TOKENS + 5]
     order = list(range(len(lengths)))

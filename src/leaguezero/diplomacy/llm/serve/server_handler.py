@@ -12,9 +12,10 @@ import hmac
 import json
 import select
 import socket
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from leaguezero.diplomacy.llm.client import LLMError, UnknownAdapterError
 from leaguezero.diplomacy.llm.serve import key_proof
@@ -32,13 +33,47 @@ from leaguezero.diplomacy.llm.serve.server_http import (
 )
 
 if TYPE_CHECKING:
-    from leaguezero.diplomacy.llm.serve.server import LLMServer
+    from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
+    from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
+    from leaguezero.diplomacy.llm.serve.regex_sandbox import RegexSandbox
+
+
+class HandlerOwner(Protocol):
+    """What a request handler asks of the server it serves (:class:`~.server.LLMServer`, which
+    builds the handler class: the handler does not import it)."""
+
+    backend: HFBackend
+    batcher: BatchingGenerator
+    api_key: str | None
+    allowed_hosts: frozenset[str] | None
+    replay_guard: key_proof.ReplayGuard
+    max_loras: int | None
+    max_cpu_loras: int | None
+
+    @property
+    def regex_sandbox_started(self) -> bool: ...
+
+    @property
+    def sandbox(self) -> RegexSandbox: ...
+
+    def models(self) -> dict[str, Any]: ...
+
+    def completions(
+        self,
+        body: dict[str, Any],
+        gone: Callable[[], bool] = ...,
+        client: Callable[[], str] | str = ...,
+    ) -> dict[str, Any]: ...
+
+    def load_lora_adapter(self, body: dict[str, Any]) -> str: ...
+
+    def unload_lora_adapter(self, body: dict[str, Any]) -> str: ...
 
 
 class LLMRequestHandler(BaseHTTPRequestHandler):
     """One connection's requests; ``owner`` is the :class:`~.server.LLMServer`."""
 
-    owner: LLMServer
+    owner: HandlerOwner
     protocol_version = "HTTP/1.1"
     timeout = SOCKET_TIMEOUT_S  # per socket operation; read_body bounds the whole body
     _proof_mac: str | None = None  # the request's mac when it proved the key: answers signed
