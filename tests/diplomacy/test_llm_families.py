@@ -46,6 +46,7 @@ from leaguezero.diplomacy.llm.orders.prompt import (
 )
 from leaguezero.diplomacy.llm.runtime import backend_from_config, chat_format
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 from tests.diplomacy.tiny_lm import diplomacy_corpus
 
 torch.set_num_threads(1)
@@ -258,7 +259,7 @@ def test_constrained_sampling_gives_legal_orders_and_a_grpo_step_trains(family) 
         assert records and all(SYSTEM in r.payload.prompt for r in records)
         games.append(seat_game(float(seed), records))
     before = {n: p.detach().clone() for n, p in backend.adapter_parameters("hero_train").items()}
-    metrics = GRPOTrainer(hero, lr=1e-2).step([games])
+    metrics = GRPOTrainer(hero, GRPOSettings(lr=1e-2)).step([games])
     assert metrics["records"] > 0 and metrics["grad_norm"] > 0
     after = backend.adapter_parameters("hero_train")
     assert any(not torch.equal(before[n], after[n]) for n in before)
