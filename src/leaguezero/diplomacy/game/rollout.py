@@ -30,7 +30,7 @@ import numpy as np
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentSpec, Seating, parse_seating
 from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
-from leaguezero.diplomacy.game.phase import play_phase
+from leaguezero.diplomacy.game.phase import PlayedPhase, play_phase
 from leaguezero.diplomacy.game.scoring import (
     calculate_final_scores,
     running_scores,
@@ -91,6 +91,30 @@ class RolloutResult:
         return asdict(self)
 
 
+@dataclass
+class _PlayedPhases:
+    """What :func:`run_rollout` keeps of the phases played: each power's invalid and missing
+    orders, the hero's steps and every phase's submitted orders."""
+
+    hero_power: str
+    invalid: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POWERS, 0))
+    missing: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POWERS, 0))
+    steps: list[HeroStep] = field(default_factory=list)
+    order_history: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, played: PlayedPhase, observation: dict[str, Any] | None) -> None:
+        """Count and keep one resolved phase (``observation``: the hero's, or None)."""
+        orders = {power: seat.submitted for power, seat in played.seats.items()}
+        self.order_history.append({"phase": played.phase, "orders": orders})
+        for power, seat in played.seats.items():
+            self.invalid[power] += seat.invalid
+            self.missing[power] += seat.missing
+        hero = played.seats.get(self.hero_power)
+        if hero is not None:
+            step = (hero.legal, hero.answer, hero.submitted, hero.invalid, hero.missing)
+            self.steps.append(HeroStep(played.phase, observation, *step))
+
+
 def rollout_seed(master_seed: int, group_idx: int, game_idx: int) -> int:
     """The seed of one game, a stable function of the master seed and its indices."""
     return int(np.random.SeedSequence([master_seed, group_idx, game_idx]).generate_state(1)[0])
@@ -146,10 +170,7 @@ def run_rollout(
     }
     env = DiplomacyEnv(max_years=cfg.max_years)
     env.seed = game_seed
-    invalid = dict.fromkeys(POWERS, 0)
-    missing = dict.fromkeys(POWERS, 0)
-    steps: list[HeroStep] = []
-    order_history: list[dict[str, Any]] = []
+    played = _PlayedPhases(hero_power)
     phase_start: dict[str, dict[str, float]] = {}
     final_year = env.year or 0
     while not env.done:
@@ -157,42 +178,12 @@ def run_rollout(
         phase_start[env.phase] = running_scores(env.game)
         # The hero's view before anyone orders (orders set during the phase do not change it).
         observation = env.observation(hero_power) if cfg.record_observations else None
-        played = play_phase(env, lambda power, _legal: policies[power].get_orders(env, power))
-        order_history.append(
-            {"phase": played.phase, "orders": {p: s.submitted for p, s in played.seats.items()}}
-        )
-        for power, seat in played.seats.items():
-            invalid[power] += seat.invalid
-            missing[power] += seat.missing
-        hero = played.seats.get(hero_power)
-        if hero is not None:
-            steps.append(
-                HeroStep(
-                    played.phase,
-                    observation,
-                    hero.legal,
-                    hero.answer,
-                    hero.submitted,
-                    hero.invalid,
-                    hero.missing,
-                )
-            )
+        phase = play_phase(env, lambda power, _legal: policies[power].get_orders(env, power))
+        played.add(phase, observation)
 
-    llm_answers = {}
-    for power, policy in policies.items():
-        if isinstance(policy, ReportsAnswers):
-            stats = policy.answer_stats(env, power)
-            if stats is not None:
-                llm_answers[power] = dict(stats)
     scores = calculate_final_scores(env.game, cfg.win_bonus, cfg.winner_threshold_sc)
     sos = sum_of_squares_scores(env.game, cfg.solo_sc)
     centers = {p: len(env.game.powers[p].centers) for p in POWERS}
-    if env.ended_by_cap:
-        ended_by = "max_years"
-    elif max(centers.values()) >= min(env.game.victory or [cfg.solo_sc]):
-        ended_by = "solo"
-    else:
-        ended_by = "engine"
     result = RolloutResult(
         group_idx=group_idx,
         game_idx=game_idx,
@@ -203,32 +194,57 @@ def run_rollout(
         sos_scores=sos,
         centers=centers,
         units={p: len(env.game.powers[p].units) for p in POWERS},
-        invalid_orders=invalid,
-        missing_orders=missing,
+        invalid_orders=played.invalid,
+        missing_orders=played.missing,
         phases=env.phases_processed,
         final_year=final_year,
-        ended_by=ended_by,
+        ended_by=_ended_by(env, centers, cfg.solo_sc),
         seconds=0.0,
-        steps=steps,
-        order_history=order_history,
+        steps=played.steps,
+        order_history=played.order_history,
         phase_start=phase_start,
-        llm_answers=llm_answers,
+        llm_answers=_answer_stats(env, policies),
     )
     target_dir = save_dir if save_dir is not None else cfg.games_dir
     if target_dir is not None:
         path = Path(target_dir) / f"group{group_idx:04d}_game{game_idx:04d}.json"
-        info = {
-            "group_idx": group_idx,
-            "game_idx": game_idx,
-            "seed": game_seed,
-            "hero_power": hero_power,
-            "power_agents": result.power_agents,
-            "scores": scores,
-            "sos_scores": sos,
-            "invalid_orders": invalid,
-            "missing_orders": missing,
-            **(metadata or {}),
-        }
-        result.saved_game = str(env.save(path, info))
+        result.saved_game = str(env.save(path, _saved_game_info(result, metadata)))
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _ended_by(env: DiplomacyEnv, centers: dict[str, int], solo_sc: int) -> str:
+    """``"max_years"``, ``"solo"`` or ``"engine"``: what ended the finished game in ``env``."""
+    if env.ended_by_cap:
+        return "max_years"
+    if max(centers.values()) >= min(env.game.victory or [solo_sc]):
+        return "solo"
+    return "engine"
+
+
+def _answer_stats(env: DiplomacyEnv, policies: dict[str, Policy]) -> dict[str, dict[str, int]]:
+    """The LLM seats' own answer counts (:class:`~leaguezero.diplomacy.game.seats.ReportsAnswers`),
+    {power: counts}, for the seats whose policy keeps them."""
+    answers = {}
+    for power, policy in policies.items():
+        if isinstance(policy, ReportsAnswers):
+            stats = policy.answer_stats(env, power)
+            if stats is not None:
+                answers[power] = dict(stats)
+    return answers
+
+
+def _saved_game_info(result: RolloutResult, metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``leaguezero`` block's metadata of a saved rollout: who sat where, how it scored."""
+    return {
+        "group_idx": result.group_idx,
+        "game_idx": result.game_idx,
+        "seed": result.seed,
+        "hero_power": result.hero_power,
+        "power_agents": result.power_agents,
+        "scores": result.scores,
+        "sos_scores": result.sos_scores,
+        "invalid_orders": result.invalid_orders,
+        "missing_orders": result.missing_orders,
+        **(metadata or {}),
+    }
