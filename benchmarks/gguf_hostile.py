@@ -9,7 +9,7 @@ hashing a large sparse file (``--big-gb``), which a bad header no longer waits f
 
     python benchmarks/gguf_hostile.py [--cpu-limit 20] [--big-gb 2]
 
-Not a pass/fail test (the fast asserts are tests/diplomacy/test_llm_gguf_hostile.py).
+Not a pass/fail test (the fast asserts are tests/diplomacy/llm/model/test_llm_gguf_hostile.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Starts ``leaguezero llm serve --api-key KEY`` on a tiny model built on the spot,
 ``OpenAIClient`` with the key generate once, kills the server, binds a recording HTTP server
 ("the squatter", answering like ``llm serve`` with a made-up completion) on the same port, and
 lets the client generate again. Prints what the squatter received (the key? the prompt?) and
-what the client did with its answer. Not a test (tests/diplomacy/test_llm_key_proof.py is).
+what the client did with its answer. Not a test
+(tests/diplomacy/llm/serve/test_llm_key_proof.py is).
 
     OMP_NUM_THREADS=1 python benchmarks/llm_key_squatter.py
 

@@ -6,7 +6,7 @@ Starts ``leaguezero llm serve`` on a tiny model built on the spot; ``--hostile``
 become uid ``nobody`` (so this needs root) and each sends fresh explosive expressions back to
 back (each runs to the compile bound); meanwhile this uid sends ``--good`` constrained requests,
 each with a fresh small ``choice``, one after another. Prints each good request's status and
-time. Not a test (tests/diplomacy/test_llm_serve_fairness.py is).
+time. Not a test (tests/diplomacy/llm/serve/test_llm_serve_fairness.py is).
 
     OMP_NUM_THREADS=1 python benchmarks/llm_serve_fair_regex.py [--server-args "..."]
 

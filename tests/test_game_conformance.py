@@ -23,8 +23,8 @@ same for every game:
   (Yatzy's dice, from the first deal) and nothing in one that has none (Diplomacy).
 
 A third game adds one adapter to :data:`ADAPTERS`. The per-game checks already elsewhere
-(tests/yatzy/test_game_api.py, test_rules.py, test_oracle_adapter.py;
-tests/diplomacy/test_env.py, test_policy.py) test single behaviours in depth; this file is the
+(tests/yatzy/game/test_game_api.py, test_rules.py, test_oracle_adapter.py;
+tests/diplomacy/game/test_env.py, test_policy.py) test single behaviours in depth; this file is the
 whole contract in one place and calls the same public API.
 """
 

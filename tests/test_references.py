@@ -6,8 +6,8 @@ under ``src/`` is imported):
   comments alike) names something that exists, read from where it stands;
 * every relative link in ``README.md`` and ``docs/**/*.md`` points at a file that exists, and an
   ``#anchor`` on a markdown target at one of its headings (GitHub's slug rules);
-* every path under ``docs/``, ``scripts/`` or ``benchmarks/`` that a source, test, config, script
-  or page names (``docs/guides/llm.md``, ``scripts/figures/diplomacy_table.py``) exists.
+* every path under ``docs/``, ``scripts/``, ``benchmarks/`` or ``tests/`` that a source, test,
+  config, script or page names (``docs/guides/llm.md``, ``tests/yatzy/game/test_rules.py``) exists.
 
 How a role target resolves (Sphinx's Python domain, with ``autodoc`` in mind):
 
@@ -619,9 +619,10 @@ def test_a_broken_link_fails(tmp_path):
 # --- repository paths named in the text ---------------------------------------------------------
 
 # A path under one of these folders, written from the repository root (``docs/guides/llm.md``,
-# ``scripts/figures/diplomacy_table.py``, ``benchmarks/rules.py``), in any source, test, config,
-# script or page; an ``#anchor`` after it is not part of the path.
-PATH_RE = re.compile(r"(?<![\w./-])((?:docs|scripts|benchmarks)/[\w./-]*[\w/])")
+# ``scripts/figures/diplomacy_table.py``, ``benchmarks/rules.py``, ``tests/yatzy/game/``), in any
+# source, test, config, script or page; an ``#anchor`` after it is not part of the path, and a
+# glob (``tests/yatzy/search/test_search*.py``) must match something.
+PATH_RE = re.compile(r"(?<![\w./-])((?:docs|scripts|benchmarks|tests)/[\w./*-]*[\w/*])")
 TEXT_FOLDERS = ("src", "tests", "benchmarks", "scripts", "configs", "docker", "artifacts", "docs")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".txt", ""}
 NOT_SOURCES = {"__pycache__", "goldens", "golden"}
@@ -652,9 +653,10 @@ def missing_paths(files: list[Path]) -> tuple[int, list[str]]:
             continue
         for m in PATH_RE.finditer(text):
             total += 1
-            if not (ROOT / m.group(1)).exists():
+            named = m.group(1)
+            if not (any(ROOT.glob(named)) if "*" in named else (ROOT / named).exists()):
                 line = text.count("\n", 0, m.start()) + 1
-                bad.append(f"{_shown(path)}:{line}: {m.group(1)}")
+                bad.append(f"{_shown(path)}:{line}: {named}")
     return total, bad
 
 
@@ -667,5 +669,11 @@ def test_repository_paths_named_in_the_text_exist():
 def test_a_missing_path_fails(tmp_path):
     gone = "docs/" + "gone.md"  # written apart so this file names no missing path itself
     page = tmp_path / "page.py"
-    page.write_text(f'"""See docs/README.md#the-docs and {gone}; ../docs/x.md is not one."""')
-    assert missing_paths([page]) == (2, [f"{page}:1: {gone}"])
+    page.write_text(
+        f'"""See docs/README.md#the-docs and {gone}; ../docs/x.md is not one; '
+        f'tests/yatzy/*/test_rules.py matches, tests/{gone}* does not."""'
+    )
+    assert missing_paths([page]) == (
+        4,
+        [f"{page}:1: {gone}", f"{page}:1: tests/{gone}*"],
+    )

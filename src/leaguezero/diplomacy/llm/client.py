@@ -71,8 +71,8 @@ def grammar_alarm(violations: int, answers: int) -> str | None:
     """The warning for ``violations`` answers outside their expression among ``answers``, when
     above :data:`GRAMMAR_ALARM_SHARE`; None otherwise. Names the cause: the server's
     structured-outputs engine samples under a mask other than the trainer's replay (xgrammar
-    before 0.2.1 admits lines that mix two options, ``tests/diplomacy/test_grammar_agreement.py``)
-    or ignores the field."""
+    before 0.2.1 admits lines that mix two options,
+    ``tests/diplomacy/llm/orders/test_grammar_agreement.py``) or ignores the field."""
     if violations <= GRAMMAR_ALARM_SHARE * max(answers, 1):
         return None
     return (

@@ -28,7 +28,7 @@ Why ``backends.py`` is gone: its helpers (the backend from the config, the check
 client, the in-process sampler) are what this runtime is made of, and a second module building
 backends would be a second place to change. What each backend *is* stays in its own file
 (``model/hf_backend.py``, ``remote/openai_client.py``); a new backend adds its file and a
-branch here. ``tests/diplomacy/test_llm_runtime.py`` checks that nothing else under ``src/``
+branch here. ``tests/diplomacy/llm/test_llm_runtime.py`` checks that nothing else under ``src/``
 constructs a backend, a client or a batcher.
 """
 

@@ -5,7 +5,7 @@ Regenerate the golden with one command::
 
     python -m leaguezero.yatzy.agents.golden > tests/yatzy/golden/playthrough_seed0.txt
 
-``tests/yatzy/test_golden.py`` compares it, so a diff shows what a rules or bot change did.
+``tests/yatzy/agents/test_golden.py`` compares it, so a diff shows what a rules or bot change did.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ allowed exactly in the final states. That is outlines-core's rule (a token is al
 bytes keep the text a prefix of a match), checked byte by byte where outlines-core checks the
 token's last state; the two agree for expressions in which no match continues into a longer one
 (every expression :class:`.constrained.OrderChoices` writes ends in ``END``), which
-``tests/diplomacy/test_mask_replay.py`` checks against outlines-core on records of real games.
+``tests/diplomacy/llm/orders/test_mask_replay.py`` checks against outlines-core on records of
+real games.
 
 The walks run in numba (compiled once, cached on disk).
 """

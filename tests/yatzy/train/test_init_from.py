@@ -1,0 +1,95 @@
+"""`yz run --init-from`: training that continues from a shipped or saved network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from leaguezero.az.checkpoint import load_checkpoint
+from leaguezero.yatzy.agents.registry import PRETRAINED_PATH
+from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS
+
+ROOT = Path(__file__).resolve().parents[3]
+SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
+TURN = ("--set", "search.kind=turn", "--set", "run.iterations=1")
+
+
+def _yz(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "leaguezero", "yatzy", *args],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+
+
+def _lineage(checkpoint: Path) -> list[dict]:
+    _, meta = load_checkpoint(checkpoint, MODEL_CONSTRUCTORS)
+    return meta.extra["lineage"]
+
+
+def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(tmp_path):
+    first = tmp_path / "first"
+    result = _yz("run", "--config", str(SMOKE), "--out", str(first), "--init-from", "pretrained",
+                 *TURN)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # The initial best is the shipped network, byte for byte, and the config says its shape
+    # (the smoke config's network is a 64-wide residual MLP; the shipped one is not).
+    assert (first / "models" / "best_0000.pt").read_bytes() == PRETRAINED_PATH.read_bytes()
+    _, shipped = load_checkpoint(PRETRAINED_PATH, MODEL_CONSTRUCTORS)
+    written = (first / "config.yaml").read_text()
+    arch = "board_towers" if "towers" in shipped.kind else "resmlp"
+    assert f"arch: {arch}" in written and f"hidden: {shipped.kwargs['hidden']}" in written
+    record = json.loads((first / "lineage.json").read_text())
+    assert record["init_from"]["path"] == str(PRETRAINED_PATH.resolve())
+    # The shipped network's own chain (the runs that made it) comes first.
+    ancestors = shipped.extra.get("lineage", [])
+    assert record["init_from"]["iteration"] == shipped.extra["iteration"]
+    assert record["ancestors"] == ancestors
+    before = [entry["run"] for entry in ancestors]
+    chain = _lineage(first / "models" / "candidate_0001.pt")
+    assert [entry["run"] for entry in chain] == [*before, str(first.resolve())]
+    assert chain[-1]["init_from"]["sha256"] == record["init_from"]["sha256"]
+
+    # A second session continues from the first one's candidate: the chain grows.
+    second = tmp_path / "second"
+    candidate = first / "models" / "candidate_0001.pt"
+    result = _yz("run", "--config", str(SMOKE), "--out", str(second), "--init-from",
+                 str(candidate), *TURN)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    chain = _lineage(second / "models" / "candidate_0001.pt")
+    assert [entry["run"] for entry in chain] == [
+        *before,
+        str(first.resolve()),
+        str(second.resolve()),
+    ]
+    assert chain[-1]["init_from"]["path"] == str(candidate.resolve())
+
+
+def test_init_from_refuses_what_cannot_seed_the_run_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "run"
+    cases = {
+        # A turn-search network for a PUCT run.
+        ("--init-from", "pretrained"): "is a turn-search network",
+        ("--init-from", "greedy"): "needs a network",
+        ("--init-from", str(tmp_path / "missing.pt")): "does not exist",
+        ("--init-from", "pretrained?depth=2"): "needs a network",
+    }
+    for args, message in cases.items():
+        result = _yz("run", "--config", str(SMOKE), "--out", str(out), *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert not out.exists()
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    result = _yz("run", "--config", str(SMOKE), "--out", str(out), "--init-from", str(garbage),
+                 *TURN)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert not out.exists()
+    out.mkdir()
+    (out / "config.yaml").write_text("schema_version: 1\n")
+    result = _yz("run", "--out", str(out), "--resume", "--init-from", "pretrained")
+    assert result.returncode == 2 and "starts a new run" in result.stderr
