@@ -155,7 +155,7 @@ def test_bad_endpoints_are_clear(text: str) -> None:
 
 def test_client_softmax_of_masked_logits_matches_reference() -> None:
     from leaguezero.az.evaluator import masked_softmax
-    from leaguezero.az.inference.client import softmax_masked_logits
+    from leaguezero.az.inference.client_evaluators import softmax_masked_logits
 
     rng = np.random.default_rng(3)
     logits = (rng.standard_normal((20, 47)) * 10).astype(np.float32)

@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import os
 import secrets
 import stat
 from pathlib import Path
+
+from leaguezero.az.inference.endpoint import Endpoint
+from leaguezero.az.inference.protocol import ControlOp, InferenceError, Reply, Status
 
 TOKEN_PREFIX = "lz-admin-token "  # protocol v1's plain token line: refused, never sent now
 SIGNATURE_PREFIX = "lz-admin-hmac "
@@ -162,3 +166,34 @@ def admin_refusal(
         "admin operations need this server's admin token: run the command as the user who "
         "started the server (it reads ~/.leaguezero/infer_admin_token) or pass --token-file"
     )
+
+
+def load_signed(call, endpoint: Endpoint, model_id: int, path: str, token: str | None) -> Reply:
+    """Load ``path`` as ``model_id`` through ``call(op, model_id, argument) -> Reply`` (which
+    raises :class:`InferenceError` on an error status): signed at once over TCP; over a Unix
+    socket unsigned first, signed only when the server refuses that and a token is at hand."""
+
+    def signed() -> Reply:
+        challenge = call(ControlOp.CHALLENGE, 0, "")
+        try:
+            nonce = bytes.fromhex(json.loads(challenge.message)["nonce"])
+        except (ValueError, KeyError, TypeError):
+            raise InferenceError(
+                Status.MALFORMED, "the server's admin challenge is not valid; nothing was signed"
+            ) from None
+        signature = admin_signature(token, nonce, model_id, path)
+        return call(ControlOp.LOAD_MODEL, model_id, with_signature(path, signature))
+
+    if endpoint.scheme == "tcp" and token is not None:
+        return signed()
+    try:
+        return call(ControlOp.LOAD_MODEL, model_id, path)
+    except InferenceError as err:
+        if not _retry_with_token(err.status, endpoint, token):
+            raise
+        return signed()
+
+
+def _retry_with_token(status: Status, endpoint: Endpoint, token: str | None) -> bool:
+    """Whether a refused load over a Unix socket is sent again, now signed with the token."""
+    return status == Status.UNAUTHORIZED and endpoint.scheme == "unix" and token is not None

@@ -89,6 +89,14 @@ class ProtocolError(Exception):
         self.request_id = request_id
 
 
+class InferenceError(RuntimeError):
+    """The server answered a request with an error status."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(f"inference server error {status.name}: {message}")
+        self.status = status
+
+
 @dataclass
 class EvalRequest:
     request_id: int
