@@ -124,6 +124,7 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
 
     from leaguezero.diplomacy.game.records import ActionRecord, seat_game
     from leaguezero.diplomacy.train.grpo import GRPOTrainer
+    from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 
     torch.set_num_threads(1)
     backend = HFBackend.from_pretrained(folder, lora=LoraSettings(target_modules=ALL_PROJECTIONS))
@@ -149,11 +150,8 @@ def grpo_step_child(folder: str, rows: list, per_pass: int | None, seed: int) ->
         groups.append(samples)
     trainer = GRPOTrainer(
         _RowPolicy(backend, "hero"),
-        lr=1e-3,
-        epochs=2,
-        kl_coef=0.1,
+        GRPOSettings(lr=1e-3, epochs=2, kl_coef=0.1, records_per_pass=per_pass),
         reference=_RowPolicy(backend, None),
-        records_per_pass=per_pass,
     )
     started = time.perf_counter()
     trainer.step(groups)

@@ -108,9 +108,10 @@ def grpo_loss_curve(steps: int = 25) -> str:
     """The bandit's per-step metrics, one line per step (6 decimals)."""
     from leaguezero.diplomacy.game.records import ActionRecord, seat_game
     from leaguezero.diplomacy.train.grpo import GRPOTrainer
+    from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 
     policy = _Arms(torch.nn.Parameter(torch.zeros(3)))
-    trainer = GRPOTrainer(policy, lr=0.1, epochs=2)  # type: ignore[arg-type]
+    trainer = GRPOTrainer(policy, GRPOSettings(lr=0.1, epochs=2))  # type: ignore[arg-type]
     gen = torch.Generator().manual_seed(5)
     lines = ["step " + " ".join(METRICS) + " p_best"]
     for step in range(1, steps + 1):

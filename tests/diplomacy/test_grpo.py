@@ -9,8 +9,9 @@ import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord, seat_game
 from leaguezero.diplomacy.train.credit import group_advantages, phase_advantages
-from leaguezero.diplomacy.train.grpo import GRPOTrainer, scheduled_lr
+from leaguezero.diplomacy.train.grpo import GRPOTrainer
 from leaguezero.diplomacy.train.grpo_loss import grpo_loss
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings, scheduled_lr
 
 torch.set_num_threads(1)
 
@@ -85,7 +86,7 @@ class _Bandit:
 
 def test_trainer_moves_probability_towards_the_better_game() -> None:
     bandit = _Bandit()
-    trainer = GRPOTrainer(bandit, lr=0.1, epochs=3)  # type: ignore[arg-type]
+    trainer = GRPOTrainer(bandit, GRPOSettings(lr=0.1, epochs=3))  # type: ignore[arg-type]
     half = math.log(0.5)
     games = [
         seat_game(10.0, [ActionRecord("FRANCE", "S1901M", half, 1)]),
@@ -122,18 +123,18 @@ def test_phase_credit_counts_only_the_score_gained_from_each_phase_on() -> None:
     assert math.copysign(1, advs[0][0]) == math.copysign(1, float(game[0]))
 
     bandit = _Bandit()
-    trainer = GRPOTrainer(bandit, lr=0.1, credit="phase")  # type: ignore[arg-type]
+    trainer = GRPOTrainer(bandit, GRPOSettings(lr=0.1, credit="phase"))  # type: ignore[arg-type]
     metrics = trainer.step([[a, b]])
     assert metrics["records"] == 5 and metrics["adv_abs_mean"] > 0
     with pytest.raises(ValueError, match="phase_start"):
         trainer.step([[seat_game(1.0, [rec("S1901M")]), seat_game(2.0, [rec("S1901M")])]])
     with pytest.raises(ValueError, match="credit must be one of game, phase"):
-        GRPOTrainer(bandit, credit="turn")  # type: ignore[arg-type]
+        GRPOSettings(credit="turn")
 
 
 def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate() -> None:
     bandit = _Bandit()
-    trainer = GRPOTrainer(bandit, lr=0.1)  # type: ignore[arg-type]
+    trainer = GRPOTrainer(bandit, GRPOSettings(lr=0.1))  # type: ignore[arg-type]
     half = math.log(0.5)
     trainer.step(
         [
@@ -143,7 +144,7 @@ def test_resuming_keeps_the_optimizer_moments_and_the_configured_learning_rate()
             ]
         ]
     )
-    resumed = GRPOTrainer(bandit, lr=0.5)  # type: ignore[arg-type]  # --resume --set train.lr
+    resumed = GRPOTrainer(bandit, GRPOSettings(lr=0.5))  # type: ignore[arg-type]  # --resume --set train.lr
     resumed.load_state_dict(trainer.state_dict())
     assert resumed.optimizer.param_groups[0]["lr"] == 0.5
     moments = resumed.optimizer.state[bandit.logits]
@@ -178,7 +179,7 @@ def test_update_from_real_games_changes_only_the_hero() -> None:
         games.append(seat_game(result.scores["FRANCE"], records))
     if len({g.score for g in games}) == 1:  # pragma: no cover - seeds chosen to differ
         pytest.skip("all four games scored the same; no advantage to learn from")
-    trainer = GRPOTrainer(hero, lr=1e-2)
+    trainer = GRPOTrainer(hero, GRPOSettings(lr=1e-2))
     metrics = trainer.step([games])
     assert metrics["records"] > 0 and math.isfinite(metrics["loss"])
     changed = [
@@ -206,7 +207,7 @@ def test_cosine_schedule_falls_from_lr_to_its_final_fraction_and_stays() -> None
 
 def test_set_lr_sets_the_rate_of_the_next_update() -> None:
     bandit = _Bandit()
-    trainer = GRPOTrainer(bandit, lr=0.1)  # type: ignore[arg-type]
+    trainer = GRPOTrainer(bandit, GRPOSettings(lr=0.1))  # type: ignore[arg-type]
     trainer.set_lr(1e-9)
     half = math.log(0.5)
     games = [
@@ -259,9 +260,8 @@ def test_gradient_accumulation_passes_match_one_pass() -> None:
     for per_pass in (None, 3):
         bandit = _SizedBandit()
         reference = _SizedBandit()
-        trainer = GRPOTrainer(  # type: ignore[arg-type]
-            bandit, lr=0.05, epochs=2, kl_coef=0.5, reference=reference, records_per_pass=per_pass
-        )
+        settings = GRPOSettings(lr=0.05, epochs=2, kl_coef=0.5, records_per_pass=per_pass)
+        trainer = GRPOTrainer(bandit, settings, reference=reference)  # type: ignore[arg-type]
         metrics = trainer.step(groups)
         results[per_pass] = (bandit.logits.detach().clone(), metrics, bandit.calls)
     (one, m_one, calls_one), (acc, m_acc, calls_acc) = results[None], results[3]
@@ -271,7 +271,7 @@ def test_gradient_accumulation_passes_match_one_pass() -> None:
         assert m_acc[key] == pytest.approx(m_one[key], abs=1e-6), key
     assert m_one["old_log_prob_gap"] == pytest.approx(m_acc["old_log_prob_gap"], abs=1e-6)
     with pytest.raises(ValueError, match="records_per_pass"):
-        GRPOTrainer(_Bandit(), records_per_pass=0)  # type: ignore[arg-type]
+        GRPOSettings(records_per_pass=0)
 
 
 class _ManyArms(_Bandit):
@@ -300,7 +300,8 @@ def test_a_record_budget_trains_on_that_many_and_keeps_the_gradient_unbiased() -
     ]
 
     def trainer(policy, budget):
-        out = GRPOTrainer(policy, lr=0.0, max_grad_norm=1e9, max_records=budget)  # type: ignore[arg-type]
+        settings = GRPOSettings(lr=0.0, max_grad_norm=1e9, max_records=budget)
+        out = GRPOTrainer(policy, settings)  # type: ignore[arg-type]
         return out
 
     full_policy = _ManyArms(arms)
@@ -331,4 +332,4 @@ def test_a_budget_under_the_games_keeps_one_record_of_that_many_games() -> None:
     counts = [sum(game_index[i] == g for i in keep) for g in range(4)]
     assert sum(counts) == 5 and min(counts) >= 1 and counts[2] == 2
     with pytest.raises(ValueError, match="max_records"):
-        GRPOTrainer(_Bandit(), max_records=0)  # type: ignore[arg-type]
+        GRPOSettings(max_records=0)

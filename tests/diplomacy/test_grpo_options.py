@@ -20,6 +20,7 @@ from leaguezero.diplomacy.train.grpo_loss import (
     mismatch_warning,
     token_weights,
 )
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 
 torch.set_num_threads(1)
 
@@ -142,14 +143,18 @@ def test_dr_grpo_leaves_advantages_unscaled():
     scores = torch.tensor([10.0, 2.0])
     assert group_advantages(scores).tolist() == pytest.approx([1.0, -1.0], abs=1e-5)
     assert group_advantages(scores, scale=False).tolist() == [4.0, -4.0]
-    metrics = GRPOTrainer(_TokenBandit(), aggregation="dr_grpo", token_budget=2).step([_games()])
+    metrics = GRPOTrainer(_TokenBandit(), GRPOSettings(aggregation="dr_grpo", token_budget=2)).step(
+        [_games()]
+    )
     assert metrics["adv_abs_mean"] == pytest.approx(4.0)
 
 
 def test_truncated_answers_are_counted_and_masked_on_request():
     kept = GRPOTrainer(_TokenBandit()).step([_games(truncated=True)])
     assert kept["records"] == 4 and kept["truncated_share"] == 0.25
-    masked = GRPOTrainer(_TokenBandit(), mask_truncated=True).step([_games(truncated=True)])
+    masked = GRPOTrainer(_TokenBandit(), GRPOSettings(mask_truncated=True)).step(
+        [_games(truncated=True)]
+    )
     assert masked["records"] == 3 and masked["truncated_share"] == 0.25
     assert masked["tokens_mean"] == 2.0
 
@@ -171,14 +176,14 @@ def test_importance_weights_truncate_or_mask_beyond_the_cap():
 
 
 def test_every_step_reports_the_sampler_weight_and_warns_beyond_the_threshold():
-    agree = GRPOTrainer(_TokenBandit(), is_correction="truncate").step([_games()])
+    agree = GRPOTrainer(_TokenBandit(), GRPOSettings(is_correction="truncate")).step([_games()])
     assert agree["is_ratio_min"] == pytest.approx(1.0) == agree["is_ratio_max"]
     assert agree["is_outside_share"] == 0.0 and agree["old_log_prob_gap"] < 1e-6
     assert mismatch_warning(agree, 0.05, 2.0) is None
     # A sampler 1 nat per token below the trainer: rho = e > 2 for every answer.
     off = {}
     for correction in ("none", "truncate", "mask"):
-        trainer = GRPOTrainer(_TokenBandit(), is_correction=correction)
+        trainer = GRPOTrainer(_TokenBandit(), GRPOSettings(is_correction=correction))
         off[correction] = trainer.step([_games(sampler_shift=1.0)])
     assert off["none"]["is_ratio_mean"] == pytest.approx(math.e, rel=1e-5)
     assert off["none"]["is_capped_share"] == 1.0
@@ -197,8 +202,11 @@ def test_token_ratio_needs_per_token_old_log_probs():
         recompute_old_log_probs = False
 
     with pytest.raises(ValueError, match="per-token"):
-        GRPOTrainer(_Sampled(), ratio="token").step([_games()])
-    assert GRPOTrainer(_Sampled(), ratio="sequence_mean").step([_games()])["records"] == 4
+        GRPOTrainer(_Sampled(), GRPOSettings(ratio="token")).step([_games()])
+    assert (
+        GRPOTrainer(_Sampled(), GRPOSettings(ratio="sequence_mean")).step([_games()])["records"]
+        == 4
+    )
 
 
 def test_config_refuses_a_sampler_weight_that_compares_two_temperatures():

@@ -19,7 +19,7 @@ from leaguezero.diplomacy.agents.policy import DiplomacyPolicy, PolicyConfig, lo
 from leaguezero.diplomacy.config import HERO_KINDS, DiplomacyConfig
 from leaguezero.diplomacy.game import catalogue
 from leaguezero.diplomacy.train import lineage
-from leaguezero.diplomacy.train.grpo import scheduled_kl_coef
+from leaguezero.diplomacy.train.grpo_settings import scheduled_kl_coef
 from leaguezero.diplomacy.train.loop import TRAIN_STEP_EVENT, LeagueTrainer, TrainError
 
 TINY = [

@@ -27,6 +27,7 @@ from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.orders.prompt import build_prompt
 from leaguezero.diplomacy.llm.tables import LLMTable
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 from leaguezero.league.registry import LeagueRegistry
 
 torch.set_num_threads(1)
@@ -160,7 +161,7 @@ def test_a_grpo_step_changes_only_the_hero_adapter(backend) -> None:
         # Different scores so the group has a non-zero advantage.
         games.append(seat_game(result.scores["AUSTRIA"] + game_idx, records))
     before = _snapshot(backend)
-    trainer = GRPOTrainer(hero, lr=1e-2)
+    trainer = GRPOTrainer(hero, GRPOSettings(lr=1e-2))
     metrics = trainer.step([games])
     assert metrics["records"] > 0 and metrics["grad_norm"] > 0
     after = _snapshot(backend)

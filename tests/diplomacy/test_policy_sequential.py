@@ -24,6 +24,7 @@ from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
 from leaguezero.diplomacy.game.records import ActionRecord, PlayedGame
 from leaguezero.diplomacy.game.rollout import run_rollout
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 from leaguezero.diplomacy.train.imitation import Corpus, _record_phase, train_imitation
 from leaguezero.diplomacy.train.imitation_settings import PolicyImitationSettings
 from leaguezero.diplomacy.train.value_loss import ValueGRPOTrainer, value_loss
@@ -212,7 +213,7 @@ def test_grpo_adds_the_value_loss_to_its_update() -> None:
     shares = {p: s / sum(scores.values()) for p, s in scores.items()}
     for coef, moves in ((0.0, False), (1.0, True)):
         trained = policy.copy()
-        trainer = ValueGRPOTrainer(trained, value_coef=coef, lr=1e-2, epochs=1)
+        trainer = ValueGRPOTrainer(trained, GRPOSettings(value_coef=coef, lr=1e-2, epochs=1))
         before = [p.detach().clone() for p in trained.net.value_head.parameters()]
         metrics = [trainer.step([games], seed=s) for s in range(30)]
         after = list(trained.net.value_head.parameters())

@@ -26,7 +26,7 @@ won before it was given. The loss is PPO's clipped surrogate on the per-record r
     L_pg = -mean_g mean_{i in g} min(r_i A_gi, clip(r_i, 1 - eps, 1 + eps) A_gi)
 
 plus ``kl_coef`` times the k3 estimator of KL(pi || pi_ref) to a frozen reference (the initial
-policy), ``exp(ref - new) - (ref - new) - 1`` per record (:func:`scheduled_kl_coef`: the
+policy), ``exp(ref - new) - (ref - new) - 1`` per record (:meth:`GRPOTrainer.kl_coef_at`: the
 coefficient may warm up from 0 over the first steps). Averaging per game first keeps a long
 game (many units) from outweighing a short one in its group. That is the ``sequence_sum``
 ratio with ``grpo`` aggregation; the other ratio kinds (per token, length mean), the
@@ -37,6 +37,7 @@ mean(s)``, Dr. GRPO: dividing by the group's std up-weights groups whose games b
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Sequence
@@ -46,11 +47,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from leaguezero.diplomacy.game.records import ActionRecord, Actor, PlayedGame
-from leaguezero.diplomacy.train.credit import CREDIT_RULES, CREDITS
+from leaguezero.diplomacy.train.credit import CREDIT_RULES
 from leaguezero.diplomacy.train.grpo_loss import (
-    AGGREGATIONS,
-    IS_CORRECTIONS,
-    RATIO_KINDS,
     grpo_loss,
     importance_weights,
     padded_rows,
@@ -59,38 +57,7 @@ from leaguezero.diplomacy.train.grpo_loss import (
     token_rows,
     token_weights,
 )
-
-LR_SCHEDULES = ("constant", "cosine")
-
-
-def scheduled_lr(lr: float, step: int, steps: int, schedule: str, final: float) -> float:
-    """The learning rate of training step ``step`` (1-based) of ``steps``.
-
-    ``constant`` keeps ``lr``; ``cosine`` falls from ``lr`` at step 1 to ``final * lr`` at the
-    last step along a half cosine, and stays there past it. The rate is a function of ``step``
-    and ``steps`` only: a run resumed with a larger ``steps`` follows the longer schedule (its
-    rate goes back up to where that schedule is at the resumed step).
-    """
-    if schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr schedule must be one of {', '.join(LR_SCHEDULES)}, not {schedule!r}")
-    if not 0.0 <= final <= 1.0:
-        raise ValueError(f"final lr fraction must be in [0, 1], not {final}")
-    if schedule == "constant" or steps <= 1:
-        return lr
-    progress = min(max(step - 1, 0) / (steps - 1), 1.0)
-    return lr * (final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
-def scheduled_kl_coef(kl_coef: float, step: int, warmup_steps: int) -> float:
-    """The KL coefficient of training step ``step`` (1-based): with ``warmup_steps`` N > 1 it
-    rises linearly from 0 at step 1 to ``kl_coef`` at step N and stays there; N of 0 or 1 keeps
-    ``kl_coef`` from the first step. A function of the step only, so a resumed run goes on
-    where the schedule was."""
-    if warmup_steps < 0:
-        raise ValueError(f"KL warm-up steps must be >= 0, not {warmup_steps}")
-    if warmup_steps <= 1 or step >= warmup_steps:
-        return kl_coef
-    return kl_coef * max(step - 1, 0) / (warmup_steps - 1)
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings, scheduled_kl_coef
 
 
 @runtime_checkable
@@ -161,11 +128,31 @@ def budget_records(game_index: Sequence[int], budget: int, rng: random.Random) -
     )
 
 
+@dataclasses.dataclass
+class _StepBatch:
+    """One step's trained records as the tensors every backward pass slices (N records of at
+    most T tokens): the record that goes from gathering to the loss, as verl's batch does."""
+
+    records: list[ActionRecord]
+    sampled: torch.Tensor  # [N] float32: the sampler's summed log-probs
+    lengths: torch.Tensor  # [N] int64: tokens per record
+    mask: torch.Tensor  # [N, T] float32: a record's real tokens
+    advantages: torch.Tensor  # [N] float32
+    game_index: torch.Tensor  # [N] int64: the record's game, numbered within the step
+    weight: torch.Tensor  # [N, T] float32: each token's weight in the loss (the aggregation)
+    metric_weight: torch.Tensor  # [N, T] float32: weight / weight.sum(), for the metrics
+    old: torch.Tensor  # [N, T] float32: old log-probs (the first epoch's when recomputed)
+    ref: torch.Tensor | None  # [N, T] float32: the reference's (None: no KL term this step)
+    is_weight: torch.Tensor  # [N] float32: the sampler weight (1 until the first epoch sets it)
+
+
 class GRPOTrainer:
     """Clipped policy-gradient updates of a :class:`GRPOPolicy` from groups of games.
 
-    ``reference`` (optional) is a frozen policy (e.g. a copy of the initial weights) whose
-    ``log_prob`` anchors the KL term; ``epochs`` passes over each step's records (the first is
+    ``settings`` (:class:`~.grpo_settings.GRPOSettings`) holds every knob of the update, made
+    once where the run starts. ``reference`` (optional) is a frozen policy (e.g. a copy of the
+    initial weights) whose ``log_prob`` anchors the KL term; the KL weight of a step is
+    :meth:`kl_coef_at` (its warm-up). ``epochs`` passes over each step's records (the first is
     on-policy, so its ratios are 1 and only later passes clip). ``ratio``, ``epsilon_high``,
     ``aggregation`` (with ``token_budget``, the most tokens a record may have: ``dr_grpo``'s
     constant), ``is_correction`` and ``is_cap``: :mod:`.grpo_loss`. ``mask_truncated``:
@@ -177,77 +164,44 @@ class GRPOTrainer:
     def __init__(
         self,
         policy: GRPOPolicy,
+        settings: GRPOSettings = GRPOSettings(),
         *,
-        lr: float = 1e-3,
-        clip_eps: float = 0.2,
-        kl_coef: float = 0.0,
-        epochs: int = 1,
-        max_grad_norm: float = 1.0,
         reference: GRPOPolicy | None = None,
-        adv_eps: float = 1e-6,
-        credit: str = "game",
-        records_per_pass: int | None = None,
-        ratio: str = "sequence_sum",
-        epsilon_high: float | None = None,
-        aggregation: str = "grpo",
-        token_budget: int = 1,
-        mask_truncated: bool = False,
-        is_correction: str = "none",
-        is_cap: float = 2.0,
-        max_records: int | None = None,
     ) -> None:
-        if credit not in CREDIT_RULES:
-            raise ValueError(f"credit must be one of {', '.join(CREDITS)}, not {credit!r}")
-        for name, value, allowed in (
-            ("ratio", ratio, RATIO_KINDS),
-            ("aggregation", aggregation, AGGREGATIONS),
-            ("is_correction", is_correction, IS_CORRECTIONS),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-        if not is_cap > 1.0:
-            raise ValueError(f"is_cap must be > 1, not {is_cap}")
-        self.credit = credit
-        self._credit = CREDIT_RULES[credit]
+        self.settings = settings
+        self._credit = CREDIT_RULES[settings.credit]
         self.policy = policy
         self.params = list(policy.trainable_parameters())
         if not self.params:
             raise ValueError("the policy has no trainable parameters")
-        self.optimizer = torch.optim.Adam(self.params, lr=lr)
-        self.clip_eps = clip_eps
-        self.epsilon_high = epsilon_high
-        self.kl_coef = kl_coef
-        self.epochs = epochs
-        self.max_grad_norm = max_grad_norm
+        self.optimizer = torch.optim.Adam(self.params, lr=settings.lr)
         self.reference = reference
-        self.adv_eps = adv_eps
-        if records_per_pass is not None and records_per_pass < 1:
-            raise ValueError(f"records_per_pass must be >= 1 or None, not {records_per_pass}")
-        self.records_per_pass = records_per_pass
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records must be >= 1 or None, not {max_records}")
-        self.max_records = max_records
-        self.ratio = ratio
-        self.aggregation = aggregation
-        self.token_budget = token_budget
-        self.mask_truncated = mask_truncated
-        self.is_correction = is_correction
-        self.is_cap = is_cap
+
+    def kl_coef_at(self, step: int | None) -> float:
+        """The KL weight of training step ``step`` (1-based): ``kl_coef`` after a linear
+        warm-up from 0 over ``kl_warmup_steps`` (:func:`scheduled_kl_coef`); None (a caller
+        outside a run's steps): ``kl_coef``."""
+        if step is None:
+            return self.settings.kl_coef
+        return scheduled_kl_coef(self.settings.kl_coef, step, self.settings.kl_warmup_steps)
 
     def _gather(self, groups: Sequence[Sequence[PlayedGame]], seed: int):
         """The step's trained records with their advantages and game index, and its metrics."""
+        settings = self.settings
         records: list[ActionRecord] = []
         advantages: list[float] = []
         game_index: list[int] = []
         all_scores: list[float] = []
         adv_abs: list[float] = []
         candidates = truncated = 0
-        scale = self.aggregation != "dr_grpo"
+        scale = settings.aggregation != "dr_grpo"
         for group in groups:
             scores = torch.tensor([g.score for g in group], dtype=torch.float32)
             seat_records = [g.seat_records for g in group]
             all_scores.extend(scores.tolist())
-            per_record, group_abs = self._credit(group, scores, seat_records, self.adv_eps, scale)
+            per_record, group_abs = self._credit(
+                group, scores, seat_records, settings.adv_eps, scale
+            )
             adv_abs.extend(group_abs)
             for game_records, advs in zip(seat_records, per_record, strict=True):
                 if not any(advs):
@@ -257,7 +211,7 @@ class GRPOTrainer:
                 kept = [
                     (r, a)
                     for r, a in zip(game_records, advs, strict=True)
-                    if not (self.mask_truncated and r.truncated)
+                    if not (settings.mask_truncated and r.truncated)
                 ]
                 if not kept:
                     continue
@@ -266,8 +220,8 @@ class GRPOTrainer:
                 advantages.extend(a for _, a in kept)
                 game_index.extend([n_games] * len(kept))
         played = len(records)
-        if self.max_records is not None and played > self.max_records:
-            keep = budget_records(game_index, self.max_records, random.Random(seed))
+        if settings.max_records is not None and played > settings.max_records:
+            keep = budget_records(game_index, settings.max_records, random.Random(seed))
             records = [records[i] for i in keep]
             advantages = [advantages[i] for i in keep]
             renumber = {g: k for k, g in enumerate(dict.fromkeys(game_index[i] for i in keep))}
@@ -283,93 +237,142 @@ class GRPOTrainer:
         }
         return records, advantages, game_index, metrics
 
-    def step(self, groups: Sequence[Sequence[PlayedGame]], *, seed: int = 0) -> dict[str, float]:
+    def step(
+        self,
+        groups: Sequence[Sequence[PlayedGame]],
+        *,
+        seed: int = 0,
+        global_step: int | None = None,
+    ) -> dict[str, float]:
         """One update from ``groups`` (each a list of G games sharing opponents and seating,
         read at one learning seat: :attr:`PlayedGame.seat`); ``seed`` draws the records a
-        ``max_records`` budget keeps (a run passes its step, so a resumed step draws the same).
+        ``max_records`` budget keeps (a run passes its step, so a resumed step draws the same);
+        ``global_step``: the run's training step (1-based), which sets the KL weight
+        (:meth:`kl_coef_at`; None: ``kl_coef``, no warm-up).
 
-        Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``clip_fraction``,
-        ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``, ``score_mean``, ``score_std``,
-        ``records`` (trained), ``records_played`` (before the budget), ``tokens_mean``,
-        ``truncated_share`` (of the records with an advantage),
+        Returns logged metrics: ``loss``, ``policy_loss``, ``kl``, ``kl_coef`` (the step's KL
+        weight), ``clip_fraction``, ``ratio_mean``, ``grad_norm``, ``adv_abs_mean``,
+        ``score_mean``, ``score_std``, ``records`` (trained), ``records_played`` (before the
+        budget), ``tokens_mean``, ``truncated_share`` (of the records with an advantage),
         ``old_log_prob_gap`` and the sampler weight's ``is_*`` statistics
         (:func:`~.grpo_loss.importance_weights`). A step whose groups all have zero advantage
         (identical scores) or no hero records makes no update and says so with ``records == 0``.
         """
+        kl_coef = self.kl_coef_at(global_step)
         records, advantages, game_index, metrics = self._gather(groups, seed)
         if not records:
             zero = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-            return {**metrics, **zero, "ratio_mean": 1.0, "grad_norm": 0.0, "old_log_prob_gap": 0.0}
+            return {
+                **metrics,
+                **zero,
+                "ratio_mean": 1.0,
+                "grad_norm": 0.0,
+                "old_log_prob_gap": 0.0,
+                "kl_coef": kl_coef,
+            }
+        batch = self._batch(records, advantages, game_index, kl_coef)
+        passes = self._passes(records)
+        per_epoch = [
+            self._epoch(batch, passes, epoch, kl_coef) for epoch in range(self.settings.epochs)
+        ]
+        return {**metrics, **self._step_metrics(batch, per_epoch), "kl_coef": kl_coef}
+
+    def _batch(
+        self,
+        records: list[ActionRecord],
+        advantages: list[float],
+        game_index: list[int],
+        kl_coef: float,
+    ) -> _StepBatch:
+        """The step's tensors; the reference's log-probs only when the step has a KL term."""
         sampled = torch.tensor([r.old_log_prob for r in records], dtype=torch.float32)
         lengths = torch.tensor([r.tokens for r in records], dtype=torch.int64)
         width = int(lengths.max())
-        mask = token_mask(lengths, width)
-        adv_t = torch.tensor(advantages, dtype=torch.float32)
         index = torch.tensor(game_index, dtype=torch.int64)
-        weight = token_weights(lengths, index, self.aggregation, self.token_budget)
-        metric_weight = weight / weight.sum()
-        recompute = self.policy.recompute_old_log_probs
+        weight = token_weights(
+            lengths, index, self.settings.aggregation, self.settings.token_budget
+        )
         old = torch.zeros((len(records), width), dtype=torch.float32)
-        if not recompute:
+        if not self.policy.recompute_old_log_probs:
             # The sampler's log-probs are the trainer's own, summed: a sequence ratio needs
             # only the sum; a token ratio needs per-token numbers, so one-token records only.
-            if self.ratio == "token" and width > 1:
+            if self.settings.ratio == "token" and width > 1:
                 raise ValueError("ratio 'token' needs recomputed per-token old log-probs")
             old[:, 0] = sampled
         ref = None
-        if self.reference is not None and self.kl_coef > 0:
+        if self.reference is not None and kl_coef > 0:
             with torch.no_grad():
                 ref = padded_rows(token_rows(self.reference, records), width)
-        is_weight = torch.ones(len(records), dtype=torch.float32)
-        passes = self._passes(records)
-        totals: dict[str, float] = {}
-        grad_norm = 0.0
-        per_epoch: list[dict[str, float]] = []
-        for epoch in range(self.epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            totals = dict.fromkeys(
-                ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean"), 0.0
-            )
-            # Gradient accumulation: each pass holds the graph of its own records only, so
-            # memory is bounded by records_per_pass, not by the step's records; the loss is a
-            # weighted sum over tokens, so the passes' gradients add up to the whole step's.
-            for idx in passes:
-                new = stack_rows(token_rows(self.policy, [records[i] for i in idx]), width)
-                if recompute and epoch == 0:
-                    # The sampler's numerics differ from the trainer's (a server's kernels, a
-                    # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1),
-                    # and the sampler's weight corrects for the answers having come from it.
-                    old[idx] = new.detach()
-                    trainer_sum = new.detach().sum(dim=1)
-                    is_weight[idx], _ = importance_weights(
-                        trainer_sum,
-                        sampled[idx],
-                        lengths[idx],
-                        correction=self.is_correction,
-                        cap=self.is_cap,
-                    )
-                parts = grpo_loss(
-                    new,
-                    old[idx],
-                    adv_t[idx],
-                    index[idx],
-                    clip_eps=self.clip_eps,
-                    epsilon_high=self.epsilon_high,
-                    ref_log_prob=None if ref is None else ref[idx],
-                    kl_coef=self.kl_coef,
-                    weight=weight[idx],
-                    mask=mask[idx],
-                    ratio=self.ratio,
-                    is_weight=is_weight[idx],
-                    metric_weight=metric_weight[idx],
+        return _StepBatch(
+            records=records,
+            sampled=sampled,
+            lengths=lengths,
+            mask=token_mask(lengths, width),
+            advantages=torch.tensor(advantages, dtype=torch.float32),
+            game_index=index,
+            weight=weight,
+            metric_weight=weight / weight.sum(),
+            old=old,
+            ref=ref,
+            is_weight=torch.ones(len(records), dtype=torch.float32),
+        )
+
+    def _epoch(
+        self, batch: _StepBatch, passes: list[torch.Tensor], epoch: int, kl_coef: float
+    ) -> dict[str, float]:
+        """One gradient pass over the step's records and its optimizer step; the epoch's
+        summed loss terms and its gradient norm (before clipping)."""
+        settings = self.settings
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = dict.fromkeys(("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean"), 0.0)
+        width = batch.old.shape[1]
+        # Gradient accumulation: each pass holds the graph of its own records only, so
+        # memory is bounded by records_per_pass, not by the step's records; the loss is a
+        # weighted sum over tokens, so the passes' gradients add up to the whole step's.
+        for idx in passes:
+            new = stack_rows(token_rows(self.policy, [batch.records[i] for i in idx]), width)
+            if self.policy.recompute_old_log_probs and epoch == 0:
+                # The sampler's numerics differ from the trainer's (a server's kernels, a
+                # KV-cache loop): the first epoch's own log-probs are the old ones (ratio 1),
+                # and the sampler's weight corrects for the answers having come from it.
+                batch.old[idx] = new.detach()
+                batch.is_weight[idx], _ = importance_weights(
+                    new.detach().sum(dim=1),
+                    batch.sampled[idx],
+                    batch.lengths[idx],
+                    correction=settings.is_correction,
+                    cap=settings.is_cap,
                 )
-                parts.loss.backward()
-                for key in totals:
-                    totals[key] += float(getattr(parts, key).detach())
-            norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
-            grad_norm = float(norm) if math.isfinite(float(norm)) else float("nan")
-            self.optimizer.step()
-            per_epoch.append({**totals, "grad_norm": grad_norm})
+            parts = grpo_loss(
+                new,
+                batch.old[idx],
+                batch.advantages[idx],
+                batch.game_index[idx],
+                clip_eps=settings.clip_eps,
+                epsilon_high=settings.epsilon_high,
+                ref_log_prob=None if batch.ref is None else batch.ref[idx],
+                kl_coef=kl_coef,
+                weight=batch.weight[idx],
+                mask=batch.mask[idx],
+                ratio=settings.ratio,
+                is_weight=batch.is_weight[idx],
+                metric_weight=batch.metric_weight[idx],
+            )
+            parts.loss.backward()
+            for key in totals:
+                totals[key] += float(getattr(parts, key).detach())
+        norm = torch.nn.utils.clip_grad_norm_(self.params, settings.max_grad_norm)
+        grad_norm = float(norm) if math.isfinite(float(norm)) else float("nan")
+        self.optimizer.step()
+        return {**totals, "grad_norm": grad_norm}
+
+    def _step_metrics(
+        self, batch: _StepBatch, per_epoch: list[dict[str, float]]
+    ) -> dict[str, float]:
+        """The last epoch's loss terms, each epoch's (``epoch{k}_kl``, ...), the sampler
+        weight's statistics and the sampler/trainer log-prob gap."""
+        last = dict(per_epoch[-1]) if per_epoch else {"grad_norm": 0.0}
+        grad_norm = last.pop("grad_norm")
         # The first epoch is on-policy (ratios 1); what a learning rate does shows in the later
         # ones, so each epoch's numbers are kept (epoch{k}_kl, ...), the last also unsuffixed.
         by_epoch = {
@@ -378,27 +381,30 @@ class GRPOTrainer:
             for key, value in numbers.items()
             if key in ("kl", "ratio_mean", "clip_fraction", "grad_norm")
         }
-        trainer_old = (old * mask).sum(dim=1)
+        trainer_old = (batch.old * batch.mask).sum(dim=1)
         _, is_stats = importance_weights(
-            trainer_old, sampled, lengths, correction=self.is_correction, cap=self.is_cap
+            trainer_old,
+            batch.sampled,
+            batch.lengths,
+            correction=self.settings.is_correction,
+            cap=self.settings.is_cap,
         )
         return {
-            **metrics,
-            **totals,
+            **last,
             **by_epoch,
             **is_stats,
             "grad_norm": grad_norm,
-            "old_log_prob_gap": float((sampled - trainer_old).abs().mean()),
+            "old_log_prob_gap": float((batch.sampled - trainer_old).abs().mean()),
         }
 
     def _passes(self, records: Sequence[ActionRecord]) -> list[torch.Tensor]:
         """Record indices of each backward pass: all at once, or ``records_per_pass`` at a time
         in the order of the policy's ``record_size`` (similar lengths share a pass)."""
-        n = len(records)
-        if self.records_per_pass is None or n <= self.records_per_pass:
+        n, per_pass = len(records), self.settings.records_per_pass
+        if per_pass is None or n <= per_pass:
             return [torch.arange(n)]
         order = sorted(range(n), key=lambda i: self.policy.record_size(records[i]))
-        step = self.records_per_pass
+        step = per_pass
         return [torch.tensor(order[i : i + step]) for i in range(0, n, step)]
 
     def set_lr(self, lr: float) -> None:

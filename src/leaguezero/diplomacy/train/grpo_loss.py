@@ -282,22 +282,6 @@ def importance_weights(
     return weights.detach(), stats
 
 
-def loss_options(train: Any, token_budget: int) -> dict[str, Any]:
-    """The :class:`~.grpo.GRPOTrainer` keywords of this module's options, from the config's
-    train section; ``token_budget``: the most tokens a record can have (``dr_grpo``'s
-    constant: ``llm.max_new_tokens``, one for the network)."""
-    return {
-        "ratio": train.ratio,
-        "epsilon_high": train.epsilon_high,
-        "aggregation": train.loss_aggregation,
-        "token_budget": token_budget,
-        "mask_truncated": train.mask_truncated,
-        "is_correction": train.is_correction,
-        "is_cap": train.is_cap,
-        "max_records": train.max_records or None,
-    }
-
-
 def mismatch_warning(metrics: dict[str, float], share: float, cap: float) -> str | None:
     """The warning of a step whose sampler drew the answers from another distribution than the
     trainer scores (a server's kernels, a stale adapter, a temperature one side ignores): more

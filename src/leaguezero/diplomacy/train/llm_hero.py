@@ -165,10 +165,9 @@ class LanguageModelHero:
         self.policy.save(self.init_folder)
         self._load_init()
 
-    def reference(self) -> BasePolicy | None:
-        # The KL anchor: the adapter the run started from, else the base model itself.
-        if self.cfg.train.kl_coef <= 0:
-            return None
+    def reference(self) -> BasePolicy:
+        # The KL anchor (the loop asks only when train.kl_coef > 0): the adapter the run
+        # started from, else the base model itself.
         return BasePolicy(
             self.backend,
             self.INIT_ADAPTER if self.has_init else None,

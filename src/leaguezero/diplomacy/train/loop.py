@@ -69,8 +69,8 @@ from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentKind, Seating, with_base_model
 from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
-from leaguezero.diplomacy.train.grpo import scheduled_kl_coef, scheduled_lr
-from leaguezero.diplomacy.train.grpo_loss import loss_options, mismatch_warning
+from leaguezero.diplomacy.train.grpo_loss import mismatch_warning
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings, scheduled_lr
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import (
@@ -184,26 +184,20 @@ class LeagueTrainer:
         self.session = league_session(cfg, self.run_dir, self.hero.base_model_path, eval_runner)
         self.registry = self.session.registry
         self.evaluator = self.session.evaluator
-        self.trainer = grpo_trainer(  # with a value head: its MSE too (.value_loss)
-            self.policy,
-            value_coef=tcfg.value_coef,
-            lr=tcfg.lr,
-            clip_eps=tcfg.clip_eps,
-            kl_coef=tcfg.kl_coef,
-            epochs=tcfg.epochs,
-            max_grad_norm=tcfg.max_grad_norm,
-            reference=self.hero.reference(),
-            credit=tcfg.credit,
-            records_per_pass=tcfg.records_per_pass or self.hero.records_per_pass,
-            **loss_options(tcfg, cfg.llm.max_new_tokens if tcfg.hero.llm else 1),
-        )
+        # The trainer's settings, made once here (the hero sizes train.records_per_pass: 0).
+        self.grpo = GRPOSettings.from_config(cfg, records_per_pass=self.hero.records_per_pass)
+        reference = self.hero.reference() if self.grpo.kl_coef > 0 else None
+        # With a value head: its MSE too (.value_loss).
+        self.trainer = grpo_trainer(self.policy, self.grpo, reference=reference)
         self.exploiters = None  # league.exploiters: AlphaStar's roles beside the hero
         ecfg = cfg.league.exploiters
         if ecfg.main or ecfg.league:
             from leaguezero.diplomacy.train.exploiters import ExploiterLeague
 
             base = getattr(self.hero, "base_path", self.ckpt_dir / "base_model.pt")
-            self.exploiters = ExploiterLeague(cfg, self.run_dir, self.session, base, task_map)
+            self.exploiters = ExploiterLeague(
+                cfg, self.grpo, self.run_dir, self.session, base, task_map
+            )
         if self.hero.memory_plan is not None and not tcfg.records_per_pass:
             self.session.events.emit("diplomacy.memory_plan", message=self.hero.memory_plan)
         self.step = 0
@@ -345,22 +339,15 @@ class LeagueTrainer:
         play_seconds = time.perf_counter() - started
         lr = scheduled_lr(tcfg.lr, step, tcfg.steps, tcfg.lr_schedule, tcfg.lr_final)
         self.trainer.set_lr(lr)
-        self.trainer.kl_coef = scheduled_kl_coef(tcfg.kl_coef, step, tcfg.kl_warmup_steps)
-        metrics = self.trainer.step(groups, seed=self.cfg.run.seed * 1_000_003 + step)
+        seed = self.cfg.run.seed * 1_000_003 + step
+        metrics = self.trainer.step(groups, seed=seed, global_step=step)  # logs its kl_coef
         metrics["lr"] = lr
-        metrics["kl_coef"] = self.trainer.kl_coef
         # The curve's score is the hero power's (mirror seats' scores only train).
         hero_scores = [game.score for group in hero_groups for game in group]
         metrics["score_mean"] = float(np.mean(hero_scores))
         metrics["score_std"] = float(np.std(hero_scores))
 
-        suffix = self.hero.checkpoint_suffix
-        extra = checkpoint_lineage(
-            self.run_dir, self.lineage, step, self.cfg.model_dump(mode="json")
-        )
-        added = session.checkpoint(
-            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
-        )
+        added = self._checkpoint(step)
         retired = session.retire(step)
         record = {
             "step": step,
@@ -381,6 +368,18 @@ class LeagueTrainer:
             "seconds": round(time.perf_counter() - started, 3),
             "rss_mb": rss_mb(),  # the stability check: no growth over a long run
         }
+        self._warn(step, metrics, record)
+        # The step's event goes out before the state that marks the step done: a kill in
+        # between redoes the step, and the report drops events past the resume point, so the
+        # step is logged exactly once either way (state first could lose its event).
+        session.events.emit(TRAIN_STEP_EVENT, **record)
+        self._end_step(step)
+        return record
+
+    def _warn(self, step: int, metrics: dict[str, float], record: dict[str, Any]) -> None:
+        """Add the step's warning to ``record`` and the event log: a step that trained nothing,
+        or one whose sampler's log-probs were far from the trainer's."""
+        tcfg = self.cfg.train
         if not metrics["records"]:
             # Nothing to learn from: every group's games scored alike (or no hero records).
             # Said out loud, so a smoke run of that shape cannot pass for a trained step.
@@ -389,16 +388,21 @@ class LeagueTrainer:
                 "0), so no record had an advantage; longer games, larger groups or more groups "
                 "per step give the rewards room to differ"
             )
-            session.events.emit(NOTHING_TRAINED_EVENT, step=step, message=record["warning"])
+            self.session.events.emit(NOTHING_TRAINED_EVENT, step=step, message=record["warning"])
         elif warning := mismatch_warning(metrics, tcfg.is_warn_share, tcfg.is_cap):
             record["warning"] = f"step {step}: {warning}; train.is_correction {tcfg.is_correction}"
-            session.events.emit(MISMATCH_EVENT, step=step, message=record["warning"])
-        # The step's event goes out before the state that marks the step done: a kill in
-        # between redoes the step, and the report drops events past the resume point, so the
-        # step is logged exactly once either way (state first could lose its event).
-        session.events.emit(TRAIN_STEP_EVENT, **record)
-        self._end_step(step)
-        return record
+            self.session.events.emit(MISMATCH_EVENT, step=step, message=record["warning"])
+
+    def _checkpoint(self, step: int):
+        """Save the hero's checkpoint when the session's schedule says so (with its lineage);
+        the league agent added, or None."""
+        suffix = self.hero.checkpoint_suffix
+        extra = checkpoint_lineage(
+            self.run_dir, self.lineage, step, self.cfg.model_dump(mode="json")
+        )
+        return self.session.checkpoint(
+            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
+        )
 
     def _end_step(self, step: int) -> None:
         # The evaluation is submitted before the state is saved, so the state lists it among
@@ -421,13 +425,7 @@ class LeagueTrainer:
         )
         session.matchlog.extend(results)  # not the hero's win rates or rating: it did not learn
         crash_point("diplomacy.recorded", step)
-        extra = checkpoint_lineage(
-            self.run_dir, self.lineage, step, self.cfg.model_dump(mode="json")
-        )
-        suffix = self.hero.checkpoint_suffix
-        added = session.checkpoint(
-            step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
-        )
+        added = self._checkpoint(step)
         record["hero_elo"] = round(session.hero_elo, 2)
         record["checkpoint_added"] = None if added is None else added.name
         record["retired"] = session.retire(step)

@@ -185,8 +185,9 @@ class NetworkHero:
             raise TrainError(f"--init-from: {str(err).splitlines()[0]}") from None
         self.policy.save(self.base_path)
 
-    def reference(self) -> DiplomacyPolicy | None:
-        return load_policy(self.base_path) if self.cfg.train.kl_coef > 0 else None
+    def reference(self) -> DiplomacyPolicy:
+        # The KL anchor (the loop asks only when train.kl_coef > 0): the run's first weights.
+        return load_policy(self.base_path)
 
     def seating(self, names: list[str], hero_power: str, rng: random.Random) -> Seating:
         return policy_seating(self.cfg, names, hero_power, rng)

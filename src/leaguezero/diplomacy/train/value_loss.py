@@ -26,6 +26,7 @@ from leaguezero.diplomacy.agents.policy import DiplomacyPolicy
 from leaguezero.diplomacy.agents.value import calibration, score_shares
 from leaguezero.diplomacy.game.records import ActionRecord, PlayedGame
 from leaguezero.diplomacy.train.grpo import GRPOTrainer
+from leaguezero.diplomacy.train.grpo_settings import GRPOSettings
 
 
 def _boards(records: Sequence[ActionRecord]) -> list[PhaseBoard]:
@@ -77,30 +78,34 @@ def game_value_samples(
 
 
 class ValueGRPOTrainer(GRPOTrainer):
-    """:class:`~.grpo.GRPOTrainer` plus ``value_coef`` times the value head's MSE on the step's
-    games (module doc). Logs ``value_mse`` (before the step's update), ``value_baseline_mse``
+    """:class:`~.grpo.GRPOTrainer` plus ``settings.value_coef`` times the value head's MSE on the
+    step's games (module doc). Logs ``value_mse`` (before the step's update), ``value_baseline_mse``
     (the step's targets' variance: a constant's MSE) and ``value_boards``."""
 
     def __init__(
         self,
         policy: DiplomacyPolicy,
+        settings: GRPOSettings = GRPOSettings(),
         *,
-        value_coef: float,
+        reference: DiplomacyPolicy | None = None,
         max_boards: int = 512,
-        **grpo: Any,
     ) -> None:
         if policy.net.value_head is None:
             raise ValueError("ValueGRPOTrainer needs a policy with a value head")
-        if not value_coef >= 0:
-            raise ValueError(f"value_coef must be >= 0, not {value_coef}")
-        super().__init__(policy, **grpo)
+        super().__init__(policy, settings, reference=reference)
         self.value_policy = policy
-        self.value_coef = value_coef
+        self.value_coef = settings.value_coef
         self.max_boards = max_boards
         self._value_batch: tuple[list[PhaseBoard], torch.Tensor] | None = None
         self.optimizer.register_step_pre_hook(self._add_value_gradient)
 
-    def step(self, groups: Sequence[Sequence[PlayedGame]], *, seed: int = 0) -> dict[str, float]:
+    def step(
+        self,
+        groups: Sequence[Sequence[PlayedGame]],
+        *,
+        seed: int = 0,
+        global_step: int | None = None,
+    ) -> dict[str, float]:
         boards, target = game_value_samples(groups, self.max_boards, seed)
         metrics: dict[str, float] = {"value_boards": float(len(boards))}
         if boards:
@@ -110,7 +115,7 @@ class ValueGRPOTrainer(GRPOTrainer):
             metrics["value_baseline_mse"] = float(torch.var(target, unbiased=False))
             self._value_batch = (boards, target)
         try:
-            return {**super().step(groups, seed=seed), **metrics}
+            return {**super().step(groups, seed=seed, global_step=global_step), **metrics}
         finally:
             self._value_batch = None
 
@@ -121,16 +126,16 @@ class ValueGRPOTrainer(GRPOTrainer):
         loss = self.value_coef * torch.mean((self.value_policy.values(boards) - target) ** 2)
         grads = torch.autograd.grad(loss, self.params, allow_unused=True)
         norm = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads if g is not None))
-        scale = min(1.0, self.max_grad_norm / (float(norm) + 1e-12))
+        scale = min(1.0, self.settings.max_grad_norm / (float(norm) + 1e-12))
         for param, grad in zip(self.params, grads, strict=True):
             if grad is not None:
                 grad = grad * scale
                 param.grad = grad if param.grad is None else param.grad + grad
 
 
-def grpo_trainer(policy: Any, *, value_coef: float, **grpo: Any) -> GRPOTrainer:
-    """The hero's trainer: :class:`ValueGRPOTrainer` for a policy network with a value head,
-    else the plain :class:`~.grpo.GRPOTrainer` (``grpo``: its keywords)."""
+def grpo_trainer(policy: Any, settings: GRPOSettings, *, reference: Any = None) -> GRPOTrainer:
+    """The hero's trainer: :class:`ValueGRPOTrainer` for a policy network with a value head
+    (``settings.value_coef`` weighs its MSE), else the plain :class:`~.grpo.GRPOTrainer`."""
     if isinstance(policy, DiplomacyPolicy) and policy.net.value_head is not None:
-        return ValueGRPOTrainer(policy, value_coef=value_coef, **grpo)
-    return GRPOTrainer(policy, **grpo)
+        return ValueGRPOTrainer(policy, settings, reference=reference)
+    return GRPOTrainer(policy, settings, reference=reference)
