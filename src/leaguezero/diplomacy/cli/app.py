@@ -121,53 +121,82 @@ def eval_cmd(
 
     A seat wins a game when its final score is the single highest (a k-way tie shares: 1/k).
     """
+    run_tournament = _tournament_runner()
+    cfg = use_threads(load_diplomacy_config(config, _eval_overrides(set_, seed, no_save)), threads)
+    specs, resolver, cfg = _eval_agents(hero, opponents, cfg, sample=sample, rank=rank)
+    check_appendable("--matchlog", matchlog)  # a link or FIFO: refused before the games
+    with GameResults(results) as log:
+        result = _play_eval(
+            run_tournament,
+            cfg,
+            specs,
+            resolver,
+            log,
+            label=f"eval {hero} vs {opponents}",
+            games=games,
+            matchlog=matchlog,
+            save_dir=None if no_save else out_dir,
+            concurrent_games=concurrent_games,
+        )
+    _print_eval(result.report(), per_game=per_game, json_out=json_out)
+    log.finish()  # lines --results could not take: on stderr, status 1
+
+
+def _tournament_runner():
+    """:func:`~leaguezero.diplomacy.game.tournament.run_tournament`, or one line when the
+    optional engine is missing."""
     try:
         from leaguezero.diplomacy.game.tournament import run_tournament
     except ImportError as err:  # the optional engine is missing: one line, not a traceback
         raise fail(str(err)) from None
+    return run_tournament
 
-    overrides = list(set_ or [])
-    if seed is not None:
-        overrides.append(f"run.seed={seed}")
-    if no_save:
-        overrides.append("games_dir=null")
-    cfg = use_threads(load_diplomacy_config(config, overrides), threads)
-    opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
-    if not opponent_names:
-        raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
-    specs, resolver, cfg = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
-    save_dir = None if no_save else out_dir
-    warn_untaught_free_generation(specs, cfg, rank)
 
-    check_appendable("--matchlog", matchlog)  # a link or FIFO: refused before the games
-
+def _play_eval(run_tournament, cfg, specs, resolver, log, *, label: str, games: int, **options):
+    """The tournament of ``specs[0]`` against ``specs[1:]``, each game written to ``log``
+    (``--results``) as it ends; ``options``: ``run_tournament``'s other keywords."""
     # Progress goes to stderr (a long eval is minutes of LLM games), so --json's stdout stays
     # one JSON object: a bar on a terminal, otherwise a plain line every few seconds.
-    with GameResults(results) as log, UnitProgress(f"eval {hero} vs {opponents}", games) as bar:
+    with UnitProgress(label, games) as bar:
 
         def on_game(game) -> None:
             log.write(game)
             bar.advance(note=_game_note(game))
 
-        result = run_tournament(
-            cfg,
-            specs[0],
-            specs[1:],
-            games,
-            matchlog=matchlog,
-            save_dir=save_dir,
-            on_game=on_game,
-            resolver=resolver,
-            concurrent_games=concurrent_games,
+        return run_tournament(
+            cfg, specs[0], specs[1:], games, on_game=on_game, resolver=resolver, **options
         )
-    report = result.report()
+
+
+def _eval_overrides(set_: list[str] | None, seed: int | None, no_save: bool) -> list[str]:
+    """``--set`` plus what ``--seed`` and ``--no-save`` set in the config."""
+    overrides = list(set_ or [])
+    if seed is not None:
+        overrides.append(f"run.seed={seed}")
+    if no_save:
+        overrides.append("games_dir=null")
+    return overrides
+
+
+def _eval_agents(hero: str, opponents: str, cfg, *, sample: bool, rank: bool):
+    """The hero's and opponents' specs, their resolver and the config that seats them (as
+    :func:`~.common.command_agents`); one line for an empty ``--opponents``."""
+    opponent_names = [name.strip() for name in opponents.split(",") if name.strip()]
+    if not opponent_names:
+        raise fail("--opponents: give at least one agent, e.g. --opponents random_bot")
+    specs, resolver, cfg = command_agents([hero, *opponent_names], cfg, sample=sample, rank=rank)
+    warn_untaught_free_generation(specs, cfg, rank)
+    return specs, resolver, cfg
+
+
+def _print_eval(report: dict, *, per_game: bool, json_out: bool) -> None:
+    """The tournament's report as one JSON object (``--json``) or tables."""
     if not per_game:
         report.pop("per_game")
     if json_out:
         typer.echo(json.dumps(report))
     else:
         print_eval_report(report)
-    log.finish()  # lines --results could not take: on stderr, status 1
 
 
 def _game_note(game) -> str:

@@ -64,6 +64,12 @@ def train_cmd(
     cfg = read_train_config(
         out, config, set_, resume=resume, backend=backend, ray_address=ray_address
     )
+    _train(cfg, out, resume=resume, init_from=init_from, quiet=quiet)
+
+
+def _train(cfg, out: Path, *, resume: bool, init_from: str | None, quiet: bool) -> None:
+    """``diplomacy train`` from its parsed options: build the trainer, run it with progress
+    and print its summary as one JSON line; every error a user can meet is one line."""
     try:
         from leaguezero.diplomacy.train.loop import TrainError
     except ImportError as err:  # the optional engine is missing
@@ -95,44 +101,56 @@ def train_cmd(
     terminal = sys.stderr.isatty()
     with Progress(*columns, disable=quiet or not terminal) as progress:
         task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
-
-        def on_step(record: dict) -> None:
-            if record.get("warning") and not quiet:  # --quiet: the event log still has it
-                typer.echo(f"warning: {record['warning']}", err=True)
-            if "exploiter" in record:  # an exploiter's step (league.exploiters)
-                if not terminal and not quiet:
-                    typer.echo(
-                        f"train: step {record['step']}/{cfg.train.steps} {record['exploiter']} "
-                        f"(generation {record['generation']}) win share "
-                        f"{record['win_share']:.2f} (last games {record['window_win_share']:.2f})"
-                        f" kl {record['kl']:.4f} {record['seconds']:.1f}s/step"
-                        + (f" -> {record['snapshot']}" if record["snapshot"] else ""),
-                        err=True,
-                    )
-                progress.update(task, completed=record["step"])
-                return
-            if not terminal and not quiet:  # a log file or a pipe: one plain line a step
-                typer.echo(
-                    f"train: step {record['step']}/{cfg.train.steps} score "
-                    f"{record['score_mean']:.2f} records {record['records']:.0f} kl "
-                    f"{record['kl']:.4f} ratio {record['ratio_mean']:.3f} clip "
-                    f"{record['clip_fraction']:.2f} {record['seconds']:.1f}s/step",
-                    err=True,
-                )
-            progress.update(
-                task,
-                completed=record["step"],
-                description=(
-                    f"score {record['score_mean']:.2f}  hero elo {record['hero_elo']:.0f}  "
-                    f"clip {record['clip_fraction']:.2f}  {record['seconds']:.1f}s/step"
-                ),
-            )
-
+        on_step = _step_reporter(progress, task, cfg.train.steps, quiet=quiet, terminal=terminal)
         try:
             summary = trainer.run(on_step=on_step)
         except (*damaged, LLMError) as err:  # a server that refused a request: one line
             raise fail(str(err)) from None
     typer.echo(json.dumps(summary))
+
+
+def _step_reporter(progress, task, steps: int, *, quiet: bool, terminal: bool):
+    """The trainer's ``on_step``: the bar's description on a terminal, one plain line a step
+    otherwise (a log file or a pipe), a step's warning on stderr; nothing but the bar with
+    ``--quiet`` (the event log still has it all)."""
+
+    def on_step(record: dict) -> None:
+        if record.get("warning") and not quiet:  # --quiet: the event log still has it
+            typer.echo(f"warning: {record['warning']}", err=True)
+        if "exploiter" in record:  # an exploiter's step (league.exploiters)
+            if not terminal and not quiet:
+                typer.echo(_exploiter_step_line(record, steps), err=True)
+            progress.update(task, completed=record["step"])
+            return
+        if not terminal and not quiet:  # a log file or a pipe: one plain line a step
+            typer.echo(
+                f"train: step {record['step']}/{steps} score "
+                f"{record['score_mean']:.2f} records {record['records']:.0f} kl "
+                f"{record['kl']:.4f} ratio {record['ratio_mean']:.3f} clip "
+                f"{record['clip_fraction']:.2f} {record['seconds']:.1f}s/step",
+                err=True,
+            )
+        progress.update(
+            task,
+            completed=record["step"],
+            description=(
+                f"score {record['score_mean']:.2f}  hero elo {record['hero_elo']:.0f}  "
+                f"clip {record['clip_fraction']:.2f}  {record['seconds']:.1f}s/step"
+            ),
+        )
+
+    return on_step
+
+
+def _exploiter_step_line(record: dict, steps: int) -> str:
+    """The plain progress line of an exploiter's step (league.exploiters)."""
+    return (
+        f"train: step {record['step']}/{steps} {record['exploiter']} "
+        f"(generation {record['generation']}) win share "
+        f"{record['win_share']:.2f} (last games {record['window_win_share']:.2f})"
+        f" kl {record['kl']:.4f} {record['seconds']:.1f}s/step"
+        + (f" -> {record['snapshot']}" if record["snapshot"] else "")
+    )
 
 
 def read_train_config(
@@ -357,7 +375,13 @@ def pretrain_policy_cmd(
         )
     except (FileExistsError, ValueError) as err:
         raise fail(str(err)) from None
-    summary = {
+    typer.echo(json.dumps(_pretrain_summary(out, report)))
+
+
+def _pretrain_summary(out: Path, report: dict) -> dict:
+    """The one JSON line ``pretrain-policy`` prints: where it wrote, held-out accuracy, losses,
+    the value head's calibration (null without one), corpus size and speed, seconds."""
+    return {
         "out": str(out),
         "report": str(out.with_suffix(".json")),
         "val_accuracy": report["val_accuracy"],
@@ -369,4 +393,3 @@ def pretrain_policy_cmd(
         "games_per_second": report["corpus"]["train"]["games_per_second"],
         "seconds": report["seconds"]["total"],
     }
-    typer.echo(json.dumps(summary))

@@ -125,31 +125,54 @@ def infer_server(
     'yz infer-load --bind ADDRESS --model 1=PATH' (as the same user: over TCP it reads the
     admin token file).
     """
-    import asyncio
     import logging
 
     import torch
-
-    from leaguezero.az.checkpoint import CheckpointError
-    from leaguezero.az.inference.admin import AdminTokenError, load_or_create_token
-    from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
-    from leaguezero.az.inference.local import resolve_dtype
-    from leaguezero.az.inference.server import (
-        InferenceServer,
-        ServerError,
-        ServerSettings,
-        serve_forever,
-    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     torch.set_num_threads(threads)
     cfg = load_yatzy_config(config, set_)
     if device == "cuda" and not torch.cuda.is_available():
         raise fail("--device cuda: no CUDA device is visible to torch")
+    _serve(
+        cfg,
+        model or ["dummy"],
+        bind=bind or cfg.infer.bind,
+        device=device,
+        metrics_port=metrics_port,
+        public=public,
+        dtype=dtype or cfg.selfplay.inference_dtype,
+        seed=seed,
+        admin_token_file=admin_token_file,
+    )
+
+
+def _serve(
+    cfg,
+    model_specs: list[str],
+    *,
+    bind: str,
+    device: str,
+    metrics_port: int,
+    public: bool,
+    dtype: str,
+    seed: int,
+    admin_token_file: Path | None,
+) -> None:
+    """``infer-server`` from its parsed options: load the models, serve until a signal; every
+    error a user can meet is one line."""
+    import asyncio
+
+    from leaguezero.az.checkpoint import CheckpointError
+    from leaguezero.az.inference.admin import AdminTokenError, load_or_create_token
+    from leaguezero.az.inference.endpoint import BindError, EndpointError, parse_endpoint
+    from leaguezero.az.inference.local import resolve_dtype
+    from leaguezero.az.inference.server import InferenceServer, ServerError, serve_forever
+
     try:
-        endpoint = parse_endpoint(bind or cfg.infer.bind)
-        specs = parse_model_specs(model or ["dummy"])
-        forward_dtype = resolve_dtype(dtype or cfg.selfplay.inference_dtype, device)
+        endpoint = parse_endpoint(bind)
+        specs = parse_model_specs(model_specs)
+        forward_dtype = resolve_dtype(dtype, device)
         loader = make_loader(
             cfg.model.hidden, cfg.model.blocks, cfg.model.margin_head, seed, forward_dtype
         )
@@ -159,21 +182,8 @@ def infer_server(
             admin_token, token_path = load_or_create_token(admin_token_file)
     except (EndpointError, ValueError, CheckpointError, AdminTokenError) as err:
         raise fail(str(err)) from None
-    settings = ServerSettings(
-        max_batch=cfg.infer.max_batch,
-        max_wait_us=cfg.infer.max_wait_us,
-        eager_flush=cfg.infer.eager_flush,
-        forward_on=cfg.infer.forward_on,
-        device=device,
-        public=public,
-        admin_token=admin_token,
-        unix_needs_token=endpoint.scheme == "unix" and admin_token is not None,
-        max_connections=cfg.infer.max_connections,
-        max_connections_per_peer=cfg.infer.max_connections_per_peer,
-        handshake_timeout_s=cfg.infer.handshake_timeout_s,
-        max_held_bytes=cfg.infer.max_held_mb * 1024 * 1024,
-        max_forward_bytes=cfg.infer.max_forward_mb * 1024 * 1024,
-    )
+    unix_needs_token = endpoint.scheme == "unix" and admin_token is not None
+    settings = _server_settings(cfg.infer, device, public, admin_token, unix_needs_token)
     server = InferenceServer(models, settings, loader=loader)
     metrics_bind = None
     if metrics_port >= 0:
@@ -192,6 +202,28 @@ def infer_server(
         raise fail(str(err)) from None
     except OSError as err:  # e.g. the TCP or metrics port is taken
         raise fail(f"cannot serve on {endpoint}: {err.strerror or err}") from None
+
+
+def _server_settings(infer, device: str, public: bool, admin_token, unix_needs_token: bool):
+    """The server's :class:`~leaguezero.az.inference.server.ServerSettings` from the config's
+    ``infer`` section and the command's options."""
+    from leaguezero.az.inference.server import ServerSettings
+
+    return ServerSettings(
+        max_batch=infer.max_batch,
+        max_wait_us=infer.max_wait_us,
+        eager_flush=infer.eager_flush,
+        forward_on=infer.forward_on,
+        device=device,
+        public=public,
+        admin_token=admin_token,
+        unix_needs_token=unix_needs_token,
+        max_connections=infer.max_connections,
+        max_connections_per_peer=infer.max_connections_per_peer,
+        handshake_timeout_s=infer.handshake_timeout_s,
+        max_held_bytes=infer.max_held_mb * 1024 * 1024,
+        max_forward_bytes=infer.max_forward_mb * 1024 * 1024,
+    )
 
 
 def _client(bind: str):
