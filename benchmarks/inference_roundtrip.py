@@ -26,7 +26,7 @@ from leaguezero.az.inference.client import InferenceClient
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 
 
 def rate(evaluate, features, legal, seconds: float) -> float:

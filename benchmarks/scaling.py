@@ -31,8 +31,8 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator
 from leaguezero.yatzy.train.selfplay.puct import run_selfplay
 from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers

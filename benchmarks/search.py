@@ -197,7 +197,7 @@ def _local_round(evaluator, games, decisions, mcts):
 def bench_server(games: int, decisions: int, mcts: SearchSettings, pairs: int = 3) -> None:
     from leaguezero.az.inference.client import InferenceClient
     from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
-    from leaguezero.yatzy.train.net import build_net
+    from leaguezero.yatzy.net.networks import build_net
 
     # Self-play's forward dtype on both sides (bfloat16 on CPUs with native bf16 units).
     dtype = resolve_dtype("auto")
@@ -355,7 +355,7 @@ def quick_socket_guard(mcts: SearchSettings, repeats: int = 5, games: int = 128)
     position rows."""
     from leaguezero.az.inference.client import InferenceClient
     from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
-    from leaguezero.yatzy.train.net import build_net
+    from leaguezero.yatzy.net.networks import build_net
 
     server, address = _start_server()
     local_eval = TorchEvaluator(build_net(seed=0), FEATURE_SCHEMA_ID, dtype=resolve_dtype("auto"))

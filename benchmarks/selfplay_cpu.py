@@ -34,7 +34,7 @@ import json, os, sys, tempfile, time
 import numpy as np, torch
 torch.set_num_threads(1)
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.kinds import build_network
+from leaguezero.yatzy.net.schema import build_network
 from leaguezero.yatzy.train.selfplay.turn import run_turn_selfplay
 from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
@@ -113,8 +113,8 @@ def rows_per_cpu_second() -> None:
         terminal_mask,
     )
     from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
+    from leaguezero.yatzy.net.schema import build_network
     from leaguezero.yatzy.search.turn import TurnSearch
-    from leaguezero.yatzy.train.kinds import build_network
 
     torch.set_num_threads(1)
     net = build_network(YatzyConfig(), seed=0)

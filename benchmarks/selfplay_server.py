@@ -52,8 +52,8 @@ import contextlib
 
 from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.schema import build_network, checkpoint_schema
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers
 
 

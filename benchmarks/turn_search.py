@@ -55,8 +55,8 @@ from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
 from leaguezero.yatzy.game.rules import terminal_mask as finished_mask
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.net.schema import build_network, checkpoint_schema
 from leaguezero.yatzy.search.turn import TurnSearch
-from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 
 
 class Chunked:

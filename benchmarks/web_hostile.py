@@ -130,7 +130,7 @@ def puct_checkpoint(src: str) -> str:
         "import sys; from leaguezero.az.checkpoint import save_checkpoint; "
         "from leaguezero.common.config import load_config; "
         "from leaguezero.yatzy.config import YatzyConfig; "
-        "from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema; "
+        "from leaguezero.yatzy.net.schema import build_network, checkpoint_schema; "
         "cfg = load_config(YatzyConfig, None, ['search.kind=puct']); net = build_network(cfg, 0); "
         "save_checkpoint(sys.argv[1], net, kind=net.kind, kwargs=net.kwargs(), "
         "schema=checkpoint_schema('puct'))"

@@ -537,11 +537,37 @@ YATZY_PROTOCOL_MEMBERS = (
 YATZY_SWITCH_EDGE = ("yatzy/config.py", "common/config.py", "yatzy/cli/job.py")
 YATZY_KNOWN_SWITCHES: set[str] = {
     # the network factory: the architecture a checkpoint or model.arch names
-    "yatzy/train/net.py: arch == 'board_towers'",
-    "yatzy/train/net.py: arch != 'resmlp'",
+    "yatzy/net/networks.py: arch == 'board_towers'",
+    "yatzy/net/networks.py: arch != 'resmlp'",
     # a league match record's producer (league/types.py's MatchResult.kind), a data field
     "yatzy/train/league/run.py: result.kind != 'training'",
 }
+
+
+YATZY = "leaguezero.yatzy"
+# What each sub-package of yatzy/ may import: a strict order of layers, config < game < oracle
+# < net < search < agents < train < cli, with no named exceptions. ``net`` holds the networks
+# and what each search kind's network reads (feature schema, checkpoint schema ids), so
+# checkpoint agents (agents/model.py) load a network without importing train/ (issue 56).
+YATZY_LAYER_ORDER = ("config", "game", "oracle", "net", "search", "agents", "train", "cli")
+
+
+def _yatzy_sub_package(module: str) -> str:
+    return module[len(YATZY) + 1 :].split(".")[0]
+
+
+def test_yatzy_sub_packages_import_only_their_lower_layers():
+    offenders = []
+    for name, deps in _graph().items():
+        if not name.startswith(YATZY + "."):
+            continue
+        layer = YATZY_LAYER_ORDER.index(_yatzy_sub_package(name))
+        for dep in deps:
+            if not dep.startswith(YATZY + "."):
+                continue
+            if YATZY_LAYER_ORDER.index(_yatzy_sub_package(dep)) > layer:
+                offenders.append(f"{name} imports {dep}")
+    assert not offenders, "\n".join(sorted(offenders))
 
 
 def _yatzy_files():

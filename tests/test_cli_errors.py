@@ -12,7 +12,7 @@ from leaguezero.cli import app
 from leaguezero.common.config import write_resolved_config
 from leaguezero.yatzy.agents.model import YATZY_SCHEMA
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
 runner = CliRunner()

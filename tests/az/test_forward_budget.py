@@ -24,7 +24,7 @@ from leaguezero.az.inference.protocol import (
 )
 from leaguezero.az.inference.server import ServedModel, ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 from tests.az.test_server import random_batch, start_server
 from tests.az.test_server_hostile import _InProcessServer, _raw_request
 
@@ -114,8 +114,8 @@ torch.set_num_threads(1)
 from leaguezero.az.inference.local import forward_numpy, model_dims
 from leaguezero.az.inference.local import forward_bytes_per_row
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.kinds import build_network
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.schema import build_network
+from leaguezero.yatzy.net.networks import build_net
 kind, rows = sys.argv[1], int(sys.argv[2])
 net = build_network(YatzyConfig(), seed=0) if kind == "turn" else build_net(hidden=256, seed=0)
 net.eval()

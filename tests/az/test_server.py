@@ -36,7 +36,7 @@ from leaguezero.az.inference.protocol import (
 )
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
 
 torch.set_num_threads(1)
 SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)

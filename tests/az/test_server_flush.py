@@ -18,7 +18,7 @@ from leaguezero.az.inference.local import forward_numpy
 from leaguezero.az.inference.protocol import LENGTH, decode_reply, encode_eval_request
 from leaguezero.az.inference.server import ServedModel, ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 from tests.az.test_forward_budget import _Recording
 from tests.az.test_server import random_batch
 from tests.az.test_server_hostile import _InProcessServer

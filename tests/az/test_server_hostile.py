@@ -32,7 +32,7 @@ from leaguezero.az.inference.protocol import (
 )
 from leaguezero.az.inference.server import InferenceServer, ServedModel, ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 from tests.az.test_server import (
     client_for,
     expected,

@@ -29,7 +29,7 @@ from leaguezero.az.inference.protocol import (
 from leaguezero.az.inference.server import ServedModel, ServerSettings
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
 from leaguezero.yatzy.game.positions import POSITION_SCHEMA_ID, pov_position_codec
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 from tests.az.test_server import client_for, expected, random_batch
 from tests.az.test_server_hostile import _InProcessServer, _raw_request, _wait_for
 

@@ -13,7 +13,7 @@ from leaguezero.az.inference.protocol import (
 )
 from leaguezero.az.inference.replies import forward_and_encode
 from leaguezero.az.inference.server import ServedModel
-from leaguezero.yatzy.train.net import build_net
+from leaguezero.yatzy.net.networks import build_net
 
 
 def request(rid: int, features: np.ndarray, actions: int):

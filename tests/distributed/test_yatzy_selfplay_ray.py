@@ -12,8 +12,9 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import complete_shards, games_on_disk, read_shard
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features, shard_schema
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
+from leaguezero.yatzy.net.schema import checkpoint_schema, num_features
+from leaguezero.yatzy.train.kinds import shard_schema
 from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
 pytest.importorskip("ray")

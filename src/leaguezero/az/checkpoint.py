@@ -9,7 +9,7 @@ weight must be finite: a damaged or NaN checkpoint is a :class:`CheckpointError`
 
 ``az`` knows no game: the file stores a model ``kind`` string and its kwargs, and the caller
 passes a ``{kind: constructor}`` mapping (Yatzy passes
-``leaguezero.yatzy.train.net.MODEL_CONSTRUCTORS``).
+``leaguezero.yatzy.net.networks.MODEL_CONSTRUCTORS``).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_model_agent_options(tmp_path):
 
     from leaguezero.az.checkpoint import save_checkpoint
     from leaguezero.yatzy.agents.model import YATZY_SCHEMA, PolicyAgent
-    from leaguezero.yatzy.train.net import MODEL_KIND, build_net
+    from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
 
     net = build_net(hidden=16, blocks=0)
     path = tmp_path / "tiny.pt"

@@ -39,9 +39,9 @@ from leaguezero.yatzy.game.rules import (
     terminal_mask,
 )
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.net.networks import build_net
 from leaguezero.yatzy.search.turn import TurnSearch
 from leaguezero.yatzy.search.turn_dp import NUM_SLOTS, successor_batch, successor_positions
-from leaguezero.yatzy.train.net import build_net
 from tests.az.test_server_hostile import _InProcessServer, _raw_request
 
 

@@ -23,9 +23,9 @@ from leaguezero.yatzy.game.positions import (
 )
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, new_matches, policy_mask
 from leaguezero.yatzy.game.tables import NUM_ACTIONS
+from leaguezero.yatzy.net.networks import build_net
 from leaguezero.yatzy.search.puct import make_search
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.net import build_net
 from tests.az.test_server_hostile import _InProcessServer, _raw_request
 from tests.yatzy.search.test_positions import _played_states
 

@@ -20,8 +20,8 @@ from leaguezero.common.config import load_config
 from leaguezero.league.types import AgentInfo, AgentKind
 from leaguezero.yatzy.agents.model import ModelAgent
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.schema import build_network, checkpoint_schema
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
 
 SIMS = 3
 

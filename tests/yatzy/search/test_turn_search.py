@@ -13,12 +13,12 @@ from leaguezero.yatzy.agents.registry import make_agent
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.rules import DICE_RNG, S_REROLLS, STATE_LEN, is_legal, new_matches
 from leaguezero.yatzy.game.turn_features import NUM_TURN_FEATURES, TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
+from leaguezero.yatzy.net.schema import checkpoint_schema, num_features
 from leaguezero.yatzy.search.puct import SearchAgent
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.search.turn import TurnSearch, TurnSearchAgent
 from leaguezero.yatzy.search.turn_dp import NUM_SLOTS, successor_batch, successor_states
-from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.turn import (
     TURN_SHARD_SCHEMA,
     run_turn_selfplay,

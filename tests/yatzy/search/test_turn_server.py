@@ -16,9 +16,9 @@ from leaguezero.az.inference.client import InferenceClient
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
+from leaguezero.yatzy.net.networks import build_net
+from leaguezero.yatzy.net.schema import checkpoint_schema, num_features
 from leaguezero.yatzy.search.turn import PIPELINE_CHUNK, TurnSearch
-from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.train.net import build_net
 
 
 @pytest.fixture(params=["resmlp", "board_towers"])

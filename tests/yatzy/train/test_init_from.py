@@ -10,7 +10,7 @@ from pathlib import Path
 
 from leaguezero.az.checkpoint import load_checkpoint
 from leaguezero.yatzy.agents.registry import PRETRAINED_PATH
-from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS
+from leaguezero.yatzy.net.networks import MODEL_CONSTRUCTORS
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"

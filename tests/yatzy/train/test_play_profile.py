@@ -51,7 +51,8 @@ def test_profile_selfplay_writes_reports(tmp_path):
     from leaguezero.az.inference.local import TorchEvaluator
     from leaguezero.common.config import load_config
     from leaguezero.yatzy.config import YatzyConfig
-    from leaguezero.yatzy.train.net import build_net
+    from leaguezero.yatzy.net.networks import build_net
+    from leaguezero.yatzy.search.settings import SearchSettings
     from leaguezero.yatzy.train.profiling import profile_selfplay
 
     cfg = load_config(
@@ -59,7 +60,8 @@ def test_profile_selfplay_writes_reports(tmp_path):
                             "selfplay.concurrent_games=4", "search.kind=puct"],
     )  # fmt: skip
     evaluator = TorchEvaluator(build_net(32, 0), 1)
-    summary = profile_selfplay(cfg, evaluator, tmp_path / "profile", games=4, seed=0)
+    settings = SearchSettings.from_config(cfg)
+    summary = profile_selfplay(cfg, settings, evaluator, tmp_path / "profile", games=4, seed=0)
     assert 0 < summary["network_share"] < 1
     for name in ("selfplay.prof", "selfplay_top.txt", "torch_trace.json", "summary.json"):
         assert (tmp_path / "profile" / name).exists()

@@ -1,7 +1,7 @@
 """In-process batched torch evaluation (the baseline the socket path is measured against).
 
 A policy-value model here is any ``nn.Module`` whose ``forward(x [N, F])`` returns
-``(logits [N, A], value [N], margin [N] | None)`` (e.g. ``leaguezero.yatzy.train.net.YatzyNet``).
+``(logits [N, A], value [N], margin [N] | None)`` (e.g. ``leaguezero.yatzy.net.networks.YatzyNet``).
 """
 
 from __future__ import annotations

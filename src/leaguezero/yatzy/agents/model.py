@@ -23,22 +23,44 @@ seeded from the position, so the same states give the same moves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qsl
 
 from leaguezero.az.checkpoint import CheckpointError, check_schema, load_checkpoint
+from leaguezero.az.evaluator import Evaluator
 from leaguezero.az.inference.local import TorchEvaluator
+from leaguezero.yatzy.agents.base import Agent
+from leaguezero.yatzy.net.networks import MODEL_CONSTRUCTORS
+from leaguezero.yatzy.net.schema import SEARCH_KINDS, checkpoint_schema, kind_of_schema
 from leaguezero.yatzy.search.policy import PolicyAgent as PolicyAgent  # sims=0 (re-exported)
+from leaguezero.yatzy.search.puct import SearchAgent
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import (
-    SEARCH_KINDS,
-    checkpoint_schema,
-    kind_of_schema,
-    search_kind,
-)
-from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS
+from leaguezero.yatzy.search.turn import TurnSearchAgent
 
 YATZY_SCHEMA = checkpoint_schema("puct")
+
+
+def _turn_agent(evaluator: Evaluator, settings: SearchSettings, name: str, seed: int) -> Agent:
+    return TurnSearchAgent(
+        evaluator, name=name, margin_scale=settings.margin_scale, depth=settings.depth
+    )
+
+
+def _puct_agent(evaluator: Evaluator, settings: SearchSettings, name: str, seed: int) -> Agent:
+    if settings.depth != 1:
+        raise ValueError("depth is an option of the turn search (search=turn)")
+    if settings.raw_policy:
+        return PolicyAgent(evaluator, name=name)
+    return SearchAgent(evaluator, settings.evaluation(), name=name, salt=seed)
+
+
+# The evaluation-mode agent of a network of each search kind (``agent(evaluator, settings,
+# name, seed)``), keyed as :data:`leaguezero.yatzy.net.schema.SEARCH_KINDS`.
+AGENT_OF_KIND: dict[str, Callable[[Evaluator, SearchSettings, str, int], Agent]] = {
+    "turn": _turn_agent,
+    "puct": _puct_agent,
+}
 
 
 def load_yatzy_model(path: str | Path, device: str = "cpu", kind: str | None = None):
@@ -109,7 +131,7 @@ class ModelAgent:
             model, meta = load_yatzy_model(path, device, kind=kind)
         except CheckpointError as err:
             raise ValueError(str(err)) from None
-        record = search_kind(kind_of_schema(meta.schema.feature_schema_id))
         fid = meta.schema.feature_schema_id
         evaluator = TorchEvaluator(model, fid, device, margin_weight=settings.margin_utility)
-        return record.agent(evaluator, settings, name, seed)  # the turn search, PUCT or policy
+        agent = AGENT_OF_KIND[kind_of_schema(fid)]  # the turn search, PUCT or the raw policy
+        return agent(evaluator, settings, name, seed)

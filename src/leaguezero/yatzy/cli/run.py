@@ -160,7 +160,7 @@ def train(
     from leaguezero.az.checkpoint import CheckpointError, save_checkpoint
     from leaguezero.az.replay import ReplayError
     from leaguezero.az.train import TrainError
-    from leaguezero.yatzy.train.kinds import checkpoint_schema
+    from leaguezero.yatzy.net.schema import checkpoint_schema
     from leaguezero.yatzy.train.loop import train_from
 
     cfg = load_yatzy_config(config, set_)
@@ -283,7 +283,7 @@ def profile_selfplay_cmd(
     from leaguezero.az.checkpoint import CheckpointError
     from leaguezero.az.inference.local import TorchEvaluator
     from leaguezero.yatzy.agents.model import load_yatzy_model
-    from leaguezero.yatzy.train.kinds import build_network, feature_schema_id
+    from leaguezero.yatzy.net.schema import build_network, feature_schema_id
     from leaguezero.yatzy.train.profiling import profile_selfplay
 
     cfg = load_yatzy_config(config, set_)
@@ -322,7 +322,7 @@ def init_model(
 ) -> None:
     """Write a freshly initialised YatzyNet checkpoint (the start of a hand-run workflow)."""
     from leaguezero.az.checkpoint import save_checkpoint
-    from leaguezero.yatzy.train.kinds import build_network, checkpoint_schema
+    from leaguezero.yatzy.net.schema import build_network, checkpoint_schema
 
     cfg = load_yatzy_config(config, set_)
     try:

@@ -20,8 +20,8 @@ from leaguezero.az.checkpoint import CheckpointError, load_checkpoint
 from leaguezero.common.atomic import atomic_write_json
 from leaguezero.common.lineage import read_lineage_record
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.train.kinds import kind_of_schema
-from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS, MODEL_KIND, TOWER_KIND
+from leaguezero.yatzy.net.networks import MODEL_CONSTRUCTORS, MODEL_KIND, TOWER_KIND
+from leaguezero.yatzy.net.schema import kind_of_schema
 
 LINEAGE_VERSION = 1
 LINEAGE_FILE = "lineage.json"

@@ -35,13 +35,9 @@ from leaguezero.common.events import EventWriter
 from leaguezero.yatzy.agents.base import Agent
 from leaguezero.yatzy.agents.model import ModelAgent, load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.schema import build_network, checkpoint_schema
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import (
-    build_network,
-    checkpoint_schema,
-    selfplay_function,
-    shard_schema,
-)
+from leaguezero.yatzy.train.kinds import selfplay_function, shard_schema
 from leaguezero.yatzy.train.lineage import checkpoint_lineage, start_from, write_lineage
 from leaguezero.yatzy.train.selfplay.positions import make_selfplay_evaluator, oracle_values
 from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats

@@ -29,10 +29,10 @@ from leaguezero.league.types import AgentInfo, AgentKind, Bucket, OpponentType
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
+from leaguezero.yatzy.net.networks import build_net
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.league.agents import build_league_agent, yatzy_tournament
 from leaguezero.yatzy.train.league.play import drop_unplayed, run_league_selfplay
-from leaguezero.yatzy.train.net import build_net
 from leaguezero.yatzy.train.selfplay.puct import SHARD_SCHEMA
 
 torch.set_num_threads(1)

@@ -6,9 +6,9 @@ from leaguezero.az.checkpoint import save_checkpoint
 from leaguezero.az.replay import games_on_disk
 from leaguezero.common.config import load_config
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.networks import MODEL_KIND, build_net
+from leaguezero.yatzy.net.schema import checkpoint_schema, num_features
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import checkpoint_schema, num_features
-from leaguezero.yatzy.train.net import MODEL_KIND, build_net
 from leaguezero.yatzy.train.selfplay.workers import run_selfplay_workers, split_games
 
 

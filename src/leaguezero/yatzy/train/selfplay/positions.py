@@ -10,8 +10,8 @@ from pathlib import Path
 
 from leaguezero.yatzy.agents.model import load_yatzy_model
 from leaguezero.yatzy.config import YatzyConfig
+from leaguezero.yatzy.net.schema import feature_schema_id
 from leaguezero.yatzy.search.settings import SearchSettings
-from leaguezero.yatzy.train.kinds import feature_schema_id
 
 
 def oracle_values(oracle):

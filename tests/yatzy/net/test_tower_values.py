@@ -9,14 +9,14 @@ import torch
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.game.rules import DICE_RNG, STATE_LEN, apply_actions_batch, new_matches
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
-from leaguezero.yatzy.search.turn import TurnSearch
-from leaguezero.yatzy.train.net import build_net
-from leaguezero.yatzy.train.selfplay.tower_values import (
+from leaguezero.yatzy.net.networks import build_net
+from leaguezero.yatzy.net.tower_values import (
     ME_COLS,
     OPP_COLS,
     TowerValues,
     board_ids_pair,
 )
+from leaguezero.yatzy.search.turn import TurnSearch
 
 
 class PlainEvaluator:
@@ -128,7 +128,7 @@ def test_bfloat16_bits_round_like_torch() -> None:
     values_of = TowerValues(net, torch.bfloat16)
     rng = np.random.default_rng(0)
     bias = rng.normal(size=16).astype(np.float32) * 3
-    from leaguezero.yatzy.train.selfplay import tower_values
+    from leaguezero.yatzy.net import tower_values
 
     out = np.empty((1, 16), np.uint16)
     zero = np.zeros((1, 16), np.float32)

@@ -9,8 +9,8 @@ same ~45 ``opp`` boards come back for every one of them (one 57,600-row call: 45
 :func:`board_ids_pair` numbers the distinct boards of both kinds in one pass (an equal previous
 row first, then a hash table), so each tower runs once per distinct board of the call.
 
-The forward then computes, exactly as :meth:`~leaguezero.yatzy.train.net.BoardTowerNet.forward` up
-to float rounding:
+The forward then computes, exactly as
+:meth:`~leaguezero.yatzy.net.networks.BoardTowerNet.forward` up to float rounding:
 
 - each tower once per distinct board, and its first head layer's share right away:
   ``A = tower(me_u) @ W1[:, :E]ᵀ`` [U₁, H], ``B = tower(opp_u) @ W1[:, E:2E]ᵀ`` [U₂, H]
@@ -203,7 +203,7 @@ def bucket_rows(n: int) -> int:
 
 
 class TowerValues:
-    """Value-only forward of a :class:`~leaguezero.yatzy.train.net.BoardTowerNet` over numpy
+    """Value-only forward of a :class:`~leaguezero.yatzy.net.networks.BoardTowerNet` over numpy
     features (see module doc).
 
     Built once per network and dtype (the split weights are copied then): call it again after

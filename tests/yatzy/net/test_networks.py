@@ -10,7 +10,7 @@ from leaguezero.az.checkpoint import SchemaIds, load_checkpoint, save_checkpoint
 from leaguezero.az.inference.local import TorchEvaluator
 from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID, NUM_FEATURES
 from leaguezero.yatzy.game.tables import ACTION_SPACE_ID, NUM_ACTIONS, RULESET_ID
-from leaguezero.yatzy.train.net import MODEL_CONSTRUCTORS, MODEL_KIND, YatzyNet, build_net
+from leaguezero.yatzy.net.networks import MODEL_CONSTRUCTORS, MODEL_KIND, YatzyNet, build_net
 
 torch.set_num_threads(1)
 SCHEMA = SchemaIds(FEATURE_SCHEMA_ID, ACTION_SPACE_ID, RULESET_ID)
@@ -71,8 +71,8 @@ def test_board_tower_net_reads_both_boards_with_one_tower(tmp_path):
     from leaguezero.yatzy.agents.model import load_yatzy_model
     from leaguezero.yatzy.game.rules import S_AVAIL, S_UPPER, STATE_LEN
     from leaguezero.yatzy.game.turn_features import encode_turn
-    from leaguezero.yatzy.train.kinds import checkpoint_schema
-    from leaguezero.yatzy.train.net import TOWER_KIND, BoardTowerNet
+    from leaguezero.yatzy.net.networks import TOWER_KIND, BoardTowerNet
+    from leaguezero.yatzy.net.schema import checkpoint_schema
 
     net = build_net(hidden=32, seed=2, num_features=169, arch="board_towers")
     assert isinstance(net, BoardTowerNet) and net.kind == TOWER_KIND
