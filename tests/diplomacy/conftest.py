@@ -17,7 +17,7 @@ def tiny_lm(tmp_path_factory):
 def adapter_dirs(tiny_lm, tmp_path_factory):
     """Two saved adapters that differ (each perturbed with its own seed)."""
     from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
-    from tests.diplomacy.test_llm_hf import perturb
+    from tests.diplomacy.llm.model.test_llm_hf import perturb
 
     backend = HFBackend.from_pretrained(tiny_lm)
     root = tmp_path_factory.mktemp("adapters")

@@ -67,6 +67,8 @@ class DumbBot(Bot):
     # ------------------------------------------------------------------ values
     def _values(self, env: DiplomacyEnv, power: str) -> tuple[dict[Node, int], dict[str, int]]:
         """``(value per node, competition per province)`` for ``power`` in the current phase."""
+        # Over 80 lines: DumbBot's province values, one pass a term in the original's order, so
+        # it reads against the C++ bot it reproduces (docs/reference/dumb_bot.md).
         game = env.game
         map_name = game.map_name
         graph = neighbour_locations(map_name)

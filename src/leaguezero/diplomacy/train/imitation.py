@@ -335,6 +335,43 @@ def pretrain_policy(
     if settings.threads:
         torch.set_num_threads(settings.threads)
     started = time.perf_counter()
+    train, val = _play_corpora(settings, log)
+    config = PolicyConfig(
+        hidden=settings.hidden,
+        layers=settings.layers,
+        decoder=settings.decoder,
+        value_head=settings.value_coef > 0,
+    )
+    policy = DiplomacyPolicy(config, seed=settings.seed)
+    params = sum(p.numel() for p in policy.trainable_parameters())
+    log(f"policy: {params} parameters; {settings.epochs} epochs of batch {settings.batch}")
+    train_started = time.perf_counter()
+    curve = train_imitation(policy, train.records, val.records, settings, log=log)
+    seconds = {
+        "corpus": round(train.seconds + val.seconds, 1),
+        "train": round(time.perf_counter() - train_started, 1),
+    }
+    made = _save_policy(out, policy, settings, curve[-1])
+    seconds["total"] = round(time.perf_counter() - started, 1)
+    report = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        **made,
+        "checkpoint": str(out),
+        "policy_config": asdict(config),
+        "parameters": params,
+        "corpus": {"train": train.stats(), "held_out": val.stats()},
+        "curve": curve,
+        "seconds": seconds,
+    }
+    atomic_write_json(report_path(out), report)
+    accuracy = made["val_accuracy"]
+    accuracy_text = "n/a" if accuracy is None else f"{accuracy:.3f}"
+    log(f"saved {out} (held-out accuracy {accuracy_text}) in {seconds['total']:.0f} s")
+    return report
+
+
+def _play_corpora(settings: PolicyImitationSettings, log: Callable[[str], None]):
+    """The training and held-out corpora (games ``0..games`` and the ``val_games`` after them)."""
     teacher_share = f"teacher {settings.teacher}, seats {','.join(settings.seat_bots)}"
     log(f"playing {settings.games} + {settings.val_games} bot games ({teacher_share}) ...")
     last = [time.perf_counter()]
@@ -360,22 +397,13 @@ def pretrain_policy(
         f"skipped, {train.forced + val.forced} forced; chance accuracy "
         f"{val_stats['uniform_accuracy'] if val.records else train_stats['uniform_accuracy']})"
     )
-    config = PolicyConfig(
-        hidden=settings.hidden,
-        layers=settings.layers,
-        decoder=settings.decoder,
-        value_head=settings.value_coef > 0,
-    )
-    policy = DiplomacyPolicy(config, seed=settings.seed)
-    params = sum(p.numel() for p in policy.trainable_parameters())
-    log(f"policy: {params} parameters; {settings.epochs} epochs of batch {settings.batch}")
-    train_started = time.perf_counter()
-    curve = train_imitation(policy, train.records, val.records, settings, log=log)
-    final = curve[-1]
-    seconds = {
-        "corpus": round(train.seconds + val.seconds, 1),
-        "train": round(time.perf_counter() - train_started, 1),
-    }
+    return train, val
+
+
+def _save_policy(
+    out: Path, policy: DiplomacyPolicy, settings: PolicyImitationSettings, final: dict[str, Any]
+) -> dict[str, Any]:
+    """Save the checkpoint with how it was made (its ``pretrain`` record and lineage entry)."""
     made = {
         "kind": REPORT_KIND,
         "teacher": settings.teacher,
@@ -401,22 +429,7 @@ def pretrain_policy(
         "command": made["command"],
     }
     policy.save(out, extra={"pretrain": made, "lineage": [lineage_entry]})
-    seconds["total"] = round(time.perf_counter() - started, 1)
-    report = {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        **made,
-        "checkpoint": str(out),
-        "policy_config": asdict(config),
-        "parameters": params,
-        "corpus": {"train": train_stats, "held_out": val_stats},
-        "curve": curve,
-        "seconds": seconds,
-    }
-    atomic_write_json(report_path(out), report)
-    accuracy = final["val_accuracy"]
-    accuracy_text = "n/a" if accuracy is None else f"{accuracy:.3f}"
-    log(f"saved {out} (held-out accuracy {accuracy_text}) in {seconds['total']:.0f} s")
-    return report
+    return made
 
 
 def _plain(value: Any) -> Any:

@@ -55,7 +55,7 @@ def make_loader(hidden: int, blocks: int, margin_head: bool, seed: int, dtype=No
     from leaguezero.yatzy.game.features import FEATURE_SCHEMA_ID
     from leaguezero.yatzy.game.positions import pov_position_codec, turn_position_codec
     from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
-    from leaguezero.yatzy.train.net import build_net
+    from leaguezero.yatzy.net.networks import build_net
 
     def load(source: str) -> ServedModel:
         # Both kinds of net also take compact positions (protocol kind 4) and encode them: a

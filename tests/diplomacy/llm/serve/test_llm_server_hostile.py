@@ -27,7 +27,7 @@ import torch
 
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.remote.openai_client import OpenAIClient
-from tests.diplomacy.test_llm_hf import perturb
+from tests.diplomacy.llm.model.test_llm_hf import perturb
 from tests.diplomacy.tiny_lm import start_llm_server
 
 torch.set_num_threads(1)

@@ -93,6 +93,8 @@ def growing_cache(config: Any, *, float32: bool = False) -> Any | None:
     plain full attention at every layer (sliding windows, linear attention): then the model's
     own cache is used.
     """
+    # Over 80 lines: a cache layer class defined inside (transformers' cache classes are
+    # imported here, lazily), not one long body.
     try:
         from transformers.cache_utils import DynamicCache, DynamicLayer
     except ImportError:  # pragma: no cover - transformers without the layered cache
@@ -307,6 +309,9 @@ def sample_batch(
         and the trainer's numbers agree; raw logits for a greedy row, which trains nothing),
         and ``"stop"`` or ``"length"``.
     """
+    # Over 80 lines: the decoding loop of every sampled row; its pass-to-pass state (the cache,
+    # the rows still live, their constraint machines) stays in locals so a pass allocates
+    # little, and benchmarks/llm_tokens.py times it as one piece.
     batch = len(rows)
     width = max(len(ids) for ids in encoded)
     input_ids = torch.full((batch, width), pad_id, dtype=torch.long)

@@ -52,17 +52,13 @@ and bounded in tokens, and bad input gets a 4xx with a short message.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 from leaguezero.diplomacy.llm.client import (
-    NEUTRAL_SAMPLING,
-    GenerationRequest,
     LLMError,
     UnknownAdapterError,
 )
@@ -70,6 +66,12 @@ from leaguezero.diplomacy.llm.model.adapter_files import check_adapter_name
 from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.orders.constrained import choice_regex
 from leaguezero.diplomacy.llm.runtime import make_batcher
+from leaguezero.diplomacy.llm.serve.completion_request import (
+    completion_request,
+    completion_response,
+    request_field,
+    shown_name,
+)
 from leaguezero.diplomacy.llm.serve.key_proof import ReplayGuard
 from leaguezero.diplomacy.llm.serve.regex_sandbox import (
     ClientOverLimit,
@@ -88,64 +90,10 @@ from leaguezero.diplomacy.llm.serve.server_http import (
 )
 
 __all__ = ["MAX_BODY_BYTES", "LLMServer", "RequestError"]
-MIN_TEMPERATURE = 1e-5  # below it (but above 0) the logits' division overflows; vLLM's epsilon
-MAX_PROMPTS_PER_REQUEST = 256  # one request's rows all enter the batcher's queue at once
 # A constraint's expression (ours: ~5 kB for 17 units); compiling one costs the server CPU.
 MAX_REGEX_CHARS = 64 * 1024
 MAX_PATH_CHARS = 4096  # PATH_MAX
 CHARS_PER_TOKEN_BOUND = 32  # a prompt longer than this many chars per allowed token is refused
-
-
-def _shown(name: str) -> str:
-    """A name from a request as an error message may echo it (cut short)."""
-    return name if len(name) <= 80 else name[:80] + "..."
-
-
-def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) and kind in (int, float, (int, float)):
-        raise RequestError(f"'{name}' must be a number")
-    if not isinstance(value, kind):
-        raise RequestError(f"'{name}' has the wrong type ({type(value).__name__})")
-    return value
-
-
-# vLLM's neutral value of each distribution field it may take besides NEUTRAL_SAMPLING's (the
-# values that leave sampling as this server does it); top_k -1 is vLLM's older spelling of 0.
-_ALSO_NEUTRAL = {"top_k": (-1,)}
-# Request fields that change what vLLM generates, which this server does not implement: given
-# with a value other than vLLM's default (absent, null, empty, false, 0; 1 for the two whose
-# default is 1), they are refused.
-_UNSUPPORTED = (
-    "stop", "stop_token_ids", "logit_bias", "bad_words", "min_tokens", "ignore_eos", "echo",
-    "suffix", "allowed_token_ids", "use_beam_search", "structural_tag", "guided_regex",
-    "guided_choice", "guided_json", "guided_grammar", "best_of", "length_penalty",
-)  # fmt: skip
-_DEFAULT_ONE = ("best_of", "length_penalty")
-
-
-def check_neutral_sampling(body: dict[str, Any]) -> None:
-    """Refuse a request whose sampling fields ask for a distribution this server does not
-    sample (see module doc): each of :data:`~leaguezero.diplomacy.llm.client.NEUTRAL_SAMPLING`'s
-    fields absent or at its neutral value, and no unsupported field with a non-default value."""
-    for name, neutral in NEUTRAL_SAMPLING.items():
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RequestError(f"'{name}' must be a number")
-        if value != neutral and value not in _ALSO_NEUTRAL.get(name, ()):
-            raise RequestError(
-                f"'{name}' {value!r} is not supported by this server: it samples the model's "
-                f"full distribution ({name} {neutral})"
-            )
-    for name in _UNSUPPORTED:
-        value = body.get(name)
-        if value is None or (value == 1 if name in _DEFAULT_ONE else value in (0, "", [], {})):
-            continue
-        raise RequestError(f"'{name}' is not supported by this server")
 
 
 class LLMServer:
@@ -268,47 +216,11 @@ class LLMServer:
         """One completion request; ``gone()`` says the client has left (stops a compile);
         ``client`` says who asks (:func:`~.server_http.peer_identity`: compile workers are
         shared fairly between clients)."""
-        model = _field(body, "model", str, None)
-        if model is None:
-            raise RequestError("'model' is required: an adapter name or the base model's name")
-        adapter = None if model == self.backend.model_name else model
-        if adapter is not None and adapter not in self.backend.list_adapters():
-            raise RequestError(
-                f"The model `{_shown(model)}` does not exist.", status=HTTPStatus.NOT_FOUND
-            )
-        prompt = body.get("prompt")
-        prompts = [prompt] if isinstance(prompt, str) else prompt
-        if (
-            not isinstance(prompts, list)
-            or not prompts
-            or not all(isinstance(p, str) for p in prompts)
-        ):
-            raise RequestError("'prompt' must be a string or a non-empty list of strings")
-        if len(prompts) > MAX_PROMPTS_PER_REQUEST:
-            raise RequestError(f"at most {MAX_PROMPTS_PER_REQUEST} prompts per request")
-        if body.get("stream"):
-            raise RequestError("streaming is not supported by this server")
-        if _field(body, "n", int, 1) != 1:
-            raise RequestError("only n = 1 is supported")
-        check_neutral_sampling(body)
-        max_tokens = _field(body, "max_tokens", int, 16)
-        temperature = _field(body, "temperature", (int, float), 1.0)
-        if not isinstance(temperature, float):
-            temperature = float(temperature) if abs(temperature) < 1 << 53 else math.inf
-        if not math.isfinite(temperature) or 0 < temperature < MIN_TEMPERATURE:
-            raise RequestError(f"'temperature' must be 0 (greedy) or in [{MIN_TEMPERATURE}, inf)")
-        seed = _field(body, "seed", int, None)
-        if seed is None:
-            seed = uuid.uuid4().int & 0x7FFF_FFFF
-        want_logprobs = _field(body, "logprobs", int, None) is not None
-        want_ids = bool(body.get("return_token_ids"))
-        if max_tokens < 1 or temperature < 0:
-            raise RequestError("'max_tokens' must be >= 1 and 'temperature' >= 0")
-        if not 0 <= seed < 1 << 63:
-            raise RequestError("'seed' must be in [0, 2**63)")
-        rows = [GenerationRequest(p, adapter, max_tokens, temperature, seed) for p in prompts]
+        adapters = self.backend.list_adapters()
+        request = completion_request(body, self.backend.model_name, adapters)
+        rows = request.rows
         for row in rows:
-            row.extra["prompt_ids"] = self._tokenize(row.prompt, max_tokens)
+            row.extra["prompt_ids"] = self._tokenize(row.prompt, row.max_new_tokens)
         regex = self._structured_regex(body.get("structured_outputs"))
         if regex is not None:
             try:  # compiled in a bounded worker, never in the batcher's thread
@@ -322,40 +234,7 @@ class LLMServer:
             for row in rows:
                 row.extra["regex"] = regex
                 row.extra["regex_index"] = index
-        completions = self.batcher.submit(rows)
-        choices = []
-        for index, c in enumerate(completions):
-            choice: dict[str, Any] = {
-                "index": index,
-                "text": c.text,
-                "finish_reason": c.finish_reason,
-                "logprobs": None,
-            }
-            if want_logprobs:
-                tokens = [self.backend.tokenizer.decode([t]) for t in c.token_ids]
-                choice["logprobs"] = {
-                    "tokens": tokens,
-                    "token_logprobs": c.logprobs,
-                    "top_logprobs": None,
-                    "text_offset": None,
-                }
-            if want_ids:
-                choice["token_ids"] = c.token_ids
-            choices.append(choice)
-        prompt_tokens = sum(c.prompt_tokens for c in completions)
-        completion_tokens = sum(len(c.token_ids) for c in completions)
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        return completion_response(request, self.batcher.submit(rows), self.backend.tokenizer)
 
     @staticmethod
     def _structured_regex(spec: Any) -> str | None:
@@ -408,8 +287,8 @@ class LLMServer:
         return ids
 
     def load_lora_adapter(self, body: dict[str, Any]) -> str:
-        name = _field(body, "lora_name", str, None)
-        path = _field(body, "lora_path", str, None)
+        name = request_field(body, "lora_name", str, None)
+        path = request_field(body, "lora_path", str, None)
         if not name or not path:
             raise RequestError("'lora_name' and 'lora_path' are required")
         try:
@@ -436,7 +315,7 @@ class LLMServer:
         return f"Success: LoRA adapter '{name}' added successfully."
 
     def unload_lora_adapter(self, body: dict[str, Any]) -> str:
-        name = _field(body, "lora_name", str, None)
+        name = request_field(body, "lora_name", str, None)
         if not name:
             raise RequestError("'lora_name' is required")
         try:
@@ -444,6 +323,7 @@ class LLMServer:
             self._adapter_paths.pop(name, None)
         except UnknownAdapterError:
             raise RequestError(
-                f"The lora adapter '{_shown(name)}' cannot be found.", status=HTTPStatus.NOT_FOUND
+                f"The lora adapter '{shown_name(name)}' cannot be found.",
+                status=HTTPStatus.NOT_FOUND,
             ) from None
         return f"Success: LoRA adapter '{name}' removed successfully."

@@ -118,6 +118,8 @@ def run_league_selfplay(
     on the match results. Other arguments (``hero_factory``: the hero's search, PUCT or the
     turn search) as in :func:`~leaguezero.yatzy.train.selfplay.slots.play_selfplay`.
     """
+    # Over 80 lines: the slot callbacks below share the per-slot arrays as closures (one
+    # game loop's state); a class would only rename them.
     out_dir, done_before, remaining = resume_point(out_dir, worker, games, progress)
     rng = np.random.default_rng([seed, worker, done_before, 0x1EA6])
     num_slots = max(1, min(cfg.selfplay.concurrent_games, remaining))
