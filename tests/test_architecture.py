@@ -55,11 +55,14 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def _imports(path: Path, module: str | None = None, modules: dict | None = None):
+def _imports(
+    path: Path, module: str | None = None, modules: dict | None = None, typing: bool = False
+):
     """Every name an import in ``path`` names, at any depth (functions included): for
-    ``from X import Y`` the module ``X.Y`` when it is one, else ``X``."""
+    ``from X import Y`` the module ``X.Y`` when it is one, else ``X``; ``typing``: the
+    ``if TYPE_CHECKING:`` imports too."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_nodes(tree)
+    skip = set() if typing else _type_checking_nodes(tree)
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
@@ -78,12 +81,12 @@ def _imports(path: Path, module: str | None = None, modules: dict | None = None)
                 yield full if modules is not None and full in modules else base
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(typing: bool = False) -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps = set()
-        for target in _imports(path, name, modules):
+        for target in _imports(path, name, modules, typing):
             while target and target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target in modules and target != name:
@@ -155,6 +158,12 @@ def test_no_import_cycles_in_src():
     found = _cycles(graph)
     unknown = [c for c in found if frozenset(c) not in KNOWN_CYCLES]
     assert not unknown, "import cycles:\n" + "\n".join(" -> ".join(c) for c in unknown)
+
+
+def test_no_import_cycles_in_src_even_through_type_checking_imports():
+    """A circle that only type hints close is still one concept split in two (issue 56)."""
+    found = _cycles(_graph(typing=True))
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_the_cycle_finder_finds_function_level_cycles():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -18,8 +18,12 @@ from leaguezero.diplomacy.game.env import DiplomacyEnv
 from leaguezero.diplomacy.game.features import board_features, encode_orders
 from leaguezero.diplomacy.game.records import ActionRecord
 
-if TYPE_CHECKING:
-    from leaguezero.diplomacy.agents.policy import DiplomacyPolicy
+
+class ActorPolicy(Protocol):
+    """What an actor asks of its policy (:class:`~.policy.DiplomacyPolicy` is one): the network
+    it runs (its ``conditioner`` is None for the independent decoder)."""
+
+    net: Any
 
 
 @dataclass
@@ -33,7 +37,7 @@ class PhaseBoard:
 
 @dataclass
 class ChoicePayload:
-    """What :meth:`DiplomacyPolicy.log_prob` needs to rescore one choice."""
+    """What :meth:`~.policy.DiplomacyPolicy.log_prob` needs to rescore one choice."""
 
     board: PhaseBoard
     cand: torch.Tensor  # [K, 4] int64 encoded candidate orders
@@ -47,7 +51,7 @@ class ChoicePayload:
 class NetActor:
     """A seat player for one game: samples orders and records each choice (``records``)."""
 
-    def __init__(self, policy: DiplomacyPolicy, seed: int, temperature: float, greedy: bool):
+    def __init__(self, policy: ActorPolicy, seed: int, temperature: float, greedy: bool):
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.policy = policy
