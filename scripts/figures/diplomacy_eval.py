@@ -20,13 +20,20 @@ def _cpu_children() -> float:
 
 
 def run_eval(
-    hero: str, opponent: str, games: int, seed: int, years: int, per_game: bool = False
+    hero: str,
+    opponent: str,
+    games: int,
+    seed: int,
+    years: int,
+    per_game: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> tuple[dict, float]:
     """Run ``leaguezero diplomacy eval --hero HERO --opponents OPPONENT --games G --seed S --set
     max_years=Y --set run.threads=1 --no-save --json`` (``--per-game`` with ``per_game``).
 
     Returns the command's JSON summary and the child's CPU seconds (user + system, its start
-    included). ``OMP_NUM_THREADS`` defaults to 1 in the child. Raises
+    included); ``extra``: more arguments of the eval command (``--concurrent-games 8``, ``--set
+    llm.mode=constrained``). ``OMP_NUM_THREADS`` defaults to 1 in the child. Raises
     ``subprocess.CalledProcessError`` if the command fails.
     """
     cmd = [
@@ -36,6 +43,7 @@ def run_eval(
     ]  # fmt: skip
     if per_game:
         cmd.append("--per-game")
+    cmd.extend(extra)
     before = _cpu_children()
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout

@@ -18,8 +18,20 @@ Each new cell also keeps its per-game hero win shares (``wins``: 1 for a single 
 
     python scripts/figures/diplomacy_table.py --out table.jsonl --paired A,B
 
-prints, for every (opponent, years, games, seed) cell both have, the mean per-game difference
-A − B ± its paired SE (cells saved before ``wins`` existed have none and are skipped).
+prints, per opponent and game length, the mean per-game difference A − B ± its paired SE over
+the games of every cell both have (cells saved before ``wins`` existed have none and are
+skipped).
+
+A measurement too long for one sitting (an LLM's 280 games are hours of CPU) goes in chunks:
+``--chunks 10 --games 28`` plays ten cells of 28 games at seeds S..S+9, every agent's chunk
+before the next chunk, so a stopped run keeps whole, paired chunks and the next run plays only
+the rest; the table pools a line's chunks. ``--eval-arg`` passes more arguments to the eval
+command (not part of a cell's key), e.g. an LLM hero's constrained decoding, many games a batch:
+
+    python scripts/figures/diplomacy_table.py --seed S --games 28 --chunks 10 --years 3 \
+        --out smol.jsonl --agents pretrained-smol,ADAPTER_FOLDER \
+        --eval-arg=--set --eval-arg=llm.mode=constrained \
+        --eval-arg=--concurrent-games --eval-arg=7
 """
 
 from __future__ import annotations
@@ -31,9 +43,11 @@ from pathlib import Path
 from diplomacy_eval import run_eval
 
 
-def measure(agent: str, opponent: str, years: int, games: int, seed: int) -> dict:
+def measure(
+    agent: str, opponent: str, years: int, games: int, seed: int, extra: tuple[str, ...] = ()
+) -> dict:
     """One cell: the eval command's hero figures and its CPU per game."""
-    result, cpu = run_eval(agent, opponent, games, seed, years, per_game=True)
+    result, cpu = run_eval(agent, opponent, games, seed, years, per_game=True, extra=extra)
     hero = result["hero"]
     n = hero["seats"]
     return {
@@ -61,46 +75,67 @@ def _win_share(game: dict) -> float:
 
 
 def paired(rows: list[dict], a: str, b: str) -> list[str]:
-    """A − B per shared cell: mean per-game difference ± its SE (sample std / sqrt(n))."""
+    """A − B over the games both played, pooled per (opponents, game length) across the cells
+    (seeds, chunks) both have: mean per-game difference ± its SE (sample std / sqrt(n))."""
     cells: dict[tuple, dict[str, list[float]]] = {}
     for r in rows:
         if r["agent"] in (a, b) and r.get("wins"):
             key = (r["opponent"], r["years"], r["games"], r["seed"])
             cells.setdefault(key, {})[r["agent"]] = r["wins"]
-    lines = []
+    pooled: dict[tuple, tuple[list[float], list[int]]] = {}
     for (opponent, years, _games, seed), by in sorted(cells.items()):
         if len(by) < 2 or len(by[a]) != len(by[b]):
             continue
-        diff = [x - y for x, y in zip(by[a], by[b], strict=True)]
+        diff, seeds = pooled.setdefault((opponent, years), ([], []))
+        diff.extend(x - y for x, y in zip(by[a], by[b], strict=True))
+        seeds.append(seed)
+    lines = []
+    for (opponent, years), (diff, seeds) in sorted(pooled.items()):
         n = len(diff)
         mean = sum(diff) / n
         var = sum((d - mean) ** 2 for d in diff) / max(n - 1, 1)
         se = (var / n) ** 0.5
+        where = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} cells, seeds {seeds}"
         lines.append(
-            f"{a} - {b}: six {opponent}, {years} years, {n} games, seed {seed}: "
+            f"{a} - {b}: six {opponent}, {years} years, {n} games, {where}: "
             f"{mean:+.3f} ± {se:.3f} ({mean / se if se else float('inf'):+.1f} SE)"
         )
     return lines
 
 
+def pool(cells: list[dict]) -> dict:
+    """Cells of one agent, opponent and length (chunks of one measurement) as one: means
+    weighted by games, the win rate's SE from the cells' (independent games)."""
+    n = sum(c["games"] for c in cells)
+
+    def mean(key: str) -> float:
+        return sum(c[key] * c["games"] for c in cells) / n
+
+    se = sum((c["win_rate_se"] * c["games"]) ** 2 for c in cells) ** 0.5 / n
+    names = ("win_rate", "mean_centers", "solo_rate", "cpu_s_per_game")
+    return {"games": n, "win_rate_se": se, **{k: mean(k) for k in names}}
+
+
 def markdown(rows: list[dict]) -> str:
-    """One line per agent and opponent, a column per game length."""
+    """One line per agent and opponent, a column per game length (chunks pooled)."""
     years = sorted({r["years"] for r in rows})
     head = "| agent | opponents | " + " | ".join(f"{y} years" for y in years) + " |"
     lines = [head, "|---|---|" + "---|" * len(years)]
     keys = sorted({(r["agent"], r["opponent"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    cells = {(r["agent"], r["opponent"], r["years"]): r for r in rows}
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["agent"], r["opponent"], r["years"]), []).append(r)
     for agent, opponent in keys:
         texts = []
         for y in years:
-            r = cells.get((agent, opponent, y))
+            if (agent, opponent, y) not in cells:
+                texts.append("—")
+                continue
+            r = pool(cells[(agent, opponent, y)])
             texts.append(
-                "—"
-                if r is None
-                else (
-                    f"{r['win_rate']:.3f} ± {r['win_rate_se']:.3f}; {r['mean_centers']:.1f} SC; "
-                    f"solo {r['solo_rate']:.3f}; {r['cpu_s_per_game']:.1f} CPU-s"
-                )
+                f"{r['win_rate']:.3f} ± {r['win_rate_se']:.3f} ({r['games']} games); "
+                f"{r['mean_centers']:.1f} SC; solo {r['solo_rate']:.3f}; "
+                f"{r['cpu_s_per_game']:.1f} CPU-s"
             )
         lines.append(f"| `{agent}` | six `{opponent}` | " + " | ".join(texts) + " |")
     return "\n".join(lines)
@@ -115,6 +150,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, help="drawn after training (required to measure)")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, appended")
     parser.add_argument("--paired", help="A,B: print A - B paired over the cells both have")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=1,
+        help="K cells of --games each at seeds SEED..SEED+K-1, every agent in a chunk before the "
+        "next: a long measurement (an LLM's) resumes chunk by chunk and stays paired",
+    )
+    parser.add_argument(
+        "--eval-arg",
+        action="append",
+        default=[],
+        help="an extra argument of the eval command, repeatable (--eval-arg=--concurrent-games "
+        "--eval-arg=8); not part of a cell's key",
+    )
     args = parser.parse_args()
     done: list[dict] = []
     if args.out.exists():
@@ -126,17 +175,19 @@ def main() -> None:
     if not args.agents or args.seed is None:
         parser.error("--agents and --seed are needed to measure (or --paired A,B to compare)")
     have = {(r["agent"], r["opponent"], r["years"], r["games"], r["seed"]) for r in done}
+    seeds = [args.seed + k for k in range(args.chunks)]
     for years in (int(y) for y in args.years.split(",")):
         for opponent in args.opponents.split(","):
-            for agent in args.agents.split(","):
-                if (agent, opponent, years, args.games, args.seed) in have:
-                    continue
-                row = measure(agent, opponent, years, args.games, args.seed)
-                print(json.dumps(row), flush=True)
-                with args.out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                done.append(row)
-    print(markdown([r for r in done if r["games"] == args.games and r["seed"] == args.seed]))
+            for seed in seeds:
+                for agent in args.agents.split(","):
+                    if (agent, opponent, years, args.games, seed) in have:
+                        continue
+                    row = measure(agent, opponent, years, args.games, seed, tuple(args.eval_arg))
+                    print(json.dumps(row), flush=True)
+                    with args.out.open("a") as f:
+                        f.write(json.dumps(row) + "\n")
+                    done.append(row)
+    print(markdown([r for r in done if r["games"] == args.games and r["seed"] in seeds]))
 
 
 if __name__ == "__main__":
