@@ -95,7 +95,9 @@ def paired(rows: list[dict], a: str, b: str) -> list[str]:
         mean = sum(diff) / n
         var = sum((d - mean) ** 2 for d in diff) / max(n - 1, 1)
         se = (var / n) ** 0.5
-        where = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} cells, seeds {sorted(seeds)}"
+        where = (
+            f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} cells, seeds {sorted(seeds)}"
+        )
         lines.append(
             f"{a} - {b}: six {opponent}, {years} years, {n} games, {where}: "
             f"{mean:+.3f} ± {se:.3f} ({mean / se if se else float('inf'):+.1f} SE)"
