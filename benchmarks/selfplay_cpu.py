@@ -34,7 +34,10 @@ import json, os, sys, tempfile, time
 import numpy as np, torch
 torch.set_num_threads(1)
 from leaguezero.yatzy.config import YatzyConfig
-from leaguezero.yatzy.net.schema import build_network
+try:
+    from leaguezero.yatzy.net.schema import build_network
+except ImportError:  # a baseline checkout from before issue 56 (the nets lived under train/)
+    from leaguezero.yatzy.train.kinds import build_network
 from leaguezero.yatzy.train.selfplay.turn import run_turn_selfplay
 from leaguezero.az.inference.local import TorchEvaluator, resolve_dtype
 from leaguezero.yatzy.game.turn_features import TURN_FEATURE_SCHEMA_ID
