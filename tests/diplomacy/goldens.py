@@ -10,11 +10,13 @@ Regenerate both with one command (then read the diff before committing it)::
 of :class:`~leaguezero.diplomacy.train.grpo.GRPOTrainer` on a three-armed bandit (arm rewards
 0, 1, 2; groups of 4 seeded draws), one line of metrics per step — the reward mean climbs
 towards 2 as probability moves to the best arm. ``tests/diplomacy/test_goldens.py`` compares
-fresh output with both files. ``pretrained_orders.txt``: the shipped ``pretrained`` policy at
-all seven seats of one seeded two-year game, sampled at temperature 1: every order with its
-sampled log-probability (4 decimals). It was written before the sequential decoder and the
-value head (issue 53), so it pins that an old checkpoint still loads and plays exactly as
-before.
+fresh output with both files. ``pretrained_orders.txt``: ``policy_schema1.pt`` (the shipped
+``pretrained`` until 2026-12-06: schema 1, independent decoder, no value head) at all seven
+seats of one seeded two-year game, sampled at temperature 1: every order with its sampled
+log-probability (4 decimals). It was written before the sequential decoder and the value head
+(issue 53), so it pins that an old checkpoint still loads and plays exactly as before.
+``shipped_policy_orders.txt``: the same game with today's shipped ``pretrained`` (schema 2,
+sequential decoder, value head), which pins how it plays.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ HERE = Path(__file__).resolve().parent / "goldens"
 BOT_GAME = HERE / "bot_game.txt"
 LOSS_CURVE = HERE / "grpo_loss_curve.txt"
 PRETRAINED_ORDERS = HERE / "pretrained_orders.txt"
+SCHEMA1_POLICY = HERE / "policy_schema1.pt"  # 168 KB
+SHIPPED_ORDERS = HERE / "shipped_policy_orders.txt"
 METRICS = ("loss", "policy_loss", "kl", "clip_fraction", "ratio_mean", "grad_norm", "score_mean")
 
 
@@ -58,13 +62,12 @@ def bot_game_transcript() -> str:
     return "\n".join(lines) + "\n"
 
 
-def pretrained_orders_transcript(max_years: int = 2) -> str:
-    """The shipped policy's sampled orders and log-probs in a seeded self-play game."""
+def pretrained_orders_transcript(max_years: int = 2, path: Path = SCHEMA1_POLICY) -> str:
+    """A policy file's sampled orders and log-probs in a seeded self-play game."""
     from leaguezero.diplomacy.agents.policy import load_policy
-    from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
     from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 
-    policy = load_policy(PRETRAINED_DIR / PRETRAINED_FILE)
+    policy = load_policy(path)
     actors = {p: policy.actor(seed=100 + i, temperature=1.0) for i, p in enumerate(POWERS)}
     env = DiplomacyEnv(max_years=max_years)
     lines = [f"pretrained self-play, max_years {max_years}, actor seeds 100..106"]
@@ -135,7 +138,15 @@ def main() -> None:
     BOT_GAME.write_text(bot_game_transcript())
     LOSS_CURVE.write_text(grpo_loss_curve())
     PRETRAINED_ORDERS.write_text(pretrained_orders_transcript())
-    print(f"wrote {BOT_GAME}, {LOSS_CURVE} and {PRETRAINED_ORDERS}")
+    SHIPPED_ORDERS.write_text(pretrained_orders_transcript(path=shipped_policy()))
+    print(f"wrote {BOT_GAME}, {LOSS_CURVE}, {PRETRAINED_ORDERS} and {SHIPPED_ORDERS}")
+
+
+def shipped_policy() -> Path:
+    """Today's shipped ``pretrained`` policy file."""
+    from leaguezero.diplomacy.game.catalogue import PRETRAINED_DIR, PRETRAINED_FILE
+
+    return PRETRAINED_DIR / PRETRAINED_FILE
 
 
 if __name__ == "__main__":
