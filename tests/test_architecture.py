@@ -575,13 +575,7 @@ YATZY_PROTOCOL_MEMBERS = (
 # The places that parse a search kind, an arch or a backend from the configuration or a
 # command line (the command line picks local or Ray; the network factory reads model.arch).
 YATZY_SWITCH_EDGE = ("yatzy/config.py", "common/config.py", "yatzy/cli/job.py")
-YATZY_KNOWN_SWITCHES: set[str] = {
-    # the network factory: the architecture a checkpoint or model.arch names
-    "yatzy/net/networks.py: arch == 'board_towers'",
-    "yatzy/net/networks.py: arch != 'resmlp'",
-    # a league match record's producer (league/types.py's MatchResult.kind), a data field
-    "yatzy/train/league/run.py: result.kind != 'training'",
-}
+YATZY_KNOWN_SWITCHES: set[str] = set()
 
 
 YATZY = "leaguezero.yatzy"

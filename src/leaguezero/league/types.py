@@ -132,6 +132,10 @@ class Participant:
         return cls(agent=str(data["agent"]), seat=data["seat"], score=float(data["score"]))
 
 
+TRAINING_KIND = "training"  # MatchResult.kind of a game the hero trained on
+EVALUATION_KIND = "evaluation"  # MatchResult.kind of an evaluator's game
+
+
 @dataclass(frozen=True)
 class MatchResult:
     """The outcome of one game between agents of the league.
@@ -147,7 +151,7 @@ class MatchResult:
     step: int = 0
     timestamp: float = 0.0
     game: str = ""
-    kind: str = "evaluation"
+    kind: str = EVALUATION_KIND
     match_id: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 

@@ -180,15 +180,20 @@ def build_net(
     turn starts; its policy head is not trained). ``arch``: ``resmlp`` (YatzyNet, any schema)
     or ``board_towers`` (BoardTowerNet, schema 2 only; ``blocks`` unused).
     """
+    make = _ARCHS.get(arch)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if arch == "board_towers":
-            return BoardTowerNet(
-                num_features=num_features, hidden=hidden, embed=max(8, hidden // 2),
-                margin_head=margin_head,
-            )  # fmt: skip
-        if arch != "resmlp":
-            raise ValueError(f"unknown network arch {arch!r}: use resmlp or board_towers")
-        return YatzyNet(
-            num_features=num_features, hidden=hidden, blocks=blocks, margin_head=margin_head
-        )
+        if make is None:
+            raise ValueError(f"unknown network arch {arch!r}: use {' or '.join(_ARCHS)}")
+        return make(num_features, hidden, blocks, margin_head)
+
+
+# model.arch -> constructor (num_features, hidden, blocks, margin_head): one table, no switch.
+_ARCHS = {
+    "resmlp": lambda features, hidden, blocks, margin: YatzyNet(
+        num_features=features, hidden=hidden, blocks=blocks, margin_head=margin
+    ),
+    "board_towers": lambda features, hidden, _blocks, margin: BoardTowerNet(
+        num_features=features, hidden=hidden, embed=max(8, hidden // 2), margin_head=margin
+    ),
+}

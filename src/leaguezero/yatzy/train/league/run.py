@@ -42,7 +42,7 @@ from leaguezero.league.evaluator import JobRunner
 from leaguezero.league.matchmaker import Draw, WinRateTable
 from leaguezero.league.registry import RegistryError
 from leaguezero.league.session import BASE_MODEL, RESUMED_EVENT, LeagueSession, checkpoint_name
-from leaguezero.league.types import AgentInfo, MatchResult
+from leaguezero.league.types import TRAINING_KIND, AgentInfo, MatchResult
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.kinds import hero_factory
@@ -79,7 +79,8 @@ def hero_win_rates(results: list[MatchResult], table: WinRateTable) -> None:
     """
     for result in results:
         seat = result.meta.get("hero_seat")
-        if result.kind != "training" or seat is None or result.meta.get("opponent_type") == "self":
+        mirror = result.meta.get("opponent_type") == "self"
+        if result.kind != TRAINING_KIND or seat is None or mirror:
             continue
         by_seat = {p.seat: p for p in result.participants}
         hero, other = by_seat.get(seat), by_seat.get(1 - int(seat))
