@@ -63,6 +63,11 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     assert state.agents["ckpt_000001"].parent == "base_model"
     assert (run / "checkpoints" / "ckpt_000001.pt").exists()
     assert (run / "checkpoints" / "base_model.pt").exists()
+    # The last step's hero is kept whatever the schedule kept: the live weights, with lineage.
+    final = torch.load(run / "final.pt", weights_only=True)
+    live = torch.load(run / "state.pt", weights_only=True)["policy"]
+    assert final["extra"]["step"] == 3
+    assert all(torch.equal(final["state_dict"][k], v) for k, v in live.items())
     steps = [e["step"] for e in read_events(run / "events.ndjson", TRAIN_STEP_EVENT)]
     assert steps == [1, 2, 3]
     draws = read_events(run / "events.ndjson", "league.opponent_sampled")

@@ -42,7 +42,8 @@ both default to this machine.
 
 Files in the run directory: ``config.yaml``, ``league.json``, ``league_matches.ndjson``
 (training and evaluation games), ``events.ndjson`` (league events and ``diplomacy.train_step``
-metrics), ``checkpoints/``, ``state.pt``, ``elo.png``; ``lineage.json`` (and, for an LLM hero,
+metrics), ``checkpoints/``, ``state.pt``, ``elo.png``, ``final`` (the last step's hero: a
+folder, or ``final.pt``); ``lineage.json`` (and, for an LLM hero,
 ``init_adapter/``) when the run started from a saved agent (``--init-from``, :mod:`.lineage`).
 """
 
@@ -71,6 +72,7 @@ from leaguezero.diplomacy.game.env import POWERS
 from leaguezero.diplomacy.game.records import PlayedGame
 from leaguezero.diplomacy.train.grpo_loss import mismatch_warning
 from leaguezero.diplomacy.train.grpo_settings import GRPOSettings, scheduled_lr
+from leaguezero.diplomacy.train.hero_setup import init_source, make_hero
 from leaguezero.diplomacy.train.heroes import Hero, TaskMap, local_map
 from leaguezero.diplomacy.train.heroes import TrainError as TrainError
 from leaguezero.diplomacy.train.league_eval import (
@@ -81,7 +83,6 @@ from leaguezero.diplomacy.train.lineage import (
     LineageError,
     checkpoint_lineage,
     read_lineage,
-    resolve_init_from,
     write_lineage,
 )
 from leaguezero.diplomacy.train.value_loss import grpo_trainer
@@ -93,36 +94,6 @@ STATE_SCHEMA_VERSION = 1
 TRAIN_STEP_EVENT = "diplomacy.train_step"
 NOTHING_TRAINED_EVENT = "diplomacy.train_nothing"  # a step whose groups gave no advantage
 MISMATCH_EVENT = "diplomacy.sampler_mismatch"  # the sampler's log-probs far from the trainer's
-
-
-def make_hero(cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map) -> Hero:
-    """The hero ``cfg.train.agent`` names. An LLM hero takes a task map other than
-    :data:`local_map` only with ``llm.backend: openai`` (raises :class:`TrainError`)."""
-    if cfg.train.hero.llm:
-        from leaguezero.diplomacy.train.llm_hero import LanguageModelHero
-
-        return LanguageModelHero(cfg, ckpt_dir.parent, task_map)
-    from leaguezero.diplomacy.train.network_hero import NetworkHero
-
-    return NetworkHero(cfg, ckpt_dir, task_map)
-
-
-def _init_source(cfg: DiplomacyConfig, init_from: str | Path | None, resume: bool):
-    """``--init-from``'s source (None without one) and the config the run uses (a policy
-    network's shape comes from the checkpoint); raises :class:`TrainError` in one line."""
-    if init_from is None:
-        return None, cfg
-    if resume:
-        raise TrainError("--init-from starts a new run; a resumed run keeps its weights")
-    try:
-        source = resolve_init_from(str(init_from), cfg.train.hero)
-    except LineageError as err:
-        raise TrainError(str(err)) from None
-    if not cfg.train.hero.llm:
-        from leaguezero.diplomacy.train.network_hero import init_config
-
-        cfg = init_config(cfg, source.path)  # the network's shape is the run's
-    return source, cfg
 
 
 class LeagueTrainer:
@@ -159,7 +130,7 @@ class LeagueTrainer:
                 "or choose another --out"
             )
         cfg = with_base_model(cfg)  # llm.base_model: pretrained-llm, smollm2 (AgentSpecError)
-        source, cfg = _init_source(cfg, init_from, resume)  # checked before anything is written
+        source, cfg = init_source(cfg, init_from, resume)  # checked before anything is written
         self.cfg = cfg
         tcfg = cfg.train
         fresh = not self.run_dir.exists()
@@ -404,6 +375,17 @@ class LeagueTrainer:
             step, lambda name: self.hero.save(self.ckpt_dir / f"{name}{suffix}", extra)
         )
 
+    def save_final(self) -> Path:
+        """The live hero at the current step, with its lineage, as ``RUN/final`` (a policy file
+        ``final.pt``, an adapter folder ``final``): what a stage hands the next one
+        (``--init-from RUN/final``), since the schedule keeps only some steps. A run stopped
+        early keeps it too: ``--resume --set train.steps=N`` at its current N saves it and
+        stops."""
+        extra = checkpoint_lineage(
+            self.run_dir, self.lineage, self.step, self.cfg.model_dump(mode="json")
+        )
+        return self.hero.save(self.run_dir / f"final{self.hero.checkpoint_suffix}", extra)
+
     def _end_step(self, step: int) -> None:
         # The evaluation is submitted before the state is saved, so the state lists it among
         # the pending ones until it finishes: a kill after the save (the last step's
@@ -433,12 +415,15 @@ class LeagueTrainer:
         return record
 
     def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Train until ``cfg.train.steps``; wait for the last evaluation; plot the Elo chart."""
+        """Train until ``cfg.train.steps``; save the last step's hero as ``RUN/final`` (``.pt``
+        for a policy hero; whatever the checkpoint schedule kept); wait for the last
+        evaluation; plot the Elo chart."""
         try:
             while self.step < self.cfg.train.steps:
                 record = self.train_step()
                 if on_step is not None:
                     on_step(record)
+            self.save_final()
         finally:
             self.session.close()
             self.hero.close()
