@@ -301,12 +301,15 @@ def test_the_client_logs_an_outage_once_and_backs_off_while_refused(tmp_path, ca
             features, legal = random_batch(np.random.default_rng(4), 4)
             client.evaluate(features, legal)
             server.close()
-            # Back, but full: one proven connection holds its only slot.
+            # Back, but full: one proven connection holds its only slot. The server starts on
+            # another name and takes the client's only after the holder is in, so the client's
+            # reconnects (which go on meanwhile) cannot take the slot first on a busy machine.
             settings = ServerSettings(max_connections=1, max_connections_per_peer=1)
-            server = _InProcessServer(settings, path)
+            server = _InProcessServer(settings, path + ".new")
             holder = socket.socket(socket.AF_UNIX)
-            holder.connect(path)
+            holder.connect(path + ".new")
             assert _raw_request(holder, encode_control_request(1, ControlOp.INFO, 0)).ok
+            os.rename(path + ".new", path)  # a listening socket keeps listening under a new name
             waiting = [client.submit(features, legal) for _ in range(5)]
             link = client.links[0]
             _wait_for(lambda: link.failures >= 6, what="the client to retry a few times")
