@@ -242,7 +242,7 @@ def test_schema_2_checkpoints_round_trip_and_foreign_ones_are_refused(tmp_path) 
 
     data = torch.load(path, weights_only=True)
     for change, message in (
-        ({"schema_version": 3}, "schema_version 3"),
+        ({"schema_version": 4}, "schema_version 4"),
         ({"schema_version": 1}, "unknown network settings"),  # schema 1 has no decoder
         ({"config": {**data["config"], "decoder": "beam"}}, "decoder 'beam'"),
     ):

@@ -7,10 +7,15 @@ A checkpoint (:meth:`~leaguezero.diplomacy.agents.policy.DiplomacyPolicy.save`) 
 - 1: ``config`` holds ``hidden``, ``layers``, ``loc_embedding``: every unit's order chosen
   independently, no value head (the shipped ``pretrained`` and every run before issue 53);
 - 2: ``config`` also holds ``decoder`` (``independent`` | ``sequential``) and ``value_head``
-  (a bool): the network of :class:`~leaguezero.diplomacy.agents.policy.PolicyConfig`.
+  (a bool);
+- 3: ``config`` also holds ``attention`` (heads of a self-attention layer over the map's
+  locations, at least 1): the network of
+  :class:`~leaguezero.diplomacy.agents.policy.PolicyConfig`. A network without attention is
+  still written as schema 2, so older readers keep reading it.
 
-Both are read (a version-1 config gets the defaults, so an old checkpoint plays exactly as
-before); any other version, format or feature schema is a one-line :class:`CheckpointError`.
+All three are read (an earlier config gets the later settings' defaults, so an old checkpoint
+plays exactly as before); any other version, format or feature schema is a one-line
+:class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from leaguezero.az.checkpoint import state_checksum, torch_load_reason
 from leaguezero.diplomacy.game.features import FEATURE_SCHEMA_ID
 
 CHECKPOINT_FORMAT = "leaguezero.diplomacy.agents.policy"
-CHECKPOINT_SCHEMA_VERSION = 2  # written; READABLE_SCHEMA_VERSIONS are read
-READABLE_SCHEMA_VERSIONS = (1, 2)
+CHECKPOINT_SCHEMA_VERSION = 3  # the newest written (module doc); READABLE_SCHEMA_VERSIONS are read
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 DECODERS = ("independent", "sequential")
 
 # The sizes a checkpoint may ask for: a damaged or hostile config must not allocate gigabytes.
@@ -89,6 +94,7 @@ def _check_config(path: Path, config: object, version: int) -> None:
         )
     assert isinstance(config, dict)
     known = {*_CONFIG_BOUNDS, *(("decoder", "value_head") if version >= 2 else ())}
+    known |= {"attention"} if version >= 3 else set()
     if set(config) - known:
         raise CheckpointError(
             f"policy checkpoint {path} (schema {version}) has unknown network settings "
@@ -101,3 +107,8 @@ def _check_config(path: Path, config: object, version: int) -> None:
         )
     if not isinstance(config.get("value_head", False), bool):
         raise CheckpointError(f"policy checkpoint {path} has a value_head that is not a bool")
+    heads = config.get("attention", 0)
+    if not (isinstance(heads, int) and 0 <= heads <= min(config["hidden"], 64)):
+        raise CheckpointError(
+            f"policy checkpoint {path} has attention {repr(heads)[:20]}, not 0-64 heads"
+        )

@@ -10,7 +10,10 @@ missing location); the raw features of source and destination are fed again so t
 enters an unowned centre in the fall" is one layer away. ``PolicyConfig.decoder``: ``independent``
 scores each unit's orders from the board alone; ``sequential`` also conditions unit k's order on the
 orders 1..k-1 the power already chose this phase (:mod:`.decoder`). ``PolicyConfig.value_head`` adds
-a head predicting the power's share of the final score (:mod:`.value`).
+a head predicting the power's share of the final score (:mod:`.value`). ``PolicyConfig.attention``
+(heads; 0: none) adds, after the graph layers, one residual self-attention layer over the map's
+locations (``h <- h + MHA(LN(h))``), so every location sees the whole board in one step where
+the graph layers see ``layers`` hops.
 
 **Choices.** Every decision is a softmax over a candidate set of legal orders:
 
@@ -78,10 +81,37 @@ class PolicyConfig:
     loc_embedding: int = 16
     decoder: str = "independent"  # or "sequential": order k given orders 1..k-1 (.decoder)
     value_head: bool = False  # predict the power's final score share (.value)
+    attention: int = 0  # heads of a self-attention layer over locations (0: none; schema 3)
 
     def __post_init__(self) -> None:
         if self.decoder not in DECODERS:
             raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
+        if self.attention < 0 or (self.attention and self.hidden % self.attention):
+            raise ValueError(
+                f"attention must be 0 or a divisor of hidden {self.hidden}, not {self.attention}"
+            )
+
+    def stored(self) -> tuple[int, dict]:
+        """The checkpoint schema and config dict this network is written as: the lowest
+        schema that describes it (a net without attention stays readable by schema-2 readers)."""
+        config = asdict(self)
+        if not self.attention:
+            del config["attention"]
+            return 2, config
+        return CHECKPOINT_SCHEMA_VERSION, config
+
+
+class UnitAttention(nn.Module):
+    """One pre-norm residual self-attention layer over the board's locations ``h [B, L, H]``."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.attn = nn.MultiheadAttention(hidden, heads, batch_first=True)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        x = self.norm(h)
+        return h + self.attn(x, x, x, need_weights=False)[0]
 
 
 class PolicyNet(nn.Module):
@@ -112,6 +142,7 @@ class PolicyNet(nn.Module):
         sequential = config.decoder == "sequential"
         self.conditioner = OrderConditioner(len(ORDER_TYPES), hidden) if sequential else None
         self.value_head = ValueHead(hidden) if config.value_head else None
+        self.attention = UnitAttention(hidden, config.attention) if config.attention else None
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``x [B, L, F]`` -> ``(h [B, L+1, H], x_pad [B, L+1, F])``; row L is the "none" slot."""
@@ -120,6 +151,8 @@ class PolicyNet(nn.Module):
         h = torch.relu(self.input(torch.cat([x, loc], dim=-1)))  # [B, L, H]
         for self_layer, nb_layer in zip(self.self_layers, self.neighbour_layers, strict=True):
             h = h + torch.relu(self_layer(h) + nb_layer(self.adjacency @ h))
+        if self.attention is not None:
+            h = self.attention(h)
         none = self.none_loc.expand(batch, 1, -1)
         x_pad = torch.cat([x, x.new_zeros(batch, 1, x.shape[-1])], dim=1)
         return torch.cat([h, none], dim=1), x_pad
@@ -259,12 +292,13 @@ class DiplomacyPolicy:
         path = Path(path)
         buffer = io.BytesIO()
         state = {k: v.detach().to("cpu") for k, v in self.net.state_dict().items()}
+        schema, config = self.config.stored()
         torch.save(
             {
                 "format": CHECKPOINT_FORMAT,
-                "schema_version": CHECKPOINT_SCHEMA_VERSION,
+                "schema_version": schema,
                 "feature_schema_id": FEATURE_SCHEMA_ID,
-                "config": asdict(self.config),
+                "config": config,
                 "state_dict": state,
                 "checksum": state_checksum(state),
                 **({"extra": extra} if extra else {}),

@@ -318,6 +318,9 @@ def pretrain_policy_cmd(
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
     hidden: Annotated[int, typer.Option(help="Network width (model.hidden).")] = 64,
     layers: Annotated[int, typer.Option(help="Graph layers (model.layers).")] = 2,
+    attention: Annotated[
+        int, typer.Option(help="Heads of attention over locations (model.attention; 0: none).")
+    ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the games, the batches and the weights.")] = 0,
     threads: Annotated[
         int, typer.Option(help="torch threads (1: one core; 0: torch's default, every core).")
@@ -363,6 +366,7 @@ def pretrain_policy_cmd(
         lr=lr,
         hidden=hidden,
         layers=layers,
+        attention=attention,
         seed=seed,
         threads=threads,
         val_games=val_games,

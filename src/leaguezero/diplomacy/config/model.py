@@ -25,3 +25,11 @@ class ModelSection(Section):
         description="A head predicting the power's final score share (trained with "
         "train.value_coef; a run --init-from a checkpoint takes the checkpoint's).",
     )
+    attention: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Heads of a self-attention layer over the map's locations after the graph "
+        "layers (0: none; a divisor of hidden; a run --init-from a checkpoint takes the "
+        "checkpoint's).",
+    )

@@ -324,8 +324,13 @@ def pretrain_policy(
     *,
     log: Callable[[str], None] = print,
     overwrite: bool = False,
+    corpora: tuple[Corpus, Corpus] | None = None,
 ) -> dict[str, Any]:
-    """Corpus, training, checkpoint and report (module doc); returns the report."""
+    """Corpus, training, checkpoint and report (module doc); returns the report.
+
+    ``corpora``: the training and held-out corpora :func:`play_corpora` made for settings of
+    the same games (teacher, seats, years, seed, counts), so several networks can be compared
+    on one corpus without playing it again."""
     settings.check()
     out = Path(out)
     if out.suffix == ".json":
@@ -335,10 +340,11 @@ def pretrain_policy(
     if settings.threads:
         torch.set_num_threads(settings.threads)
     started = time.perf_counter()
-    train, val = _play_corpora(settings, log)
+    train, val = corpora or play_corpora(settings, log)
     config = PolicyConfig(
         hidden=settings.hidden,
         layers=settings.layers,
+        attention=settings.attention,
         decoder=settings.decoder,
         value_head=settings.value_coef > 0,
     )
@@ -370,7 +376,7 @@ def pretrain_policy(
     return report
 
 
-def _play_corpora(settings: PolicyImitationSettings, log: Callable[[str], None]):
+def play_corpora(settings: PolicyImitationSettings, log: Callable[[str], None]):
     """The training and held-out corpora (games ``0..games`` and the ``val_games`` after them)."""
     teacher_share = f"teacher {settings.teacher}, seats {','.join(settings.seat_bots)}"
     log(f"playing {settings.games} + {settings.val_games} bot games ({teacher_share}) ...")

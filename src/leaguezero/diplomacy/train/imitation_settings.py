@@ -33,6 +33,7 @@ class PolicyImitationSettings:
     lr: float = 1e-3
     hidden: int = 64
     layers: int = 2
+    attention: int = 0  # heads of attention over locations (0: none)
     seed: int = 0
     threads: int = 1  # 0: torch's default
     val_games: int = 20
@@ -56,6 +57,11 @@ class PolicyImitationSettings:
             if getattr(self, name) < 1:
                 flag = "--" + name.replace("_", "-")
                 raise ValueError(f"{flag} must be at least 1, got {getattr(self, name)}")
+        if self.attention < 0 or (self.attention and self.hidden % self.attention):
+            raise ValueError(
+                f"--attention must be 0 or a divisor of --hidden {self.hidden}, got "
+                f"{self.attention}"
+            )
         if self.val_games < 0 or self.threads < 0:
             raise ValueError("--val-games and --threads must not be negative")
         if not self.lr > 0:
@@ -79,6 +85,7 @@ class PolicyImitationSettings:
             f"--lr {self.lr:g}",
             f"--hidden {self.hidden}",
             f"--layers {self.layers}",
+            *([f"--attention {self.attention}"] if self.attention else []),
             f"--seed {self.seed}",
             f"--threads {self.threads}",
             f"--val-games {self.val_games}",

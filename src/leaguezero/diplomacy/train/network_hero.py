@@ -131,7 +131,12 @@ def init_config(cfg: DiplomacyConfig, path: Path) -> DiplomacyConfig:
             f"--init-from {path}: location embedding {shape.loc_embedding}, a training run "
             f"builds {PolicyConfig().loc_embedding}"
         )
-    update = {"hidden": shape.hidden, "layers": shape.layers, "decoder": shape.decoder}
+    update = {
+        "hidden": shape.hidden,
+        "layers": shape.layers,
+        "decoder": shape.decoder,
+        "attention": shape.attention,
+    }
     model = cfg.model.model_copy(update={**update, "value_head": shape.value_head})
     return cfg.model_copy(update={"model": model})
 
@@ -168,7 +173,11 @@ class NetworkHero:
         self.task_map = task_map
         model = cfg.model
         shape = PolicyConfig(
-            model.hidden, model.layers, decoder=model.decoder, value_head=model.value_head
+            model.hidden,
+            model.layers,
+            decoder=model.decoder,
+            value_head=model.value_head,
+            attention=model.attention,
         )
         self.policy = DiplomacyPolicy(shape, seed=cfg.run.seed)
         self.base_path = ckpt_dir / f"{BASE_MODEL}.pt"
