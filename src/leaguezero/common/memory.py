@@ -26,6 +26,34 @@ def bound_native_caches(entries: int = NATIVE_CACHE_ENTRIES) -> None:
         os.environ.setdefault(name, str(entries))
 
 
+# glibc gives each new thread its own malloc arena (up to 8 a core) and a freed block goes back to
+# the arena it came from, where it stays resident until that arena's top is free. A lockstep
+# group of game threads samples an LLM's rows in whichever thread's turn completes the batch,
+# so KV caches and activations are spread over a dozen arenas: four concurrent 1-year games of
+# pretrained-smol at every seat peaked at 3.44 GB with the default and 2.57 GB with two arenas,
+# for the same CPU (docs/guides/llm.md, "Memory that grew with every new prompt length").
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number for the arena limit (malloc.h)
+
+
+def bound_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas at ``arenas`` for threads started from now on, unless the
+    environment already sets ``MALLOC_ARENA_MAX`` (glibc read it when the process started);
+    child processes inherit the cap through the environment. False where there is no glibc."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    if not mallopt(_M_ARENA_MAX, arenas):
+        return False
+    os.environ["MALLOC_ARENA_MAX"] = str(arenas)
+    return True
+
+
 def release_freed_memory() -> None:
     """Hand memory the process freed back to the system (glibc's ``malloc_trim``; a no-op
     elsewhere). A sampling phase's KV caches, freed in several threads' arenas, otherwise stay

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from leaguezero.common import lockstep
-from leaguezero.common.memory import freeze_long_lived
+from leaguezero.common.memory import bound_malloc_arenas, freeze_long_lived
 from leaguezero.diplomacy.config import LLMSection
 from leaguezero.diplomacy.llm.client import GenerationClient, LLMError, make_requests
 from leaguezero.diplomacy.llm.model.batching import BatchingGenerator
@@ -238,6 +238,7 @@ class LLMRuntime:
         self.slots: AdapterSlots | None = None
         self._load_lock = threading.Lock()
         if trainer or not self.remote:  # the weights: sampled here, or needed for gradients
+            bound_malloc_arenas()  # game threads sample in turn: few arenas (common.memory)
             self.backend = backend_from_config(llm)
             freeze_long_lived()  # the model outlives every forward pass (common.memory)
         if self.remote:
