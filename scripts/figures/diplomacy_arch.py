@@ -10,8 +10,11 @@ L graph layers; ``aN``: N heads of attention over the map's locations), each wit
 epochs, batch and learning rate, and writes ``DIR/HxL[aN].pt`` with its report (held-out loss,
 accuracy, value calibration and the curve; the report's command makes that network again) and
 ``DIR/arch.jsonl`` (a line per shape: parameters, held-out figures, CPU seconds of training).
-Shapes already in ``arch.jsonl`` are not trained again. Their play is measured afterwards with
-``diplomacy_table.py --agents DIR/64x2.pt,DIR/128x2.pt,...`` (paired on common seeds).
+Shapes already in ``arch.jsonl`` are not trained again. At the end it prints each shape's
+held-out log-loss against the first shape's, paired choice by choice (mean difference ± its SE
+over the held-out choices; the held-out games are played again when every shape was already
+trained). Their play is measured afterwards with ``diplomacy_table.py --agents
+DIR/64x2.pt,DIR/128x2.pt,...`` (paired on common seeds).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from leaguezero.diplomacy.train.imitation import play_corpora, pretrain_policy
+from leaguezero.diplomacy.agents.policy import load_policy
+from leaguezero.diplomacy.train.imitation import collect_corpus, play_corpora, pretrain_policy
 from leaguezero.diplomacy.train.imitation_settings import PolicyImitationSettings
 
 SHAPE = re.compile(r"^(\d+)x(\d+)(?:a(\d+))?$")
@@ -74,6 +78,14 @@ def main() -> None:
     todo = [s for s in shapes if _name(s) not in done]
     if not todo:
         print(f"every shape is in {table}")
+        held_out = collect_corpus(
+            range(base.games, base.games + base.val_games),
+            teacher=base.teacher,
+            seat_bots=base.seat_bots,
+            max_years=base.max_years,
+            seed=base.seed,
+        )
+        paired_losses(args.out, [_name(s) for s in shapes], held_out.records)
         return
     corpora = play_corpora(base, print)
     for hidden, layers, heads in todo:
@@ -103,6 +115,32 @@ def main() -> None:
         with table.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row))
+    paired_losses(args.out, [_name(s) for s in shapes], corpora[1].records)
+
+
+def choice_losses(path: Path, records: list) -> torch.Tensor:
+    """``-log p(teacher's order)`` of each held-out choice under the network at ``path``."""
+    policy = load_policy(path)
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(records), 2048):
+            log_probs, chosen = policy.candidate_log_probs(records[start : start + 2048])
+            out.append(-log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1))
+    return torch.cat(out).double()
+
+
+def paired_losses(out: Path, names: list[str], records: list) -> list[str]:
+    """Each shape's held-out loss minus the first shape's, choice by choice: mean ± SE."""
+    first = choice_losses(out / f"{names[0]}.pt", records)
+    lines = [f"held-out log-loss, paired over {len(records)} choices (minus {names[0]}'s):"]
+    lines.append(f"  {names[0]}: {first.mean():.4f}")
+    for name in names[1:]:
+        loss = choice_losses(out / f"{name}.pt", records)
+        diff = loss - first
+        se = diff.std() / len(diff) ** 0.5
+        lines.append(f"  {name}: {loss.mean():.4f}, difference {diff.mean():+.4f} ± {se:.4f}")
+    print("\n".join(lines))
+    return lines
 
 
 def _name(shape: tuple[int, int, int]) -> str:
