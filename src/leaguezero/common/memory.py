@@ -30,8 +30,8 @@ def bound_native_caches(entries: int = NATIVE_CACHE_ENTRIES) -> None:
 # the arena it came from, where it stays resident until that arena's top is free. A lockstep
 # group of game threads samples an LLM's rows in whichever thread's turn completes the batch,
 # so KV caches and activations are spread over a dozen arenas: four concurrent 1-year games of
-# pretrained-smol at every seat peaked at 3.44 GB with the default and 2.57 GB with two arenas,
-# for the same CPU (docs/guides/llm.md, "Memory that grew with every new prompt length").
+# pretrained-smol at every seat peaked at 3.32 GB with the default and 2.76 GB with two arenas
+# (medians of 3 interleaved pairs, the same CPU: benchmarks/llm_arenas.py; docs/guides/llm.md).
 MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # mallopt's parameter number for the arena limit (malloc.h)
 
