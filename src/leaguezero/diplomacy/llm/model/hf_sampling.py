@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
+from leaguezero.common.memory import release_freed_memory
 from leaguezero.diplomacy.llm.client import Completion, GenerationRequest, LLMError, make_requests
 from leaguezero.diplomacy.llm.model.cpu_speed import Float32Head
 from leaguezero.diplomacy.llm.model.sampler import growing_cache, sample_batch
@@ -69,6 +70,9 @@ class Sampling:
                 )
                 for i, completion in zip(chunk, done, strict=True):
                     out[i] = completion
+            # The batch's KV cache and activations, freed, go back to the system now: glibc
+            # keeps them otherwise, and a step's games grew the process by GBs (common.memory).
+            release_freed_memory()
         return [c for c in out if c is not None]
 
     def _sample(
