@@ -3,6 +3,7 @@ killed outright (SIGKILL here) leaves no evaluation playing on beside the run th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,7 +55,5 @@ def test_a_job_process_ends_when_its_parent_is_killed(tmp_path) -> None:
     finally:
         parent.kill()
         if pid_file.exists() and pid_file.read_text():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -88,7 +88,10 @@ def test_a_network_without_attention_is_still_written_as_schema_2(tmp_path) -> N
         ({"schema_version": 2}, "unknown network settings \\['attention'\\]"),
         ({"config": {**ATTENTION.__dict__, "loc_embedding": 16, "attention": 3}}, "does not hold"),
         ({"config": {**ATTENTION.__dict__, "loc_embedding": 16, "attention": -1}}, "attention -1"),
-        ({"config": {**ATTENTION.__dict__, "loc_embedding": 16, "attention": "2"}}, "attention '2'"),
+        (
+            {"config": {**ATTENTION.__dict__, "loc_embedding": 16, "attention": "2"}},
+            "attention '2'",
+        ),
     ],
 )
 def test_bad_attention_settings_are_refused_in_one_line(tmp_path, change, message) -> None:
