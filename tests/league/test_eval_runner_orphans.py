@@ -1,5 +1,5 @@
-"""The league evaluator's job processes end with the run that started them: a training run
-killed outright (SIGKILL here) leaves no evaluation playing on beside the run that resumes it."""
+"""Spawned workers (league evaluations, Yatzy self-play) end with the run that started them: a run
+killed outright (SIGKILL here) leaves no worker going on beside the run that resumes it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 PARENT = r"""
 import multiprocessing as mp, os, sys, time
-from leaguezero.league.eval_runner import run_child
+from leaguezero.common.processes import run_child
 if __name__ == "__main__":
     child = mp.get_context("spawn").Process(target=run_child, args=(time.sleep, os.getpid(), 600))
     child.start()

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from leaguezero.common.processes import run_child
 from leaguezero.league.eval_job import EvalJob, run_job
 
 
@@ -50,35 +48,10 @@ class JobRunner(Protocol):
     def pid(self, handle: Any) -> int | None: ...
 
 
-PARENT_POLL_S = 1.0
-
-
-def exit_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> None:
-    """End this process (``os._exit(1)``) once the process ``parent`` is no longer its parent:
-    now, if it died before this call, or within ``poll_s`` seconds of its death (a daemon
-    thread watches ``os.getppid()``). A training run killed outright (SIGTERM, SIGKILL, OOM)
-    then leaves no evaluation running on beside the run that resumes it, which plays its
-    pending evaluations again."""
-    if os.getppid() != parent:
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def run_child(target: Callable[..., Any], parent: int, *args: Any) -> Any:
-    """A spawned child's entry: :func:`exit_with_parent`, then ``target(*args)``."""
-    exit_with_parent(parent)
-    return target(*args)
-
-
 class ProcessRunner:
     """Each job in a fresh ``multiprocessing`` "spawn" process (the local ``spawn()``), which
-    ends when the process that started it ends (:func:`exit_with_parent`)."""
+    ends when the process that started it ends
+    (:func:`leaguezero.common.processes.exit_with_parent`)."""
 
     name = "process"
 

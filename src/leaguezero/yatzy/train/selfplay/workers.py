@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from leaguezero.common.processes import run_child
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
 from leaguezero.yatzy.train.selfplay.slots import SelfPlayStats
@@ -96,7 +98,9 @@ def run_selfplay_workers(
                 seed, w,
                 str(roots_log) if roots_log else None,
                 str(oracle_table) if oracle_table else None, counter)  # fmt: skip
-        proc = ctx.Process(target=_worker_main, args=args, name=f"selfplay-{w}")
+        proc = ctx.Process(  # a worker ends with this process (common.processes)
+            target=run_child, args=(_worker_main, os.getpid(), *args), name=f"selfplay-{w}"
+        )
         proc.start()
         procs.append(proc)
     seen = 0
