@@ -63,6 +63,7 @@ def measure(
         "most_centres_rate": hero["most_centres_rate"],
         "cpu_s_per_game": round(cpu / max(n, 1), 2),
         "wins": [_win_share(g) for g in result["per_game"]],
+        "centers": [g["centers"][g["hero_power"]] for g in result["per_game"]],
     }
 
 
@@ -76,12 +77,21 @@ def _win_share(game: dict) -> float:
 
 def paired(rows: list[dict], a: str, b: str) -> list[str]:
     """A − B over the games both played, pooled per (opponents, game length) across the cells
-    (seeds, chunks) both have: mean per-game difference ± its SE (sample std / sqrt(n))."""
+    (seeds, chunks) both have: the mean per-game difference of the win share ± its SE (sample
+    std / sqrt(n)), and of the hero's final supply centres where both cells recorded them (a
+    finer measure of the same games: most three-year games have no single winner)."""
+    lines = []
+    for key, unit in (("wins", ""), ("centers", " SC")):
+        lines += _paired_on(rows, a, b, key, unit)
+    return lines
+
+
+def _paired_on(rows: list[dict], a: str, b: str, key: str, unit: str) -> list[str]:
     cells: dict[tuple, dict[str, list[float]]] = {}
     for r in rows:
-        if r["agent"] in (a, b) and r.get("wins"):
-            key = (r["opponent"], r["years"], r["games"], r["seed"])
-            cells.setdefault(key, {})[r["agent"]] = r["wins"]
+        if r["agent"] in (a, b) and r.get(key):
+            cell = (r["opponent"], r["years"], r["games"], r["seed"])
+            cells.setdefault(cell, {})[r["agent"]] = r[key]
     pooled: dict[tuple, tuple[list[float], list[int]]] = {}
     for (opponent, years, _games, seed), by in sorted(cells.items()):
         if len(by) < 2 or len(by[a]) != len(by[b]):
@@ -98,9 +108,10 @@ def paired(rows: list[dict], a: str, b: str) -> list[str]:
         where = (
             f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} cells, seeds {sorted(seeds)}"
         )
+        what = "win share" if key == "wins" else "supply centres"
         lines.append(
-            f"{a} - {b}: six {opponent}, {years} years, {n} games, {where}: "
-            f"{mean:+.3f} ± {se:.3f} ({mean / se if se else float('inf'):+.1f} SE)"
+            f"{a} - {b} ({what}): six {opponent}, {years} years, {n} games, {where}: "
+            f"{mean:+.3f}{unit} ± {se:.3f}{unit} ({mean / se if se else float('inf'):+.1f} SE)"
         )
     return lines
 

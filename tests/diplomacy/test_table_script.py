@@ -56,3 +56,17 @@ def test_paired_difference_is_taken_game_by_game_over_shared_cells(table):
     se = (sum((d - mean) ** 2 for d in diffs) / 5 / 6) ** 0.5
     assert "6 games" in line and "seeds [1, 2]" in line
     assert f"{mean:+.3f} ± {se:.3f}" in line
+
+
+def test_paired_centres_where_both_cells_recorded_them(table):
+    a = _cell("a", 1, [1, 0, 0])
+    b = _cell("b", 1, [0, 0, 1])
+    a["centers"], b["centers"] = [7, 4, 3], [5, 4, 6]
+    old = _cell("a", 2, [1, 0])  # a cell from before centres were recorded: wins only
+    wins, centres = table.paired([a, b, old, _cell("b", 2, [0, 0])], "a", "b")
+    assert "win share" in wins and "5 games" in wins
+    diffs = [2, 0, -3]
+    mean = sum(diffs) / 3
+    se = (sum((d - mean) ** 2 for d in diffs) / 2 / 3) ** 0.5
+    assert "supply centres" in centres and "3 games" in centres
+    assert f"{mean:+.3f} SC ± {se:.3f} SC" in centres
