@@ -68,8 +68,14 @@ def test_three_steps_write_registry_checkpoints_events_and_an_evaluation(tmp_pat
     live = torch.load(run / "state.pt", weights_only=True)["policy"]
     assert final["extra"]["step"] == 3
     assert all(torch.equal(final["state_dict"][k], v) for k, v in live.items())
-    steps = [e["step"] for e in read_events(run / "events.ndjson", TRAIN_STEP_EVENT)]
-    assert steps == [1, 2, 3]
+    logged = read_events(run / "events.ndjson", TRAIN_STEP_EVENT)
+    assert [e["step"] for e in logged] == [1, 2, 3]
+    # Each step's CPU (this process's, every thread) beside its wall time; the report sums them.
+    assert all(e["cpu_seconds"] > 0 for e in logged)
+    hours = summarize_run(run)["hours"]
+    assert hours["cpu_steps"] == 3
+    assert hours["cpu"] == pytest.approx(sum(e["cpu_seconds"] for e in logged) / 3600, abs=1e-3)
+    assert hours["wall"] == pytest.approx(sum(e["seconds"] for e in logged) / 3600, abs=1e-3)
     draws = read_events(run / "events.ndjson", "league.opponent_sampled")
     assert len(draws) == 3 * 6
     # Cold start (one checkpoint): every draw is a baseline.

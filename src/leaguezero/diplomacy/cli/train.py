@@ -262,7 +262,10 @@ def train_report_cmd(
         typer.echo(started)
     pfsp = summary["pfsp"]
     shares = "  ".join(f"{b} {100 * v:.1f}%" for b, v in pfsp["shares"].items())
-    typer.echo(f"steps: {len(summary['steps'])}   PFSP from step {pfsp['from_step']}: {shares}")
+    hours = summary["hours"]
+    cpu = "" if hours["cpu"] is None else f", {hours['cpu']:.2f} CPU h ({hours['cpu_steps']} steps)"
+    typer.echo(f"steps: {len(summary['steps'])} in {hours['wall']:.2f} h{cpu}")
+    typer.echo(f"PFSP from step {pfsp['from_step']}: {shares}")
     typer.echo(f"  max deviation from 30/40/20/10: {pfsp['max_abs_deviation_points']:.1f} points")
     for e in summary["evaluations"]:
         relative = e.get("baselines_relative") or {}

@@ -288,7 +288,7 @@ class LeagueTrainer:
         steps, an exploiter: :mod:`.exploiters`), checkpoint, and maybe evaluate."""
         if self.exploiters is not None and self.exploiters.due(self.step + 1):
             return self._exploiter_step()
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         self.step += 1
         step, tcfg, session = self.step, self.cfg.train, self.session
         n_draws = min(self.cfg.max_unique_opponents, len(POWERS) - 1)
@@ -337,6 +337,9 @@ class LeagueTrainer:
             "retired": retired,
             "play_seconds": round(play_seconds, 3),
             "seconds": round(time.perf_counter() - started, 3),
+            # This process's CPU over the step, all its threads (the games' and the trainer's;
+            # Ray workers' and a server's not): wall time on a shared machine says little.
+            "cpu_seconds": round(time.process_time() - started_cpu, 3),
             "rss_mb": rss_mb(),  # the stability check: no growth over a long run
         }
         self._warn(step, metrics, record)

@@ -3,7 +3,9 @@
 :func:`summarize_run` reads ``events.ndjson``, ``league_matches.ndjson`` and ``config.yaml`` of a
 run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
 
-- ``steps``: per training step the hero's mean score, loss, clip fraction, KL, seconds, the
+- ``hours``: the steps' wall hours, and their CPU hours where the steps logged it;
+- ``steps``: per training step the hero's mean score, loss, clip fraction, KL, seconds (wall,
+  playing, and the trainer process's CPU), the
   share of truncated answers and the sampler weight's statistics (``is_*``: ratio min, mean,
   max, shares capped and outside the cap, mean |log ratio|; None before they were logged);
 - ``pfsp``: the share of ``league.opponent_sampled`` draws per bucket over the steps after cold
@@ -91,12 +93,13 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     ordered = [steps[s] for s in sorted(steps)]
     keys = (
         "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
-        "hero_elo", "rss_mb", "truncated_share", "is_ratio_min", "is_ratio_mean",
-        "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
+        "play_seconds", "cpu_seconds", "hero_elo", "rss_mb", "truncated_share", "is_ratio_min",
+        "is_ratio_mean", "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
     )  # fmt: skip
     return {
         "run_dir": str(run),
         "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
+        "hours": _hours(ordered),
         "pfsp": _pfsp_shares(draws, sorted(set(checkpoint_steps)), min_checkpoints),
         "evaluations": [evaluations[s] for s in sorted(evaluations)],
         "errors": errors,
@@ -105,6 +108,17 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
             [(r["step"], r["rss_mb"]) for r in ordered if r.get("rss_mb") is not None]
         ),
         "lineage": read_lineage(run),
+    }
+
+
+def _hours(steps: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The steps' wall and CPU hours (the trainer process's CPU, logged as ``cpu_seconds``;
+    None when no step logged it, the CPU of steps before it did left out of the sum)."""
+    cpu = [r["cpu_seconds"] for r in steps if r.get("cpu_seconds") is not None]
+    return {
+        "wall": round(sum(r.get("seconds") or 0.0 for r in steps) / 3600, 3),
+        "cpu": round(sum(cpu) / 3600, 3) if cpu else None,
+        "cpu_steps": len(cpu),
     }
 
 
