@@ -94,7 +94,8 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     keys = (
         "score_mean", "loss", "policy_loss", "kl", "kl_coef", "clip_fraction", "seconds",
         "play_seconds", "cpu_seconds", "hero_elo", "rss_mb", "truncated_share", "is_ratio_min",
-        "is_ratio_mean", "is_ratio_max", "is_capped_share", "is_outside_share", "is_log_ratio_abs_mean",
+        "is_ratio_mean", "is_ratio_max", "is_capped_share", "is_outside_share",
+        "is_log_ratio_abs_mean",
     )  # fmt: skip
     return {
         "run_dir": str(run),
