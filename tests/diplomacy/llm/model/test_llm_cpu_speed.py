@@ -287,6 +287,29 @@ def test_fast_lora_cached_weights_follow_in_place_updates(tiny_lm) -> None:
     assert torch.allclose(after, logits(peft_forward=True), atol=1e-5)
 
 
+def test_fast_lora_cache_lets_deleted_adapters_go(tiny_lm) -> None:
+    # A league run loads each new checkpoint under a new name and deletes what it evicts: the
+    # cached casts of a deleted adapter (and its parameters, which they hold) must not stay.
+    backend = _backend(tiny_lm, "float32")
+    prompts, _ = _rows(backend, 1)
+    ids = torch.tensor([backend.encode(prompts[0])[-3:]])
+    fast = [m for m in backend.model.modules() if type(m).__name__ == "FastLora"]
+
+    def cached_names() -> set[str]:
+        return {name for m in fast for name, _ in m.__dict__.get("_low_rank_cache", {})}
+
+    for k in range(4):
+        name = f"ckpt_{k}"
+        backend.add_adapter(name)
+        with torch.no_grad(), backend._one_adapter(name):
+            backend.model(input_ids=ids)
+        assert name in cached_names()
+        backend.unload_adapter(name)
+    with torch.no_grad(), backend._one_adapter("hero"):
+        backend.model(input_ids=ids)
+    assert cached_names() == {"hero"}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_allowed_tokens_logits_give_the_full_heads_answers(tiny_lm, dtype) -> None:
     backend = _backend(tiny_lm, dtype)
