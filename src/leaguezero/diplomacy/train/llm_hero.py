@@ -224,8 +224,8 @@ class LanguageModelHero:
             ]
             return self.task_map(play_remote_game, shared, jobs)
         # The last step's backward passes, freed, go back to the system before the games
-        # sample: glibc keeps them otherwise, and the first phase's batch stacked on them (a
-        # step's RSS went from 3.86 GiB, mostly kept training memory, to 4.85 with the opening batch).
+        # sample: glibc keeps them otherwise, and the first phase's batch stacked on them (RSS
+        # went from 3.86 GiB, mostly kept training memory, to 4.85 with the opening batch).
         release_freed_memory()
         tables = [
             self.policy.table(served, seed=seed, temperature=tcfg.temperature) for seed in seeds
