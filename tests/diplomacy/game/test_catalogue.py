@@ -257,3 +257,48 @@ def test_adapters_that_pin_different_settings_cannot_share_a_table(tmp_path):
     )
     with pytest.raises(LLMError, match=r"pin different llm\.mode"):
         folder_resolver([one, two], DiplomacyConfig().llm, seed=0, greedy=True)
+
+
+def test_an_adapter_folder_pins_what_its_lineage_says_it_was_made_with(tmp_path):
+    import json
+
+    from leaguezero.diplomacy.llm.resolvers import pinned_llm
+
+    def folder(name: str, lineage: object | None) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "adapter_config.json").write_text("{}")
+        if lineage is not None:
+            text = lineage if isinstance(lineage, str) else json.dumps(lineage)
+            (path / "lineage.json").write_text(text)
+        return str(path)
+
+    llm = {"mode": "constrained", "system_prompt": "diplomacy", "max_new_tokens": 96}
+    grpo = {
+        "step": 27,
+        "lineage": [{"imitation": {"system_prompt": "x"}}, {"config": {"llm": llm}}],
+    }
+    imitation = {"step": 0, "lineage": [{"imitation": {"system_prompt": "diplomacy"}}]}
+    specs = parse_agents(
+        [
+            folder("grpo", grpo),
+            folder("imitated", imitation),
+            folder("bare", None),
+            folder("damaged", '{"lineage": [1'),
+        ]
+    )
+    # A GRPO checkpoint: the run's decoding, system prompt and answer budget (the last link).
+    assert dict(specs[0].llm_settings) == llm
+    # An imitation adapter: the system prompt it was taught under.
+    assert specs[1].llm_settings == (("system_prompt", "diplomacy"),)
+    # No lineage, or one that cannot be read: the table's own settings, as before.
+    assert specs[2].llm_settings == () and specs[3].llm_settings == ()
+    # A table applies the pins to the keys the user left unset, and keeps the ones set.
+    table = pinned_llm([specs[0]], DiplomacyConfig().llm)
+    assert (table.mode, table.system_prompt, table.max_new_tokens) == (
+        "constrained",
+        "diplomacy",
+        96,
+    )
+    mine = DiplomacyConfig.model_validate({"llm": {"mode": "generate"}}).llm
+    assert pinned_llm([specs[0]], mine).mode == "generate"

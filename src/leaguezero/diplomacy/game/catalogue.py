@@ -27,7 +27,8 @@ What a name can be (:class:`AgentKind`):
   (:mod:`leaguezero.diplomacy.agents.search`) over AGENT, a policy file (or ``pretrained``)
   whose network has a value head; a policy file spec with :attr:`AgentSpec.search` set. The
   shipped LLM agents pin the settings they were trained and measured with
-  (:attr:`AgentSpec.llm_settings`), which a table uses unless the user sets them.
+  (:attr:`AgentSpec.llm_settings`), which a table uses unless the user sets them; so does an
+  adapter folder whose ``lineage.json`` says how it was made (:func:`adapter_llm_settings`).
 
 :func:`parse_agents` reads command-line names (``leaguezero diplomacy eval/bench/play``, the web
 page) and raises one :class:`AgentSpecError` that lists every unknown name and
@@ -330,11 +331,48 @@ def _parse(text: str) -> AgentSpec | None:
         if (path / "config.json").exists():
             return AgentSpec(text, AgentKind.LLM_BASE, path)
         if (path / "adapter_config.json").exists():
-            return AgentSpec(text, AgentKind.LLM_ADAPTER, path)
+            return AgentSpec(
+                text, AgentKind.LLM_ADAPTER, path, llm_settings=adapter_llm_settings(path)
+            )
         return None
     if path.is_file():
         return AgentSpec(text, AgentKind.POLICY_FILE, path)
     return None
+
+
+# What an adapter folder's lineage pins at a table: how its answers were asked for and read.
+ADAPTER_PINNED_KEYS = ("mode", "system_prompt", "max_new_tokens")
+
+
+def adapter_llm_settings(folder: Path) -> tuple[tuple[str, object], ...]:
+    """The ``llm.*`` settings the adapter in ``folder`` was made with, from the last link of
+    its ``lineage.json``: a GRPO checkpoint's run config (decoding mode, system prompt, answer
+    budget: :data:`ADAPTER_PINNED_KEYS`), or an imitation adapter's system prompt. A table
+    applies them unless the user set the key, as it does the shipped adapters' own: an adapter
+    trained with the Diplomacy system prompt and constrained decoding was otherwise played
+    without either (the eval's defaults), and measured well below what it plays. () without a
+    readable lineage (the folder plays on the table's settings, as before)."""
+    import json
+
+    try:
+        chain = json.loads((folder / "lineage.json").read_text(encoding="utf-8"))["lineage"]
+        last = chain[-1]
+    except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return ()
+    if not isinstance(last, dict):
+        return ()
+    config = last.get("config")
+    if isinstance(config, dict) and isinstance(config.get("llm"), dict):
+        llm = config["llm"]
+        return tuple(
+            (key, llm[key])
+            for key in ADAPTER_PINNED_KEYS
+            if key in llm and isinstance(llm[key], (str, int, type(None)))
+        )
+    imitation = last.get("imitation")
+    if isinstance(imitation, dict) and isinstance(imitation.get("system_prompt"), str):
+        return (("system_prompt", imitation["system_prompt"]),)
+    return ()
 
 
 def parse_agents(names: Iterable[str]) -> list[AgentSpec]:
