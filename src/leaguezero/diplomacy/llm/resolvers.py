@@ -128,7 +128,10 @@ def pinned_llm(specs: Sequence[AgentSpec], llm: LLMSection) -> LLMSection:
     for spec in specs:
         for key, value in spec.llm_settings:
             if pins.setdefault(key, value) != value:
-                raise LLMError(f"the adapters at this table pin different llm.{key}")
+                raise LLMError(
+                    f"the adapters at this table pin different llm.{key} ({pins[key]!r} and "
+                    f"{value!r}: what each was made with); set llm.{key} to play both with one"
+                )
     unset = {k: v for k, v in pins.items() if k not in llm.model_fields_set}
     return llm.model_copy(update=unset) if unset else llm
 
