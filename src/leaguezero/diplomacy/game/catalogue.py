@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -352,8 +353,6 @@ def adapter_llm_settings(folder: Path) -> tuple[tuple[str, object], ...]:
     trained with the Diplomacy system prompt and constrained decoding was otherwise played
     without either (the eval's defaults), and measured well below what it plays. () without a
     readable lineage (the folder plays on the table's settings, as before)."""
-    import json
-
     try:
         chain = json.loads((folder / "lineage.json").read_text(encoding="utf-8"))["lineage"]
         last = chain[-1]
