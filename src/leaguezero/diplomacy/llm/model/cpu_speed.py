@@ -219,6 +219,15 @@ def _peft_lora_linear():
     return Linear
 
 
+def _forget_deleted(cache: dict, adapters) -> None:
+    """Drop a ``FastLora`` cache's entries (keyed ``(adapter, dtype)``) of adapters no longer in
+    ``adapters``: an entry holds its adapter's parameters and casts (~40 MB an adapter over
+    SmolLM2's layers), and a league run loads each new checkpoint under a new name, so without
+    this every adapter it evicted stayed resident."""
+    for stale in [key for key in cache if key[0] not in adapters]:
+        del cache[stale]
+
+
 @functools.cache
 def _fast_lora_class():
     base = _peft_lora_linear()
@@ -293,11 +302,7 @@ def _fast_lora_class():
             cache = self.__dict__.setdefault("_low_rank_cache", {})
             hit = cache.get((name, dtype))
             if hit is None or hit[0] != key or hit[1] is not a or hit[2] is not b:
-                # An entry holds its adapter's parameters and casts (~40 MB an adapter over
-                # SmolLM2's layers): those of adapters deleted since go now, or a league run
-                # that loads each new checkpoint under a new name keeps every one it evicted.
-                for stale in [k for k in cache if k[0] not in self.lora_A]:
-                    del cache[stale]
+                _forget_deleted(cache, self.lora_A)
                 bt = (b.detach() * scale).to(dtype).t().contiguous()
                 hit = (key, a, b, a.detach().to(dtype), bt)
                 cache[(name, dtype)] = hit
