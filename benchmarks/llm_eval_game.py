@@ -2,6 +2,7 @@
 (figures, never pass/fail).
 
     python benchmarks/llm_eval_game.py --baseline-src /tmp/base --games 2 --pairs 2
+    python benchmarks/llm_eval_game.py --baseline-src /tmp/base --games 7 --concurrent-games 7
 
 Each side runs ``leaguezero diplomacy eval --hero HERO --opponents dumb_bot --games N --set
 max_years=3 --seed S --no-save`` (default hero ``pretrained-smol``: SmolLM2 with its imitation
@@ -51,6 +52,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=424242)
     parser.add_argument("--years", type=int, default=3)
+    parser.add_argument(
+        "--concurrent-games", type=int, default=1,
+        help="games played at once, their LLM rows in one batch (diplomacy eval's option)",
+    )  # fmt: skip
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from selfplay_cpu import baseline_src, run_pinned_child
@@ -72,6 +77,8 @@ def main() -> None:
         "--no-save",
         "--json",
     ]
+    if args.concurrent_games > 1:
+        argv += ["--concurrent-games", str(args.concurrent_games)]
     sides = {"new": HERE.parent / "src", "baseline": base}
     seconds: dict[str, list[float]] = {"new": [], "baseline": []}
     for pair in range(args.pairs):

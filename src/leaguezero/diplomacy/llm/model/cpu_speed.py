@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from leaguezero.common.hardware import cpu_has_native_bf16, onednn_bf16_supported
+from leaguezero.diplomacy.llm.model import packed_prefill
 
 __all__ = [
     "PackedLinear",
@@ -353,6 +354,9 @@ def cpu_attention(
     """transformers' attention-function signature (``AttentionInterface``): a short query
     without gradients in float32 matmuls (module doc), anything else by ``sdpa`` (keys and
     values in the query's dtype: the growing cache hands float32 ones)."""
+    plan = packed_prefill.current_plan()
+    if plan is not None:  # prompts packed without padding: row by row (.packed_prefill)
+        return packed_prefill.attention(plan, module.layer_idx, query, scaling), None
     batch, heads, q_len, dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     mask = attention_mask

@@ -120,6 +120,10 @@ class HFBackend(AdapterSlots, Sampling, LogProbs):
         # The prompt prefix every seat shares, prefilled once per adapter version
         # (.prefix_cache; with the growing cache only); None: every row prefills it.
         self.prefix_cache: PrefixCache | None = PrefixCache()
+        # Prompts prefilled packed, without padding, attention row by row (.packed_prefill:
+        # cpu_attention's); False: one left-padded batch (the reference of a test and the
+        # benchmark).
+        self.packed_prefill = self.cpu_attention
         self.gradient_checkpointing = False  # see enable_gradient_checkpointing
 
     @classmethod

@@ -111,6 +111,13 @@ class Sampling:
                 head.hidden_only = False
 
         config = self.model.get_base_model().config
+        packed = None
+        if self.packed_prefill and self.growing_cache:
+            heads = config.num_attention_heads
+            kv_heads = getattr(config, "num_key_value_heads", None) or heads
+            dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+            dtype = torch.float32 if self.float32_cache else self.model.dtype
+            packed = (kv_heads, dim, dtype)
         tokens, logprobs, finish = sample_batch(
             forward,
             rows,
@@ -129,6 +136,7 @@ class Sampling:
             head=None if head is None else head.logits,
             prefix_cache=self.prefix_cache if self.growing_cache else None,
             row_keys=keys,
+            packed=packed,
         )
         completions = []
         for b, r in enumerate(rows):

@@ -17,13 +17,15 @@ from typing import Any
 import torch
 
 from leaguezero.diplomacy.llm.client import GenerationRequest
+from leaguezero.diplomacy.llm.model import packed_prefill
+from leaguezero.diplomacy.llm.model.kv_cache import GrowingLayer, growing_cache, reserve
 from leaguezero.diplomacy.llm.model.prefix_cache import PrefixCache
 from leaguezero.diplomacy.llm.orders.constrained import RegexMachine
 
 __all__ = [
     "cache_argument",
     "constrained_token",
-    "growing_cache",
+    "growing_cache",  # re-exported: callers build the sampler's cache from here
     "sample_batch",
     "sample_index",
 ]
@@ -76,141 +78,22 @@ def constrained_token(
     return token, float(torch.log_softmax(scaled, dim=-1)[pick])
 
 
-class GrowingLayer:
-    """Marker base: see :func:`growing_cache`."""
-
-
-def growing_cache(config: Any, *, float32: bool = False) -> Any | None:
-    """A KV cache that does not copy itself at every step: each layer preallocates its keys and
-    values (``[B, H, capacity, D]``, the capacity doubled when a step would overflow it),
-    writes a step's new entries in place and hands attention a view of the filled part.
-    transformers' ``DynamicCache`` concatenates the whole cache at every step (at batch 28 and
-    ~600 positions, ~0.8 GB copied a step); its ``StaticCache`` attends over every preallocated
-    position. Rows leave by ``batch_select_indices`` (a copy of the kept rows, done rarely: see
-    :func:`sample_batch`). ``float32``: the buffers hold float32 whatever the model's dtype (for
-    :func:`.cpu_speed.cpu_attention`'s float32 matmuls, which then cast nothing a step; the
-    values are the model's, rounded as it rounded them). None when the model's cache is not
-    plain full attention at every layer (sliding windows, linear attention): then the model's
-    own cache is used.
-    """
-    # Over 80 lines: a cache layer class defined inside (transformers' cache classes are
-    # imported here, lazily), not one long body.
-    try:
-        from transformers.cache_utils import DynamicCache, DynamicLayer
-    except ImportError:  # pragma: no cover - transformers without the layered cache
-        return None
-
-    class _Growing(DynamicLayer, GrowingLayer):
-        def __init__(self) -> None:
-            super().__init__()
-            self.length = 0
-
-        def lazy_initialization(self, key_states, value_states) -> None:
-            self.device = key_states.device
-            dtype = torch.float32 if float32 else key_states.dtype
-            self._kbuf = key_states.new_empty(
-                (*key_states.shape[:2], 0, key_states.shape[-1]), dtype=dtype
-            )
-            self._vbuf = value_states.new_empty(
-                (*value_states.shape[:2], 0, value_states.shape[-1]), dtype=dtype
-            )
-            self.is_initialized = True
-
-        def _reserve(self, needed: int) -> None:
-            capacity = self._kbuf.shape[2]
-            if needed <= capacity:
-                return
-            capacity = max(needed, 2 * capacity, 64)
-            for name in ("_kbuf", "_vbuf"):
-                old = getattr(self, name)
-                buf = old.new_empty((*old.shape[:2], capacity, old.shape[-1]))
-                buf[:, :, : self.length] = old[:, :, : self.length]
-                setattr(self, name, buf)
-
-        def reserve(self, needed: int) -> None:
-            if self.is_initialized:
-                self._reserve(needed)
-            else:
-                self._pending_capacity = needed
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            end = self.length + key_states.shape[-2]
-            self._reserve(max(end, getattr(self, "_pending_capacity", 0)))
-            self._kbuf[:, :, self.length : end] = key_states
-            self._vbuf[:, :, self.length : end] = value_states
-            self.length = end
-            self.keys = self._kbuf[:, :, :end]
-            self.values = self._vbuf[:, :, :end]
-            return self.keys, self.values
-
-        def get_seq_length(self) -> int:
-            return self.length
-
-        def seed(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
-            """Start the cache with these entries (``[B, H, T, D]``: a cached prompt prefix
-            in each row's slots, :func:`sample_batch`), room for ``capacity`` positions."""
-            dtype = torch.float32 if float32 else keys.dtype
-            self.device = keys.device
-            shape = (*keys.shape[:2], max(capacity, keys.shape[2]), keys.shape[-1])
-            self._kbuf = keys.new_empty(shape, dtype=dtype)
-            self._vbuf = values.new_empty(shape, dtype=dtype)
-            self._kbuf[:, :, : keys.shape[2]] = keys
-            self._vbuf[:, :, : keys.shape[2]] = values
-            self.length = keys.shape[2]
-            self.keys = self._kbuf[:, :, : self.length]
-            self.values = self._vbuf[:, :, : self.length]
-            self.is_initialized = True
-
-        def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if not self.is_initialized:
-                return
-            self._kbuf = self._kbuf.index_select(0, indices)
-            self._vbuf = self._vbuf.index_select(0, indices)
-            self.keys = self._kbuf[:, :, : self.length]
-            self.values = self._vbuf[:, :, : self.length]
-
-        def crop(self, tokens_to_remove: int) -> None:  # pragma: no cover - not used here
-            raise NotImplementedError("a growing cache is not cropped")
-
-    cache = DynamicCache(config=config)
-    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
-        return None
-    cache.layers = [_Growing() for _ in cache.layers]
-    return cache
-
-
-def _reserve(cache: Any, needed: int) -> None:
-    for layer in getattr(cache, "layers", ()):
-        if isinstance(layer, GrowingLayer):
-            layer.reserve(needed)
-
-
-def _seed_prefix(
-    cache: Any,
+def _prefix_entries(
     prefix_cache: PrefixCache,
     row_keys: Sequence[Hashable],
     forward: Callable[..., Any],
     encoded: list[list[int]],
-    width: int,
-    capacity: int,
     new_cache: Callable[[], Any],
     cache_arg: str,
     device: torch.device,
-) -> int:
-    """Fill ``cache`` with the shared prefix's keys and values in each row's slots (computed
-    once per adapter version, a one-row pass of the prefix); returns the first column the
-    batch still prefills, or 0 when the cache has nothing for these rows.
-
-    Rows are left-padded, so row ``b``'s prefix sits at columns ``pad_b .. pad_b + P``; the
-    batch prefills from ``start = min_b pad_b + P`` (the longest row's first own token), and a
-    shorter row's prefix tokens from ``start`` on are fed again (their entries recomputed)."""
+) -> tuple[int, dict[Hashable, list[tuple[torch.Tensor, torch.Tensor]]]]:
+    """The shared prefix's length for these prompts and its keys and values per adapter
+    version of the rows (computed once per version, a one-row pass of the prefix); length 0
+    when the cache has no prefix for them."""
     prefix_cache.observe(encoded)
     length = prefix_cache.prefix_length(encoded)
-    layers = getattr(cache, "layers", ())
-    if not length or not layers or not all(isinstance(x, GrowingLayer) for x in layers):
-        return 0
+    if not length:
+        return 0, {}
     entries: dict[Hashable, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     for b, key in enumerate(row_keys):
         if key in entries:
@@ -219,7 +102,7 @@ def _seed_prefix(
         if entry is None:
             prefix = torch.tensor([encoded[b][:length]], dtype=torch.long, device=device)
             scratch = new_cache()
-            _reserve(scratch, length)
+            reserve(scratch, length)
             out = forward(
                 input_ids=prefix,
                 attention_mask=torch.ones_like(prefix),
@@ -235,6 +118,29 @@ def _seed_prefix(
         else:
             prefix_cache.stats.hits += 1
         entries[key] = entry
+    return length, entries
+
+
+def _seed_prefix(
+    cache: Any,
+    prefix: tuple[int, dict[Hashable, list[tuple[torch.Tensor, torch.Tensor]]]],
+    row_keys: Sequence[Hashable],
+    encoded: list[list[int]],
+    width: int,
+    capacity: int,
+    prefix_cache: PrefixCache,
+) -> int:
+    """Fill ``cache`` with the shared prefix's keys and values (:func:`_prefix_entries`) in
+    each row's slots; returns the first column the batch still prefills, or 0 when there is
+    no prefix.
+
+    Rows are left-padded, so row ``b``'s prefix sits at columns ``pad_b .. pad_b + P``; the
+    batch prefills from ``start = min_b pad_b + P`` (the longest row's first own token), and a
+    shorter row's prefix tokens from ``start`` on are fed again (their entries recomputed)."""
+    length, entries = prefix
+    layers = cache.layers
+    if not length:
+        return 0
     pads = [width - len(ids) for ids in encoded]
     start = min(pads) + length
     for i, layer in enumerate(layers):
@@ -272,6 +178,7 @@ def sample_batch(
     head: Callable[[torch.Tensor, list[int] | None], torch.Tensor] | None = None,
     prefix_cache: PrefixCache | None = None,
     row_keys: Sequence[Hashable] | None = None,
+    packed: tuple[int, int, torch.dtype] | None = None,
 ) -> tuple[list[list[int]], list[list[float]], list[str]]:
     """Sample one left-padded batch over the KV cache.
 
@@ -296,6 +203,9 @@ def sample_batch(
             version (:mod:`.prefix_cache`; ``row_keys[i]``: row ``i``'s adapter version),
             copied into each row's slots instead of prefilled; only with ``new_cache``'s
             growing cache.
+        packed: prefill the prompts packed, without padding (:mod:`.packed_prefill`: only
+            for a model that attends through :func:`.cpu_speed.cpu_attention`), with a
+            growing cache: the key/value heads, head size and the cache's dtype.
 
     Rows that finished leave the batch (:data:`LEAVE_SHARE`), so the slowest row does not
     keep every finished one in each pass; a row's draws do not depend on which rows share its
@@ -332,26 +242,35 @@ def sample_batch(
     active = [True] * batch
     live = list(range(batch))  # the row at each batch position
     cache = new_cache() if new_cache is not None else None
+    growing = cache is not None and all(isinstance(x, GrowingLayer) for x in cache.layers)
     capacity = width + max(r.max_new_tokens for r in rows)
-    start = 0  # the first column prefilled: the columns before it come from the prefix cache
-    if cache is not None and prefix_cache is not None and row_keys is not None:
-        start = _seed_prefix(
-            cache, prefix_cache, row_keys, forward, encoded, width, capacity, new_cache,
-            cache_arg, device,
-        )  # fmt: skip
-    if cache is not None and not start:
-        _reserve(cache, capacity)
-    out = forward(
-        input_ids=input_ids[:, start:],
-        attention_mask=mask,
-        position_ids=positions[:, start:],
-        use_cache=True,
-        logits_to_keep=1,
-        adapter_rows=live,
-        **({cache_arg: cache} if cache is not None else {}),
-    )
-    logits_next = out.logits[:, -1, :]  # [B', V] each live row's next-token logits
-    next_pos = positions[:, -1] + 1  # [B']
+    keys = list(row_keys) if row_keys is not None else [None] * batch
+    prefix = (0, {})
+    if growing and prefix_cache is not None and row_keys is not None:
+        prefix = _prefix_entries(prefix_cache, keys, forward, encoded, new_cache, cache_arg, device)
+    if growing and packed is not None:  # the prompts without padding (module doc there)
+        out, logits_next, mask, next_pos = packed_prefill.prefill(
+            forward, cache, encoded, keys, prefix, packed, capacity, cache_arg, device
+        )
+        if prefix[0]:
+            prefix_cache.stats.tokens_saved += prefix[0] * batch  # type: ignore[union-attr]
+    else:
+        start = 0  # the first column prefilled: the columns before it are the cached prefix
+        if growing and prefix[0]:
+            start = _seed_prefix(cache, prefix, keys, encoded, width, capacity, prefix_cache)
+        if cache is not None and not start:
+            reserve(cache, capacity)
+        out = forward(
+            input_ids=input_ids[:, start:],
+            attention_mask=mask,
+            position_ids=positions[:, start:],
+            use_cache=True,
+            logits_to_keep=1,
+            adapter_rows=live,
+            **({cache_arg: cache} if cache is not None else {}),
+        )
+        logits_next = out.logits[:, -1, :]  # [B', V] each live row's next-token logits
+        next_pos = positions[:, -1] + 1  # [B']
     temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in rows])
     temps = temps.to(device)[:, None]
     while True:
