@@ -274,6 +274,21 @@ def test_gradient_accumulation_passes_match_one_pass() -> None:
         GRPOSettings(records_per_pass=0)
 
 
+def test_a_pass_over_the_trim_threshold_hands_freed_memory_back(monkeypatch) -> None:
+    import leaguezero.diplomacy.train.grpo as grpo
+
+    recs = [ActionRecord("FRANCE", "S", -1.1, a % 3) for a in range(5)]
+    groups = [[seat_game(1.0, recs), seat_game(0.0, recs[:2])]]
+    trims: list[int] = []
+    monkeypatch.setattr(grpo, "release_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(grpo, "rss_mb", lambda: 3000.0)  # 3.15 GB
+    for threshold, expected in ((None, 0), (4.0, 0), (3.0, 4)):  # 4 passes of 2, 2, 2, 1
+        trims.clear()
+        settings = GRPOSettings(lr=0.05, records_per_pass=2, trim_above_gb=threshold)
+        GRPOTrainer(_SizedBandit(), settings).step(groups)  # type: ignore[arg-type]
+        assert len(trims) == expected, threshold
+
+
 class _ManyArms(_Bandit):
     def __init__(self, arms: int) -> None:
         self.logits = torch.nn.Parameter(torch.zeros(arms))

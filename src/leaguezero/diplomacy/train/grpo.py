@@ -46,6 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from leaguezero.common.memory import release_freed_memory, rss_mb
 from leaguezero.diplomacy.game.records import ActionRecord, Actor, PlayedGame
 from leaguezero.diplomacy.train.credit import CREDIT_RULES
 from leaguezero.diplomacy.train.grpo_loss import (
@@ -58,6 +59,8 @@ from leaguezero.diplomacy.train.grpo_loss import (
     token_weights,
 )
 from leaguezero.diplomacy.train.grpo_settings import GRPOSettings, scheduled_kl_coef
+
+MIB, GB = 2**20, 1e9
 
 
 @runtime_checkable
@@ -359,6 +362,8 @@ class GRPOTrainer:
                 metric_weight=batch.metric_weight[idx],
             )
             parts.loss.backward()
+            if settings.trim_above_gb is not None and rss_mb() * MIB > settings.trim_above_gb * GB:
+                release_freed_memory()  # what the pass freed, before a longer record's pass
             for key in totals:
                 totals[key] += float(getattr(parts, key).detach())
         norm = torch.nn.utils.clip_grad_norm_(self.params, settings.max_grad_norm)

@@ -74,6 +74,10 @@ class GRPOSettings:
     adv_eps: float = 1e-6  # added to the group's std before dividing by it
     credit: str = "game"  # a record's advantage: the game's score or the score from its phase
     records_per_pass: int | None = None  # records one backward pass holds (None: all at once)
+    # RSS (GB) above which freed memory goes back to the system after a backward pass (None:
+    # never): glibc keeps a pass's freed activations, and the next record, longer, may not fit
+    # in what it kept (an LLM hero: its memory plan's budget less one record).
+    trim_above_gb: float | None = None
     max_records: int | None = None  # the most records a step trains on (None: all)
     ratio: str = "sequence_sum"
     aggregation: str = "grpo"
@@ -106,12 +110,17 @@ class GRPOSettings:
 
     @classmethod
     def from_config(
-        cls, cfg: DiplomacyConfig, *, records_per_pass: int | None = None
+        cls,
+        cfg: DiplomacyConfig,
+        *,
+        records_per_pass: int | None = None,
+        trim_above_gb: float | None = None,
     ) -> GRPOSettings:
         """The settings of a run of ``cfg`` (its ``train`` section; ``llm.max_new_tokens`` is
         an LLM hero's token budget, a network's records are one token each).
         ``records_per_pass``: what ``train.records_per_pass: 0`` (auto) means for this hero
-        (:attr:`~.heroes.Hero.records_per_pass`; None: a step's records in one pass)."""
+        (:attr:`~.heroes.Hero.records_per_pass`; None: a step's records in one pass);
+        ``trim_above_gb``: the hero's (:attr:`~.heroes.Hero.trim_above_gb`)."""
         train = cfg.train
         return cls(
             lr=train.lr,
@@ -123,6 +132,7 @@ class GRPOSettings:
             max_grad_norm=train.max_grad_norm,
             credit=train.credit,
             records_per_pass=train.records_per_pass or records_per_pass,
+            trim_above_gb=trim_above_gb,
             max_records=train.max_records or None,
             ratio=train.ratio,
             aggregation=train.loss_aggregation,

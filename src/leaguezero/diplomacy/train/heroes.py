@@ -78,6 +78,7 @@ class Hero(Protocol):
     base_model_path: str | None  # league path of base_model (None: no file)
     records_per_pass: int | None  # train.records_per_pass when 0 (None: a step's records)
     memory_plan: str | None  # how records_per_pass was sized (an LLM hero), for the log
+    trim_above_gb: float | None  # RSS over which a backward pass trims (GRPOSettings)
 
     def start_from(self, path: Path) -> None: ...  # --init-from: first weights, KL reference
 

@@ -106,6 +106,8 @@ class LanguageModelHero:
         plan = sized[0] if sized else hero_pass_plan(self.backend, cfg, sampled_here=False)
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
+        # A backward pass trims once the process is within a record of the budget.
+        self.trim_above_gb: float | None = max(plan.budget_gb - plan.record_gb, 0.5)
         assert self.runtime.slots is not None
         self.slots = self.runtime.slots
         adapters_dir = Path(run_dir) / llm.adapters_dir

@@ -156,7 +156,9 @@ class LeagueTrainer:
         self.registry = self.session.registry
         self.evaluator = self.session.evaluator
         # The trainer's settings, made once here (the hero sizes train.records_per_pass: 0).
-        self.grpo = GRPOSettings.from_config(cfg, records_per_pass=self.hero.records_per_pass)
+        self.grpo = GRPOSettings.from_config(
+            cfg, records_per_pass=self.hero.records_per_pass, trim_above_gb=self.hero.trim_above_gb
+        )
         reference = self.hero.reference() if self.grpo.kl_coef > 0 else None
         # With a value head: its MSE too (.value_loss).
         self.trainer = grpo_trainer(self.policy, self.grpo, reference=reference)

@@ -165,6 +165,7 @@ class NetworkHero:
     checkpoint_suffix = ".pt"
     records_per_pass = None  # a step's records in one pass (the network is small)
     memory_plan = None
+    trim_above_gb = None  # a small network: nothing to hand back
 
     def __init__(self, cfg: DiplomacyConfig, ckpt_dir: Path, task_map: TaskMap = local_map):
         tcfg = cfg.train
