@@ -118,7 +118,8 @@ def prefill(
 ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Prefill the batch's prompts into ``cache`` (a growing cache, every layer) packed, one
     forward per adapter (``row_keys[b]``: row ``b``'s adapter version; rows with equal keys
-    share a pass), each row's cached prefix (``prefix``: its length and the entries per
+    share a pass, so rows of different adapters must have different keys), each row's cached
+    prefix (``prefix``: its length and the entries per
     adapter version, :class:`.prefix_cache.PrefixCache`) seeded first.
 
     ``kv_like``: the key/value heads, head size and the cache's dtype (when no prefix seeds
@@ -127,12 +128,14 @@ def prefill(
     attention mask ``[B, width]`` and each row's next position ``[B]``."""
     length, entries = prefix
     batch, width = len(encoded), max(len(ids) for ids in encoded)
+    # Every row keeps at least one token of its own: its next-token logits come from it.
+    length = min(length, min(len(ids) for ids in encoded) - 1)
     heads, dim, dtype = kv_like
     layers = cache.layers
     for i, layer in enumerate(layers):
         if length:
-            keys = torch.cat([entries[k][i][0] for k in row_keys])
-            values = torch.cat([entries[k][i][1] for k in row_keys])
+            keys = torch.cat([entries[k][i][0][:, :, :length] for k in row_keys])
+            values = torch.cat([entries[k][i][1][:, :, :length] for k in row_keys])
         else:
             keys = torch.empty((batch, heads, 0, dim), dtype=dtype, device=device)
             values = keys

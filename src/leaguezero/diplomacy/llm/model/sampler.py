@@ -244,7 +244,8 @@ def sample_batch(
     cache = new_cache() if new_cache is not None else None
     growing = cache is not None and all(isinstance(x, GrowingLayer) for x in cache.layers)
     capacity = width + max(r.max_new_tokens for r in rows)
-    keys = list(row_keys) if row_keys is not None else [None] * batch
+    # Each row's adapter version; unknown: a row of its own (a packed pass is one adapter's).
+    keys = list(row_keys) if row_keys is not None else list(range(batch))
     prefix = (0, {})
     if growing and prefix_cache is not None and row_keys is not None:
         prefix = _prefix_entries(prefix_cache, keys, forward, encoded, new_cache, cache_arg, device)
@@ -252,8 +253,9 @@ def sample_batch(
         out, logits_next, mask, next_pos = packed_prefill.prefill(
             forward, cache, encoded, keys, prefix, packed, capacity, cache_arg, device
         )
-        if prefix[0]:
-            prefix_cache.stats.tokens_saved += prefix[0] * batch  # type: ignore[union-attr]
+        if prefix[0]:  # each row keeps a token of its own (packed_prefill.prefill)
+            taken = min(prefix[0], min(len(ids) for ids in encoded) - 1)
+            prefix_cache.stats.tokens_saved += taken * batch  # type: ignore[union-attr]
     else:
         start = 0  # the first column prefilled: the columns before it are the cached prefix
         if growing and prefix[0]:
