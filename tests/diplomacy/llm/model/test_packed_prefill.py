@@ -23,27 +23,17 @@ from leaguezero.diplomacy.game.env import POWERS, DiplomacyEnv
 from leaguezero.diplomacy.llm.client import GenerationRequest
 from leaguezero.diplomacy.llm.model import packed_prefill
 from leaguezero.diplomacy.llm.model.cpu_speed import CPU_ATTENTION
-from leaguezero.diplomacy.llm.model.hf_backend import HFBackend, LoraSettings
+from leaguezero.diplomacy.llm.model.hf_backend import HFBackend
 from leaguezero.diplomacy.llm.model.prefix_cache import PrefixCache
 from leaguezero.diplomacy.llm.orders.constrained import OrderChoices
 from leaguezero.diplomacy.llm.orders.prompt import build_prompt, render_prompt
+from tests.diplomacy.llm.model.adapters import two_adapter_backend
 
 torch.set_num_threads(1)
-ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 def _backend(tiny_lm) -> HFBackend:
-    backend = HFBackend.from_pretrained(
-        tiny_lm, lora=LoraSettings(rank=4, target_modules=ALL), dtype="float32"
-    )
-    for name, seed in (("hero", 1), ("other", 2)):
-        backend.add_adapter(name)
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for pname, param in backend.adapter_parameters(name).items():
-                if "lora_B" in pname:
-                    param.copy_(torch.randn(param.shape, generator=gen) * 0.3)
-    return backend
+    return two_adapter_backend(tiny_lm, "float32")
 
 
 def _requests(backend: HFBackend, count: int = 9) -> list[GenerationRequest]:
