@@ -107,3 +107,27 @@ def test_a_token_outside_the_mask_is_refused_at_its_position(records) -> None:
         replay_allowed(compiler, choices, [*tokens, tokens[0]])  # anything after EOS
     with pytest.raises(ValueError, match="token 99999 at position 1 breaks"):
         replay_allowed(compiler, choices, [tokens[0], 99999])  # not in the vocabulary
+
+
+def test_the_trie_machine_walks_as_the_index_machine(records) -> None:
+    """What the in-process sampler now walks for an order list (``order_machine``): the same
+    allowed set at every step as outlines-core's index, the same end, the same refusals."""
+    tokenizer = build_tokenizer(600)
+    compiler = ConstraintCompiler(tokenizer, tokenizer.eos_token_id)
+    rng = random.Random(2)
+    steps = 0
+    for choices in rng.sample(records, 80):
+        index, trie = compiler.machine(choices.regex()), compiler.order_machine(choices)
+        while not index.done:
+            allowed = index.allowed()
+            assert sorted(trie.allowed()) == sorted(allowed)
+            refused = next(t for t in range(len(tokenizer)) if t not in allowed)
+            with pytest.raises(ValueError, match="not a legal continuation"):
+                trie.step(refused)
+            token = rng.choice(allowed)
+            index.step(token)
+            trie.step(token)
+            assert trie.done == index.done
+            steps += 1
+        assert trie.allowed() == [] and index.allowed() == []
+    assert steps > 1000

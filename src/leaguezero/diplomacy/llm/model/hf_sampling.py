@@ -19,6 +19,7 @@ from leaguezero.diplomacy.llm.model.cpu_speed import Float32Head
 from leaguezero.diplomacy.llm.model.sampler import growing_cache, sample_batch
 from leaguezero.diplomacy.llm.orders.constrained import (
     ConstraintCompiler,
+    Machine,
     OrderChoices,
     RegexMachine,
     replay_allowed,
@@ -156,16 +157,14 @@ class Sampling:
                 self._compiler = ConstraintCompiler(self.tokenizer, self.eos_id)
             return self._compiler
 
-    def _machine(self, row: GenerationRequest) -> RegexMachine | None:
+    def _machine(self, row: GenerationRequest) -> Machine | None:
         if (index := row.extra.get("regex_index")) is not None:  # llm serve's (.regex_sandbox)
             return RegexMachine(index, self.constraints.eos_id)
-        regex = row.extra.get("regex")
         choices = row.extra.get("choices")
-        if choices is not None:
-            regex = choices.regex()
-        if regex is None:
-            return None
-        return self.constraints.machine(regex)
+        if choices is not None:  # an order list: the token trie's walk (.mask_replay)
+            return self.constraints.order_machine(choices)
+        regex = row.extra.get("regex")
+        return None if regex is None else self.constraints.machine(regex)
 
     def allowed_tokens(
         self, choices: OrderChoices | None, token_ids: Sequence[int]

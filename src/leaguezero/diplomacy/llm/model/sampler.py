@@ -20,7 +20,7 @@ from leaguezero.diplomacy.llm.client import GenerationRequest
 from leaguezero.diplomacy.llm.model import packed_prefill
 from leaguezero.diplomacy.llm.model.kv_cache import GrowingLayer, growing_cache, reserve
 from leaguezero.diplomacy.llm.model.prefix_cache import PrefixCache
-from leaguezero.diplomacy.llm.orders.constrained import RegexMachine
+from leaguezero.diplomacy.llm.orders.constrained import Machine
 
 __all__ = [
     "cache_argument",
@@ -57,7 +57,7 @@ def sample_index(scores: torch.Tensor, temperature: float, generator: torch.Gene
 
 
 def constrained_token(
-    machine: RegexMachine,
+    machine: Machine,
     logits: torch.Tensor | Callable[[list[int]], torch.Tensor],
     temperature: float,
     gen: torch.Generator,
@@ -167,7 +167,7 @@ def sample_batch(
     forward: Callable[..., Any],
     rows: list[GenerationRequest],
     encoded: list[list[int]],
-    machines: list[RegexMachine | None],
+    machines: list[Machine | None],
     *,
     pad_id: int,
     eos_ids: Collection[int],

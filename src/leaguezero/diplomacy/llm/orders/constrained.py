@@ -38,6 +38,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from leaguezero.diplomacy.llm.orders.prompt import END_MARK
 
@@ -211,6 +212,22 @@ class ConstraintCompiler:
     def machine(self, regex: str) -> RegexMachine:
         """A fresh walk through ``regex``'s token masks."""
         return RegexMachine(self.index(regex), self.eos_id)
+
+    def order_machine(self, choices: OrderChoices) -> Machine:
+        """A fresh walk through an order list's expression by the token trie
+        (:class:`.mask_replay.TrieMachine`: no index over the vocabulary to build)."""
+        return self.trie.machine(choices.regex())
+
+
+class Machine(Protocol):
+    """One constrained completion, token by token: :meth:`allowed` then :meth:`step`
+    (:class:`RegexMachine`, or :class:`.mask_replay.TrieMachine` for order lists)."""
+
+    done: bool  # end-of-sequence was written
+
+    def allowed(self) -> list[int]: ...
+
+    def step(self, token: int) -> None: ...
 
 
 class RegexMachine:
