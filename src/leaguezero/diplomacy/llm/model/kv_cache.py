@@ -26,11 +26,11 @@ def growing_cache(config: Any, *, float32: bool = False) -> Any | None:
     transformers' ``DynamicCache`` concatenates the whole cache at every step (at batch 28 and
     ~600 positions, ~0.8 GB copied a step); its ``StaticCache`` attends over every preallocated
     position. Rows leave by ``batch_select_indices`` (a copy of the kept rows, done rarely: see
-    :func:`.sampler.sample_batch`). ``float32``: the buffers hold float32 whatever the model's dtype (for
-    :func:`.cpu_speed.cpu_attention`'s float32 matmuls, which then cast nothing a step; the
-    values are the model's, rounded as it rounded them). None when the model's cache is not
-    plain full attention at every layer (sliding windows, linear attention): then the model's
-    own cache is used.
+    :func:`.sampler.sample_batch`). ``float32``: the buffers hold float32 whatever the model's
+    dtype (for :func:`.cpu_speed.cpu_attention`'s float32 matmuls, which then cast nothing a
+    step; the values are the model's, rounded as it rounded them). None when the model's cache
+    is not plain full attention at every layer (sliding windows, linear attention): then the
+    model's own cache is used.
     """
     # Over 80 lines: a cache layer class defined inside (transformers' cache classes are
     # imported here, lazily), not one long body.
