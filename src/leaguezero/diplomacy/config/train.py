@@ -97,6 +97,14 @@ class TrainSection(Section):
         "of keeping them (about 1.3x the CPU of a step for several times more records per "
         "pass; docs/guides/llm.md#memory).",
     )
+    play_processes: int = Field(
+        1,
+        ge=1,
+        description="LLM hero sampled in process: processes that play each group's games, the "
+        "trainer and play_processes - 1 helpers (each its own copy of the base model and "
+        "run.threads torch threads), the games split among them: 2 plays on both cores of a "
+        "2-core machine (docs/guides/llm.md).",
+    )
     learn_from: Literal["hero", "live_seats"] = Field(
         "live_seats",
         description="Whose records train: live_seats (the hero power's seat and every mirror "

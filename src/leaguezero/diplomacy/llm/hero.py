@@ -64,7 +64,9 @@ class LLMHero:
     the allowed tokens). ``chat``: how prompts are wrapped in the chat template (system prompt,
     template arguments; default one user turn); the completions are scored again on the very text
     rendered. ``score_at_temperature``: the trainer (and the KL reference) score each completion at
-    the temperature it was sampled at (``train.score_temperature``).
+    the temperature it was sampled at (``train.score_temperature``). ``seed``: the new training
+    adapter's initial weights (its A; B starts at 0) drawn from it, so a run's start does not
+    depend on what the process drew before.
     """
 
     TRAIN_ADAPTER = "hero_train"
@@ -86,6 +88,7 @@ class LLMHero:
         decoding: Decoding = GENERATE,
         chat: ChatFormat | None = None,
         score_at_temperature: bool = True,
+        seed: int | None = None,
     ) -> None:
         self.backend = backend
         self.score_at_temperature = score_at_temperature
@@ -105,7 +108,7 @@ class LLMHero:
             )
         self.decoding = decoding
         if self.TRAIN_ADAPTER not in backend.list_adapters():
-            backend.add_adapter(self.TRAIN_ADAPTER)
+            backend.add_adapter(self.TRAIN_ADAPTER, seed=seed)
         self._params = backend.trainable_parameters(self.TRAIN_ADAPTER)
         self.version = 0
         self._published: tuple[int, ...] | None = None
@@ -114,8 +117,9 @@ class LLMHero:
         self.render: Callable[[str], str] = self.chat.renderer(backend.tokenizer)
 
     # --------------------------------------------------------------- publishing
-    def _weights_version(self) -> tuple[int, ...]:
-        # In-place updates (optimizer steps, load) bump each tensor's version counter.
+    def weights_version(self) -> tuple[int, ...]:
+        """The training adapter's weights' identity: in-place updates (optimizer steps, a
+        load) bump each tensor's version counter, so it changes with every update."""
         return tuple(p._version for p in self._params)
 
     def publish(self) -> str:
@@ -127,7 +131,7 @@ class LLMHero:
         """
         if not self.remote:
             return self.live_adapter
-        current = self._weights_version()
+        current = self.weights_version()
         if current == self._published and self.live_adapter:
             if self.slots is not None and self.adapters_dir is not None:
                 # Still loaded as the folder it names? (A restarted server forgot it; another

@@ -16,6 +16,7 @@ base LM itself (no file); checkpoints are adapter folders.
 from __future__ import annotations
 
 import random
+import shutil
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ from leaguezero.diplomacy.llm.remote.adapters import (
     fit_seating,
     parse_versioned_name,
     run_prefix,
+    versioned_name,
 )
 from leaguezero.diplomacy.llm.runtime import LLMRuntime
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
@@ -53,6 +55,12 @@ from leaguezero.diplomacy.train.llm_games import (
     played_game,
 )
 from leaguezero.diplomacy.train.llm_memory import PassPlan, hero_pass_plan
+from leaguezero.diplomacy.train.play_workers import (
+    GamesJob,
+    PlayWorkerError,
+    PlayWorkers,
+    split_games,
+)
 from leaguezero.league.registry import LeagueRegistry
 from leaguezero.league.session import HERO
 
@@ -77,6 +85,13 @@ class LanguageModelHero:
             raise TrainError(
                 "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
                 "server (vLLM or leaguezero llm serve) that every node can reach"
+            )
+        self.play_processes = cfg.train.play_processes
+        if self.play_processes > 1 and (self.remote or not task_map.in_process):
+            raise TrainError(
+                "train.play_processes > 1 splits the games among processes that sample in "
+                "process: it needs llm.backend=hf and run.backend=local (a server or Ray "
+                "spreads the games already)"
             )
         self.agent = cfg.train.hero.name
         self.cfg = cfg
@@ -104,6 +119,9 @@ class LanguageModelHero:
         self.backend = self.runtime.backend
         self.client = self.runtime.client
         plan = sized[0] if sized else hero_pass_plan(self.backend, cfg, sampled_here=False)
+        self.sampling_rows = plan.sampling_rows
+        self.workers: PlayWorkers | None = None  # started at the first group (play_workers)
+        self._play_published: tuple[tuple[int, ...], str] | None = None
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
         # A backward pass trims once the process is within a record of the budget.
@@ -132,6 +150,7 @@ class LanguageModelHero:
             decoding=self.decoding,
             chat=self.runtime.chat,
             score_at_temperature=cfg.train.score_temperature == "sampling",
+            seed=cfg.run.seed,
         )
         self.init_folder = Path(run_dir) / self.INIT_FOLDER
         self.has_init = False
@@ -229,24 +248,103 @@ class LanguageModelHero:
         # sample: glibc keeps them otherwise, and the first phase's batch stacked on them (RSS
         # went from 3.86 GiB, mostly kept training memory, to 4.85 with the opening batch).
         release_freed_memory()
+        shares = split_games(len(seeds), self.play_processes)
+        own = shares[0]
         tables = [
-            self.policy.table(served, seed=seed, temperature=tcfg.temperature) for seed in seeds
+            self.policy.table(served, seed=seeds[i], temperature=tcfg.temperature) for i in own
         ]
 
-        def play(game_idx: int) -> RolloutResult:
-            table = tables[game_idx]
+        def play(k: int) -> RolloutResult:
+            table = tables[k]
             return run_rollout(
-                cfg, group_idx, game_idx, table.seating, hero_power, resolver=table.resolver
+                cfg, group_idx, own[k], table.seating, hero_power, resolver=table.resolver
             )
 
-        with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
-            results = list(pool.map(play, range(len(tables))))
-        release_freed_memory()  # the games' KV caches, before the backward passes
-        penalty = self.cfg.llm.format_penalty
+        def play_own() -> list[PlayedGame]:
+            with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
+                results = list(pool.map(play, range(len(tables))))
+            release_freed_memory()  # the games' KV caches, before the backward passes
+            penalty = self.cfg.llm.format_penalty
+            return [
+                played_game(result, table, seating, hero_power, penalty)
+                for table, result in zip(tables, results, strict=True)
+            ]
+
+        if len(shares) == 1:
+            return play_own()
+        jobs = self._helper_jobs(cfg, group_idx, shares[1:], seeds, seating, served, hero_power)
+        try:
+            played = self._play_workers().play(jobs, play_own)
+        except PlayWorkerError as err:
+            raise TrainError(str(err)) from None
+        return [game for share in played for game in share]
+
+    # ----- helper processes (train.play_processes) ------------------------------------------
+    def _play_workers(self) -> PlayWorkers:
+        if self.workers is None:
+            try:
+                self.workers = PlayWorkers(
+                    self.play_processes - 1,
+                    self.cfg.llm.model_dump_json(),
+                    threads=self.cfg.run.threads,
+                    sampling_rows=self.sampling_rows,
+                )
+            except PlayWorkerError as err:
+                raise TrainError(str(err)) from None
+        return self.workers
+
+    def _helper_jobs(
+        self,
+        cfg: DiplomacyConfig,
+        group_idx: int,
+        shares: Sequence[range],
+        seeds: Sequence[int],
+        seating: Seating,
+        served: Seating,
+        hero_power: str,
+    ) -> list[GamesJob]:
+        """Each helper's share of the group, the live hero's weights saved for them to load."""
+        name, folder = self._publish_for_helpers()
+        folders = {n: f for n, f in self.slots.folders.items() if n in _served_names(served)}
+        folders[name] = folder
+        cfg_json = cfg.model_dump_json()
         return [
-            played_game(result, table, seating, hero_power, penalty)
-            for table, result in zip(tables, results, strict=True)
+            GamesJob(
+                cfg_json=cfg_json,
+                group_idx=group_idx,
+                game_indices=tuple(share),
+                seeds=tuple(seeds[i] for i in share),
+                seating=dict(seating),
+                served=dict(served),
+                hero_power=hero_power,
+                hero_adapter=name,
+                adapter_folders=folders,
+                temperature=self.cfg.train.temperature,
+            )
+            for share in shares
         ]
+
+    def _publish_for_helpers(self) -> tuple[str, str]:
+        """The live hero's weights as an adapter folder (``{prefix}-play-vNNNN`` under
+        ``llm.adapters_dir``), written once per update; the older ones are removed (a helper
+        loads a version before it plays, and plays only the newest)."""
+        adapters_dir = self.policy.adapters_dir
+        assert adapters_dir is not None
+        current = self.policy.weights_version()
+        if self._play_published is not None and self._play_published[0] == current:
+            name = self._play_published[1]
+            return name, str(adapters_dir / name)
+        prefix = f"{self.policy.prefix}-play"
+        found = {
+            path: parse_versioned_name(path.name) for path in adapters_dir.glob(prefix + "-v*")
+        }
+        older = {path: v[1] for path, v in found.items() if v is not None and v[0] == prefix}
+        name = versioned_name(prefix, max(older.values(), default=0) + 1)
+        folder = self.backend.save_adapter(LLMHero.TRAIN_ADAPTER, adapters_dir / name)
+        for path in older:
+            shutil.rmtree(path, ignore_errors=True)
+        self._play_published = (current, name)
+        return name, str(folder)
 
     def prepare(
         self, seating: Seating, hero_power: str, adapter_paths: Mapping[str, str | Path]
@@ -359,5 +457,13 @@ class LanguageModelHero:
         return out
 
     def close(self) -> None:
-        """Stop the batcher or close the server connection."""
+        """Stop the helpers and the batcher, or close the server connection."""
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
         self.runtime.close()
+
+
+def _served_names(served: Seating) -> set[str]:
+    """The adapter names a table samples (its league seats' served names)."""
+    return {s.name for s in served.values() if s.kind is AgentKind.LEAGUE}

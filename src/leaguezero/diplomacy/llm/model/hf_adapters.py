@@ -59,13 +59,18 @@ class AdapterSlots:
         if not name or name in (BASE, PLACEHOLDER, self.model_name) or "." in name:
             raise ValueError(f"{name!r} cannot name an adapter (empty, reserved or has a '.')")
 
-    def add_adapter(self, name: str) -> None:
-        """A new adapter ``name`` with peft's initialisation (B = 0: it starts as the base)."""
+    def add_adapter(self, name: str, *, seed: int | None = None) -> None:
+        """A new adapter ``name`` with peft's initialisation (B = 0: it starts as the base).
+        ``seed``: draw A from its own generator (the same weights whatever this process drew
+        before; torch's global generator is left as it was), else from the global one."""
         self._check_name(name)
         with self._lock:
             if name in self.model.peft_config:
                 raise ValueError(f"adapter {name!r} is already loaded")
-            self.model.add_adapter(name, lora_config(self.lora))
+            with torch.random.fork_rng(devices=[], enabled=seed is not None):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                self.model.add_adapter(name, lora_config(self.lora))
             float32_adapters(self.model)
             self._freeze()
 

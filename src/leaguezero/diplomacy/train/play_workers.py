@@ -1,0 +1,256 @@
+"""A step's games played in helper processes beside the trainer (``train.play_processes``).
+
+The LLM hero's trainer samples its games in process, one torch thread, so on a 2-core machine
+one core plays while the other waits, and a second torch thread costs more than it gives on
+small shared cores. With ``train.play_processes: N`` the trainer starts ``N - 1`` helper
+processes (spawned once, each with its own copy of the base model) and hands each a share of
+every group's games: the live hero's weights as an adapter folder, the opponents' adapter
+folders, the seating and the seeds. A helper plays its share as the trainer plays its own (one
+thread a game, rows batched through the same in-process sampler) and sends the finished games
+back; the trainer plays the first share meanwhile. The answers' sampler log-probs come from the
+helper's sampler with the same weights, and the trainer scores every record again before its
+update as it always does (``old_log_prob_gap``).
+
+A helper that dies or fails a job stops the step with one line naming its error (the run
+resumes from its last saved step); helpers stop with the trainer (:meth:`PlayWorkers.close`,
+and as daemons if the trainer is killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import traceback
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
+from leaguezero.diplomacy.game.records import PlayedGame
+
+# How long a helper may take to load the model and answer "ready", and to play a share of a
+# step's games: generous bounds that only catch a helper that hangs (a step's games take
+# minutes on a CPU; a real model's load tens of seconds on a loaded machine).
+START_TIMEOUT_S = 900.0
+PLAY_TIMEOUT_S = 6 * 3600.0
+
+
+class PlayWorkerError(RuntimeError):
+    """A helper process failed to start, died, or failed a job (one line)."""
+
+
+@dataclass(frozen=True)
+class GamesJob:
+    """One helper's share of a group's games.
+
+    ``cfg_json``: the run's config; ``seeds``/``game_indices``: the games (their seeds and
+    places in the group); ``seating``: the league's names (what the games are recorded under);
+    ``served``: each power's seat as sampled (league adapters under the run's served names);
+    ``hero_adapter``: the live hero's served name, ``adapter_folders``: every adapter the table
+    needs, the hero's included, by served name.
+    """
+
+    cfg_json: str
+    group_idx: int
+    game_indices: tuple[int, ...]
+    seeds: tuple[int, ...]
+    seating: Seating
+    served: Seating
+    hero_power: str
+    hero_adapter: str
+    adapter_folders: Mapping[str, str]
+    temperature: float
+
+
+def split_games(count: int, processes: int) -> list[range]:
+    """Game indices ``0 .. count-1`` in ``processes`` contiguous shares, the first (the
+    trainer's) never smaller than the others: 4 games over 2 processes -> [0, 1], [2, 3];
+    5 -> [0, 1, 2], [3, 4]. Empty shares are dropped (fewer games than processes)."""
+    base, extra = divmod(count, processes)
+    shares, start = [], 0
+    for i in range(processes):
+        size = base + (1 if i < extra else 0)
+        if size:
+            shares.append(range(start, start + size))
+        start += size
+    return shares
+
+
+class PlayWorkers:
+    """``count`` helper processes playing shares of a group's games (module doc).
+
+    ``llm_json``: the config's ``llm`` section, ``threads``: torch threads of each helper,
+    ``sampling_rows``: rows a helper's sampling batch holds (the trainer's memory plan).
+    Started on construction; each helper has loaded its model once ``__init__`` returns.
+    """
+
+    def __init__(self, count: int, llm_json: str, *, threads: int, sampling_rows: int) -> None:
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of torch
+        self._procs: list[Any] = []
+        self._conns: list[Connection] = []
+        try:
+            for i in range(count):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(
+                    target=_serve,
+                    args=(child, llm_json, threads, sampling_rows),
+                    name=f"leaguezero-play-{i + 1}",
+                    daemon=True,
+                )
+                proc.start()
+                child.close()
+                self._procs.append(proc)
+                self._conns.append(parent)
+            for i in range(count):
+                self._receive(i, START_TIMEOUT_S, "start")
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self._procs)
+
+    def play(self, jobs: Sequence[GamesJob], local) -> list[list[PlayedGame]]:
+        """Send ``jobs[i]`` to helper ``i``, run ``local()`` (the trainer's own share) in the
+        meantime, and return ``[local's result, helper 0's games, ...]``."""
+        if len(jobs) > len(self._procs):
+            raise ValueError(f"{len(jobs)} jobs for {len(self._procs)} helpers")
+        for i, job in enumerate(jobs):
+            self._conns[i].send(job)
+        try:
+            own = local()
+        finally:  # collect what was sent even when the own share failed: the pipes stay in step
+            shares = [self._receive(i, PLAY_TIMEOUT_S, "games") for i in range(len(jobs))]
+        return [own, *shares]
+
+    def _receive(self, i: int, timeout_s: float, what: str) -> Any:
+        conn, proc = self._conns[i], self._procs[i]
+        waited = 0.0
+        while not conn.poll(5.0):
+            waited += 5.0
+            if not proc.is_alive():
+                raise PlayWorkerError(
+                    f"play helper {i + 1} died (exit code {proc.exitcode}) before sending its "
+                    f"{what}: see its output above"
+                )
+            if waited >= timeout_s:
+                raise PlayWorkerError(f"play helper {i + 1} sent no {what} in {timeout_s:.0f} s")
+        try:
+            status, payload = conn.recv()
+        except EOFError:
+            message = f"play helper {i + 1} closed its pipe before its {what}"
+            raise PlayWorkerError(message) from None
+        if status != "ok":
+            raise PlayWorkerError(f"play helper {i + 1}: {payload}")
+        return payload
+
+    def close(self) -> None:
+        """Ask each helper to stop, then end it (terminate after a grace period)."""
+        for conn in self._conns:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                conn.send(None)
+        for proc in self._procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=10)
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns = [], []
+
+
+# ----- the helper process --------------------------------------------------------------------
+def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) -> None:
+    """A helper's main: load the runtime, answer "ready", then play jobs until ``None``."""
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+        from leaguezero.diplomacy.config.llm import LLMSection
+        from leaguezero.diplomacy.llm.runtime import LLMRuntime
+
+        llm = LLMSection.model_validate_json(llm_json)
+        runtime = LLMRuntime(llm, trainer=True, sampling_rows=lambda _backend: sampling_rows)
+    except BaseException as err:  # the trainer gets the reason, not only an exit code
+        conn.send(("error", _one_line(err)))
+        return
+    conn.send(("ok", None))
+    live_hero = ""
+    try:
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            try:
+                assert runtime.slots is not None
+                if live_hero and live_hero != job.hero_adapter:
+                    runtime.slots.retire(live_hero)  # the superseded version
+                runtime.ensure_adapters(job.adapter_folders)
+                runtime.slots.pinned.add(job.hero_adapter)
+                live_hero = job.hero_adapter
+                conn.send(("ok", _play(runtime, job)))
+            except Exception as err:
+                conn.send(("error", _one_line(err)))
+    except (EOFError, KeyboardInterrupt):  # the trainer went away
+        pass
+    finally:
+        runtime.close()
+
+
+def _play(runtime, job: GamesJob) -> list[PlayedGame]:
+    """The job's games at once, one thread each (their rows meet in the sampler's batches)."""
+    from leaguezero.common.memory import release_freed_memory
+    from leaguezero.diplomacy.config import DiplomacyConfig
+    from leaguezero.diplomacy.game.rollout import run_rollout
+    from leaguezero.diplomacy.llm.orders.decoding import decoding_named
+    from leaguezero.diplomacy.llm.tables import LLMTable
+    from leaguezero.diplomacy.train.llm_games import played_game
+
+    cfg = DiplomacyConfig.model_validate_json(job.cfg_json)
+    llm = cfg.llm
+    sampled = {
+        p: s.served_as(job.hero_adapter) if s.kind is AgentKind.HERO else s
+        for p, s in job.served.items()
+    }
+    tables = [
+        LLMTable(
+            runtime.sampler,
+            sampled,
+            record_adapter=job.hero_adapter,
+            max_new_tokens=llm.max_new_tokens,
+            temperature=job.temperature,
+            seed=seed,
+            render=runtime.render,
+            decoding=decoding_named(llm.mode),
+        )
+        for seed in job.seeds
+    ]
+
+    def play(k: int):
+        table = tables[k]
+        return run_rollout(
+            cfg,
+            job.group_idx,
+            job.game_indices[k],
+            table.seating,
+            job.hero_power,
+            resolver=table.resolver,
+        )
+
+    with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
+        results = list(pool.map(play, range(len(tables))))
+    release_freed_memory()  # the games' KV caches, between jobs
+    return [
+        played_game(result, table, job.seating, job.hero_power, llm.format_penalty)
+        for table, result in zip(tables, results, strict=True)
+    ]
+
+
+def _one_line(err: BaseException) -> str:
+    """``Type: message`` and the innermost frame, on one line."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    message = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {message}{where}"
