@@ -9,6 +9,7 @@ hero's, and a helper that cannot start or a setting it cannot serve is one clear
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 
 import pytest
@@ -70,6 +71,7 @@ def test_two_play_processes_play_and_train_what_one_does(tiny_lm, tmp_path, monk
         run = tmp_path / f"p{processes}"
         LeagueTrainer(_cfg(tiny_lm, f"train.play_processes={processes}"), run).run()
         runs[processes] = run
+        assert multiprocessing.active_children() == []  # the helper stopped with the run
     # The same games, the helper's second: seeds, scores and every record of the live hero.
     assert len(played[1]) == len(played[2]) == 2
     for one, two in zip(played[1], played[2], strict=True):

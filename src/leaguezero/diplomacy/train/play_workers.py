@@ -193,8 +193,8 @@ def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) ->
                 conn.send(("ok", _play(runtime, job)))
             except Exception as err:
                 conn.send(("error", _one_line(err)))
-    except (EOFError, KeyboardInterrupt):  # the trainer went away
-        pass
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass  # the trainer went away (a kill): nobody is left to play for
     finally:
         runtime.close()
 
