@@ -3,7 +3,8 @@
 Real spawned processes on a tiny causal LM built in the test: a step played by two processes
 trains exactly what the trainer alone trains (float32: a game's draws and numbers depend on its
 seed only, not on which process or batch sampled it), the helper's weights folder is the live
-hero's, and a helper that cannot start or a setting it cannot serve is one clear error.
+hero's, a helper that cannot start is one clear error, and the setting with a server is said
+and ignored.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def test_a_helper_that_cannot_load_its_model_is_one_line(tmp_path) -> None:
     assert "play helper 1" in message and "\n" not in message
 
 
-def test_play_processes_need_the_in_process_sampler(tiny_lm, tmp_path) -> None:
+def test_play_processes_with_a_server_are_said_and_ignored(tiny_lm, tmp_path, capsys) -> None:
+    # The smol recipe sets 2; run against a server (llm.backend=openai) the games sample there.
     cfg = _cfg(tiny_lm, "train.play_processes=2", "llm.backend=openai")
-    with pytest.raises(TrainError, match="play_processes"):
+    with pytest.raises(TrainError, match="cannot reach the LLM server"):
         LeagueTrainer(cfg, tmp_path / "run")
+    assert "train.play_processes=2 is for the in-process sampler" in capsys.readouterr().err

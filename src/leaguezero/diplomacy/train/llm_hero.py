@@ -89,11 +89,16 @@ class LanguageModelHero:
             )
         self.play_processes = cfg.train.play_processes
         if self.play_processes > 1 and (self.remote or not task_map.in_process):
-            raise TrainError(
-                "train.play_processes > 1 splits the games among processes that sample in "
-                "process: it needs llm.backend=hf and run.backend=local (a server or Ray "
-                "spreads the games already)"
+            # A recipe's setting for the in-process sampler, run with a server or on Ray (which
+            # spread the games already): said, not refused.
+            print(
+                f"note: train.play_processes={self.play_processes} is for the in-process "
+                "sampler (llm.backend=hf, run.backend=local); the games sample on the server "
+                "here, from this process",
+                file=sys.stderr,
+                flush=True,
             )
+            self.play_processes = 1
         self.agent = cfg.train.hero.name
         self.cfg = cfg
         self.task_map = task_map
