@@ -91,6 +91,9 @@ def test_two_play_processes_play_and_train_what_one_does(tiny_lm, tmp_path, monk
     }
     for key in ("records", "records_played", "score_mean", "llm_completions"):
         assert steps[1][0][key] == steps[2][0][key], key
+    # The step's event says what the helper used beside the trainer's own figures.
+    assert "helper_cpu_seconds" not in steps[1][0]
+    assert steps[2][0]["helper_cpu_seconds"] > 0 and steps[2][0]["helper_rss_mb"] > 0
     assert steps[1][0]["grad_norm"] == pytest.approx(steps[2][0]["grad_norm"], rel=1e-4)
     weights = {n: torch.load(r / "state.pt", weights_only=True)["policy"] for n, r in runs.items()}
     assert set(weights[1]) == set(weights[2])

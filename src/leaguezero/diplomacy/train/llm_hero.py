@@ -453,7 +453,9 @@ class LanguageModelHero:
         truncated (cut at ``llm.max_new_tokens``) and grammar-violation (constrained answers
         outside their expression: failed seats, no records) counts, mean completion length in
         tokens; ``llm_grammar_warning`` (also on stderr) when violations pass
-        :data:`~leaguezero.diplomacy.llm.client.GRAMMAR_ALARM_SHARE` of the answers."""
+        :data:`~leaguezero.diplomacy.llm.client.GRAMMAR_ALARM_SHARE` of the answers; with play
+        helpers (``train.play_processes``) their CPU-seconds over the step's games and the
+        largest one's RSS (``helper_cpu_seconds``, ``helper_rss_mb``)."""
         stats = [g.stats for g in games if g.stats is not None]
         completions = sum(s.completions for s in stats)
         violations = sum(s.grammar_violations for s in stats)
@@ -469,6 +471,8 @@ class LanguageModelHero:
         if (alarm := grammar_alarm(violations, completions)) is not None:
             out["llm_grammar_warning"] = alarm
             print(f"warning: {alarm}", file=sys.stderr, flush=True)
+        if self.workers is not None:  # train.play_processes: what the helpers used
+            out.update(self.workers.take_usage())
         return out
 
     def close(self) -> None:

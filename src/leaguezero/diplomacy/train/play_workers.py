@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from leaguezero.common.memory import rss_mb
 from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
 from leaguezero.diplomacy.game.records import PlayedGame
 
@@ -90,6 +92,8 @@ class PlayWorkers:
         ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of torch
         self._procs: list[Any] = []
         self._conns: list[Connection] = []
+        self.cpu_seconds = 0.0  # the helpers' CPU over their jobs since take_usage
+        self.peak_rss_mb = 0.0
         try:
             for i in range(count):
                 parent, child = ctx.Pipe()
@@ -114,7 +118,8 @@ class PlayWorkers:
 
     def play(self, jobs: Sequence[GamesJob], local) -> list[list[PlayedGame]]:
         """Send ``jobs[i]`` to helper ``i``, run ``local()`` (the trainer's own share) in the
-        meantime, and return ``[local's result, helper 0's games, ...]``."""
+        meantime, and return ``[local's result, helper 0's games, ...]``; the helpers' CPU and
+        memory add up for :meth:`take_usage`."""
         if len(jobs) > len(self._procs):
             raise ValueError(f"{len(jobs)} jobs for {len(self._procs)} helpers")
         for i, job in enumerate(jobs):
@@ -122,8 +127,21 @@ class PlayWorkers:
         try:
             own = local()
         finally:  # collect what was sent even when the own share failed: the pipes stay in step
-            shares = [self._receive(i, PLAY_TIMEOUT_S, "games") for i in range(len(jobs))]
-        return [own, *shares]
+            answers = [self._receive(i, PLAY_TIMEOUT_S, "games") for i in range(len(jobs))]
+        for _games, used in answers:
+            self.cpu_seconds += used["cpu_s"]
+            self.peak_rss_mb = max(self.peak_rss_mb, used["rss_mb"])
+        return [own, *(games for games, _used in answers)]
+
+    def take_usage(self) -> dict[str, float]:
+        """The helpers' CPU-seconds over their jobs and the largest helper's RSS (MB) at a
+        job's end since the last call (a step's event reports them beside the trainer's)."""
+        usage = {
+            "helper_cpu_seconds": round(self.cpu_seconds, 3),
+            "helper_rss_mb": round(self.peak_rss_mb, 1),
+        }
+        self.cpu_seconds, self.peak_rss_mb = 0.0, 0.0
+        return usage
 
     def _receive(self, i: int, timeout_s: float, what: str) -> Any:
         conn, proc = self._conns[i], self._procs[i]
@@ -190,7 +208,10 @@ def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) ->
                 runtime.ensure_adapters(job.adapter_folders)
                 runtime.slots.pinned.add(job.hero_adapter)
                 live_hero = job.hero_adapter
-                conn.send(("ok", _play(runtime, job)))
+                started = time.process_time()
+                games = _play(runtime, job)
+                used = {"cpu_s": time.process_time() - started, "rss_mb": rss_mb()}
+                conn.send(("ok", (games, used)))
             except Exception as err:
                 conn.send(("error", _one_line(err)))
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
