@@ -15,9 +15,7 @@ base LM itself (no file); checkpoints are adapter folders.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
@@ -45,7 +43,6 @@ from leaguezero.diplomacy.llm.remote.adapters import (
     fit_seating,
     parse_versioned_name,
     run_prefix,
-    versioned_name,
 )
 from leaguezero.diplomacy.llm.runtime import LLMRuntime
 from leaguezero.diplomacy.train.heroes import TaskMap, TrainError, game_seed, local_map
@@ -57,9 +54,9 @@ from leaguezero.diplomacy.train.llm_games import (
 )
 from leaguezero.diplomacy.train.llm_memory import PassPlan, hero_pass_plan
 from leaguezero.diplomacy.train.play_workers import (
-    GamesJob,
+    HelperPlay,
     PlayWorkerError,
-    PlayWorkers,
+    play_processes,
     split_games,
 )
 from leaguezero.league.registry import LeagueRegistry
@@ -87,18 +84,7 @@ class LanguageModelHero:
                 "train.agent=llm on Ray needs llm.backend=openai: the workers sample from one "
                 "server (vLLM or leaguezero llm serve) that every node can reach"
             )
-        self.play_processes = cfg.train.play_processes
-        if self.play_processes > 1 and (self.remote or not task_map.in_process):
-            # A recipe's setting for the in-process sampler, run with a server or on Ray (which
-            # spread the games already): said, not refused.
-            print(
-                f"note: train.play_processes={self.play_processes} is for the in-process "
-                "sampler (llm.backend=hf, run.backend=local); the games sample on the server "
-                "here, from this process",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.play_processes = 1
+        self.play_processes = play_processes(cfg, self.remote, task_map.in_process)
         self.agent = cfg.train.hero.name
         self.cfg = cfg
         self.task_map = task_map
@@ -126,8 +112,6 @@ class LanguageModelHero:
         self.client = self.runtime.client
         plan = sized[0] if sized else hero_pass_plan(self.backend, cfg, sampled_here=False)
         self.sampling_rows = plan.sampling_rows
-        self.workers: PlayWorkers | None = None  # started at the first group (play_workers)
-        self._play_published: tuple[tuple[int, ...], str] | None = None
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
         # A backward pass trims once the process is within a record of the budget.
@@ -158,17 +142,29 @@ class LanguageModelHero:
             score_at_temperature=cfg.train.score_temperature == "sampling",
             seed=cfg.run.seed,
         )
+        # train.play_processes: helpers play a share of each group (started at the first one)
+        self.helpers = (
+            HelperPlay(cfg, self.play_processes, self.policy, self.backend, plan.sampling_rows)
+            if self.play_processes > 1
+            else None
+        )
         self.init_folder = Path(run_dir) / self.INIT_FOLDER
         self.has_init = False
         if self.init_folder.is_dir():  # a resumed run that started from an adapter
             self._load_init()
         if self.client is not None:
-            versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
-            self.policy.version = max((v[1] for v in versions if v), default=0)
-            for name in self.client.list_adapters():  # left loaded by an earlier process
-                parsed = parse_versioned_name(name)
-                if parsed is not None and parsed[0] == prefix:
-                    self.client.unload_adapter(name)
+            self._go_on_from_served_versions(adapters_dir, prefix)
+
+    def _go_on_from_served_versions(self, adapters_dir: Path, prefix: str) -> None:
+        """A server's run counts its hero versions on from the folders published before, and
+        unloads the versions an earlier process left loaded."""
+        assert self.client is not None
+        versions = [parse_versioned_name(p.name) for p in adapters_dir.glob(f"{prefix}-v*")]
+        self.policy.version = max((v[1] for v in versions if v), default=0)
+        for name in self.client.list_adapters():  # left loaded by an earlier process
+            parsed = parse_versioned_name(name)
+            if parsed is not None and parsed[0] == prefix:
+                self.client.unload_adapter(name)
 
     def _load_init(self) -> None:
         try:
@@ -255,7 +251,7 @@ class LanguageModelHero:
         # went from 3.86 GiB, mostly kept training memory, to 4.85 with the opening batch).
         release_freed_memory()
         shares = split_games(len(seeds), self.play_processes)
-        own = shares[0]
+        own = shares[0]  # the trainer's share; helpers play the others
         tables = [
             self.policy.table(served, seed=seeds[i], temperature=tcfg.temperature) for i in own
         ]
@@ -276,90 +272,14 @@ class LanguageModelHero:
                 for table, result in zip(tables, results, strict=True)
             ]
 
-        if len(shares) == 1:
+        if self.helpers is None:
             return play_own()
-        jobs = self._helper_jobs(cfg, group_idx, shares[1:], seeds, seating, served, hero_power)
         try:
-            played = self._play_workers().play(jobs, play_own)
+            return self.helpers.play(
+                cfg, group_idx, shares, seeds, seating, served, hero_power, self.slots, play_own
+            )
         except PlayWorkerError as err:
             raise TrainError(str(err)) from None
-        return [game for share in played for game in share]
-
-    # ----- helper processes (train.play_processes) ------------------------------------------
-    def _play_workers(self) -> PlayWorkers:
-        if self.workers is None:
-            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-            if cpus is not None and cpus < self.play_processes:
-                # Helpers inherit the trainer's CPU set (taskset): they would share its cores.
-                print(
-                    f"warning: train.play_processes={self.play_processes} but this process may "
-                    f"run on {cpus} CPU(s) only (taskset?): its helpers share them",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            try:
-                self.workers = PlayWorkers(
-                    self.play_processes - 1,
-                    self.cfg.llm.model_dump_json(),
-                    threads=self.cfg.run.threads,
-                    sampling_rows=self.sampling_rows,
-                )
-            except PlayWorkerError as err:
-                raise TrainError(str(err)) from None
-        return self.workers
-
-    def _helper_jobs(
-        self,
-        cfg: DiplomacyConfig,
-        group_idx: int,
-        shares: Sequence[range],
-        seeds: Sequence[int],
-        seating: Seating,
-        served: Seating,
-        hero_power: str,
-    ) -> list[GamesJob]:
-        """Each helper's share of the group, the live hero's weights saved for them to load."""
-        name, folder = self._publish_for_helpers()
-        folders = {n: f for n, f in self.slots.folders.items() if n in _served_names(served)}
-        folders[name] = folder
-        cfg_json = cfg.model_dump_json()
-        return [
-            GamesJob(
-                cfg_json=cfg_json,
-                group_idx=group_idx,
-                game_indices=tuple(share),
-                seeds=tuple(seeds[i] for i in share),
-                seating=dict(seating),
-                served=dict(served),
-                hero_power=hero_power,
-                hero_adapter=name,
-                adapter_folders=folders,
-                temperature=self.cfg.train.temperature,
-            )
-            for share in shares
-        ]
-
-    def _publish_for_helpers(self) -> tuple[str, str]:
-        """The live hero's weights as an adapter folder (``{prefix}-play-vNNNN`` under
-        ``llm.adapters_dir``), written once per update; the older ones are removed (a helper
-        loads a version before it plays, and plays only the newest)."""
-        adapters_dir = self.policy.adapters_dir
-        assert adapters_dir is not None
-        current = self.policy.weights_version()
-        if self._play_published is not None and self._play_published[0] == current:
-            name = self._play_published[1]
-            return name, str(adapters_dir / name)
-        prefix = f"{self.policy.prefix}-play"
-        found = {
-            path: parse_versioned_name(path.name) for path in adapters_dir.glob(prefix + "-v*")
-        }
-        older = {path: v[1] for path, v in found.items() if v is not None and v[0] == prefix}
-        name = versioned_name(prefix, max(older.values(), default=0) + 1)
-        folder = self.backend.save_adapter(LLMHero.TRAIN_ADAPTER, adapters_dir / name)
-        for path in older:
-            shutil.rmtree(path, ignore_errors=True)
-        self._play_published = (current, name)
-        return name, str(folder)
 
     def prepare(
         self, seating: Seating, hero_power: str, adapter_paths: Mapping[str, str | Path]
@@ -471,18 +391,12 @@ class LanguageModelHero:
         if (alarm := grammar_alarm(violations, completions)) is not None:
             out["llm_grammar_warning"] = alarm
             print(f"warning: {alarm}", file=sys.stderr, flush=True)
-        if self.workers is not None:  # train.play_processes: what the helpers used
-            out.update(self.workers.take_usage())
+        if self.helpers is not None:  # train.play_processes: what the helpers used
+            out.update(self.helpers.take_usage())
         return out
 
     def close(self) -> None:
         """Stop the helpers and the batcher, or close the server connection."""
-        if self.workers is not None:
-            self.workers.close()
-            self.workers = None
+        if self.helpers is not None:
+            self.helpers.close()
         self.runtime.close()
-
-
-def _served_names(served: Seating) -> set[str]:
-    """The adapter names a table samples (its league seats' served names)."""
-    return {s.name for s in served.values() if s.kind is AgentKind.LEAGUE}

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import shutil
+import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -29,8 +32,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from leaguezero.common.memory import rss_mb
+from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
 from leaguezero.diplomacy.game.records import PlayedGame
+from leaguezero.diplomacy.llm.remote.adapters import parse_versioned_name, versioned_name
 
 # How long a helper may take to load the model and answer "ready", and to play a share of a
 # step's games: generous bounds that only catch a helper that hangs (a step's games take
@@ -179,6 +184,132 @@ class PlayWorkers:
         self._procs, self._conns = [], []
 
 
+def play_processes(cfg: DiplomacyConfig, shared_server: bool, in_process: bool) -> int:
+    """``train.play_processes`` as this run uses it: 1 with a server or on Ray (which spread the
+    games already; a recipe's setting for the in-process sampler is said on stderr, not
+    refused)."""
+    wanted = cfg.train.play_processes
+    if wanted > 1 and (shared_server or not in_process):
+        print(
+            f"note: train.play_processes={wanted} is for the in-process sampler "
+            "(llm.backend=hf, run.backend=local); the games sample on the server here, from "
+            "this process",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    return wanted
+
+
+class HelperPlay:
+    """The trainer's side of ``train.play_processes`` (module doc): the helpers, started at
+    the first group; the live hero's weights published for them once per update; each
+    helper's job; the group played split.
+
+    ``policy``: the GRPO policy (its training adapter, adapters folder and served-name
+    prefix); ``backend``: what saves the adapter; ``sampling_rows``: rows of a helper's
+    sampling batch (the trainer's memory plan).
+    """
+
+    def __init__(self, cfg: DiplomacyConfig, processes: int, policy, backend, sampling_rows: int):
+        self.cfg = cfg
+        self.processes = processes
+        self.policy = policy
+        self.backend = backend
+        self.sampling_rows = sampling_rows
+        self.workers: PlayWorkers | None = None
+        self._published: tuple[tuple[int, ...], str] | None = None
+
+    def play(
+        self,
+        cfg: DiplomacyConfig,
+        group_idx: int,
+        shares: Sequence[range],
+        seeds: Sequence[int],
+        seating: Seating,
+        served: Seating,
+        hero_power: str,
+        slots,
+        play_own,
+    ) -> list[PlayedGame]:
+        """The group's games: ``play_own()`` (the trainer's share, ``shares[0]``) here, the
+        other shares on the helpers at the same time, in game order. ``slots``: the trainer's
+        adapter slots (the opponents' folders by served name)."""
+        if len(shares) == 1:
+            return play_own()
+        name, folder = self._publish()
+        tabled = {s.name for s in served.values() if s.kind is AgentKind.LEAGUE}
+        folders = {n: f for n, f in slots.folders.items() if n in tabled}
+        folders[name] = folder
+        cfg_json = cfg.model_dump_json()
+        jobs = [
+            GamesJob(
+                cfg_json=cfg_json,
+                group_idx=group_idx,
+                game_indices=tuple(share),
+                seeds=tuple(seeds[i] for i in share),
+                seating=dict(seating),
+                served=dict(served),
+                hero_power=hero_power,
+                hero_adapter=name,
+                adapter_folders=folders,
+                temperature=self.cfg.train.temperature,
+            )
+            for share in shares[1:]
+        ]
+        played = self._workers().play(jobs, play_own)
+        return [game for share in played for game in share]
+
+    def _workers(self) -> PlayWorkers:
+        if self.workers is None:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            if cpus is not None and cpus < self.processes:
+                # Helpers inherit the trainer's CPU set (taskset): they would share its cores.
+                print(
+                    f"warning: train.play_processes={self.processes} but this process may "
+                    f"run on {cpus} CPU(s) only (taskset?): its helpers share them",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self.workers = PlayWorkers(
+                self.processes - 1,
+                self.cfg.llm.model_dump_json(),
+                threads=self.cfg.run.threads,
+                sampling_rows=self.sampling_rows,
+            )
+        return self.workers
+
+    def _publish(self) -> tuple[str, str]:
+        """The live hero's weights as an adapter folder (``{prefix}-play-vNNNN`` under
+        ``llm.adapters_dir``), written once per update; the older ones are removed (a helper
+        loads a version before it plays, and plays only the newest)."""
+        adapters_dir = self.policy.adapters_dir
+        assert adapters_dir is not None
+        current = self.policy.weights_version()
+        if self._published is not None and self._published[0] == current:
+            return self._published[1], str(adapters_dir / self._published[1])
+        prefix = f"{self.policy.prefix}-play"
+        found = {
+            path: parse_versioned_name(path.name) for path in adapters_dir.glob(prefix + "-v*")
+        }
+        older = {path: v[1] for path, v in found.items() if v is not None and v[0] == prefix}
+        name = versioned_name(prefix, max(older.values(), default=0) + 1)
+        folder = self.backend.save_adapter(self.policy.TRAIN_ADAPTER, adapters_dir / name)
+        for path in older:
+            shutil.rmtree(path, ignore_errors=True)
+        self._published = (current, name)
+        return name, str(folder)
+
+    def take_usage(self) -> dict[str, float]:
+        """The helpers' CPU and memory since the last call (:meth:`PlayWorkers.take_usage`)."""
+        return {} if self.workers is None else self.workers.take_usage()
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
+
+
 # ----- the helper process --------------------------------------------------------------------
 def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) -> None:
     """A helper's main: load the runtime, answer "ready", then play jobs until ``None``."""
@@ -223,7 +354,6 @@ def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) ->
 def _play(runtime, job: GamesJob) -> list[PlayedGame]:
     """The job's games at once, one thread each (their rows meet in the sampler's batches)."""
     from leaguezero.common.memory import release_freed_memory
-    from leaguezero.diplomacy.config import DiplomacyConfig
     from leaguezero.diplomacy.game.rollout import run_rollout
     from leaguezero.diplomacy.llm.orders.decoding import decoding_named
     from leaguezero.diplomacy.llm.tables import LLMTable
