@@ -21,32 +21,17 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import torch
 
-from leaguezero.common.config import load_config
 from leaguezero.common.events import read_events
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.train.llm_hero import LanguageModelHero
 from leaguezero.diplomacy.train.loop import LeagueTrainer, TrainError
 from leaguezero.diplomacy.train.play_workers import PlayWorkerError, PlayWorkers, split_games
+from tests.diplomacy.train.test_llm_train import _cfg as llm_cfg
 
 
 def _cfg(tiny_lm, *extra: str) -> DiplomacyConfig:
-    return load_config(
-        DiplomacyConfig,
-        None,
-        [
-            "train.agent=llm",
-            f"llm.base_model={tiny_lm}",
-            "llm.max_new_tokens=12",
-            "llm.lora_rank=4",
-            "max_years=2",
-            "train.group_size=2",
-            "train.steps=1",
-            "train.lr=0.01",
-            "league.eval_every=50",
-            "league.bootstrap=0",
-            *extra,
-        ],
-    )
+    # test_llm_train's run, one step of two games (one for each process).
+    return llm_cfg(tiny_lm, "train.group_size=2", "train.steps=1", "league.eval_every=50", *extra)
 
 
 def test_split_games_gives_the_trainer_the_first_and_largest_share() -> None:
