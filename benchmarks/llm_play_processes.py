@@ -1,22 +1,22 @@
-"""Wall seconds of a GRPO step of the smol recipe with its games played by one process (the
-trainer) against two (``train.play_processes: 2``: the trainer and a helper), on the same seeds
-(figures, never pass/fail).
+"""Wall seconds of a GRPO step of the smol recipe with its games played by one process (the trainer)
+against two (``train.play_processes: 2``: the trainer and a helper), on the same seeds (figures,
+never pass/fail).
 
     python benchmarks/llm_play_processes.py                # 1 pair, 2 steps a run
     python benchmarks/llm_play_processes.py --steps 3 --pairs 2
 
 Each run is ``leaguezero diplomacy train --config configs/diplomacy_llm_smol.yaml --init-from
 pretrained-smol --set train.steps=N --set train.play_processes=P --set run.seed=S`` in a fresh
-folder, one torch thread a process, unpinned (the point is the second core): the same seed draws
-the same opponents and game seeds on both sides (in bfloat16 a row's rounding depends on the
-batch it shares, so the sampled games may part ways; in float32 they are the same games). Runs alternate (1, 2, 1, 2, ...). Printed per step:
-its wall seconds and the part spent playing (the ``diplomacy.train_step`` event's ``seconds``
-and ``play_seconds``), and per run the CPU-seconds of every process (the trainer and its
-helpers, from the children's rusage) and the peak RSS of the largest one. The ratio one / two
-is the step's speed-up; its limit on an idle 2-core machine is 2 for the playing half and 1
-for the training half (one trainer), so the step's limit is ``seconds / (seconds - play / 2)``
-of the one-process run, printed beside it. The first step of a two-process run includes the
-helper's start (the model's load). Needs both cores idle to mean anything.
+folder, one torch thread a process, unpinned (the point is the second core): the same seed draws the
+same opponents and game seeds on both sides (in bfloat16 a row's rounding depends on the batch it
+shares, so the sampled games may part ways; in float32 they are the same games). Runs alternate (1,
+2, 1, 2, ...). Printed per step: its wall seconds and the part spent playing (the
+``diplomacy.train_step`` event's ``seconds`` and ``play_seconds``), and per run the CPU-seconds of
+every process (the trainer and its helpers, from the children's rusage) and the peak RSS of the
+largest one. The ratio one / two is the step's speed-up; its limit on an idle 2-core machine is 2
+for the playing half and 1 for the training half (one trainer), so the step's limit is ``seconds /
+(seconds - play / 2)`` of the one-process run, printed beside it. The first step of a two-process
+run includes the helper's start (the model's load). Needs both cores idle to mean anything.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ the hero adapter on the in-process base model, which computes the gradients) and
 games use: in process through a batcher, or an OpenAI-compatible server (``llm.backend:
 openai``: vLLM or ``leaguezero llm serve``; each update is published and hot-loaded as a new
 version). A group's games run at once, one thread each, so every LLM seat of every game meets in
-the sampler's batches; on Ray (a task map that is not in process) each game is a task of
-:func:`~.llm_games.play_remote_game` sampling on the shared server. The opponents' adapters are
-loaded by their league names within ``llm.max_loras`` (fewer distinct ones, cluster-seated, when
-the sampler cannot hold them). Every game comes back as one
+the sampler's batches (with ``train.play_processes`` > 1, helper processes play a share of
+them beside the trainer: :mod:`.play_workers`); on Ray (a task map that is not in process) each
+game is a task of :func:`~.llm_games.play_remote_game` sampling on the shared server. The
+opponents' adapters are loaded by their league names within ``llm.max_loras`` (fewer distinct
+ones, cluster-seated, when the sampler cannot hold them). Every game comes back as one
 :class:`~leaguezero.diplomacy.game.records.PlayedGame` (:mod:`.llm_games`). ``base_model`` is the
 base LM itself (no file); checkpoints are adapter folders.
 """
@@ -111,7 +112,6 @@ class LanguageModelHero:
         self.backend = self.runtime.backend
         self.client = self.runtime.client
         plan = sized[0] if sized else hero_pass_plan(self.backend, cfg, sampled_here=False)
-        self.sampling_rows = plan.sampling_rows
         self.records_per_pass: int | None = plan.records_per_pass
         self.memory_plan: str | None = plan.line()
         # A backward pass trims once the process is within a record of the budget.
