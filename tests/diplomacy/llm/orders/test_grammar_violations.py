@@ -104,10 +104,11 @@ def test_the_step_event_counts_violations_and_warns_above_one_percent(capsys) ->
     assert "2 of 100" in grammar_alarm(2, 100)
     quiet = SimpleNamespace(stats=SeatStats(completions=150, grammar_violations=1))
     loud = SimpleNamespace(stats=SeatStats(completions=50, grammar_violations=2))
-    event = LanguageModelHero.step_stats(None, [quiet, SimpleNamespace(stats=None)])
+    hero = SimpleNamespace(helpers=None)  # no play helpers: the trainer's own figures only
+    event = LanguageModelHero.step_stats(hero, [quiet, SimpleNamespace(stats=None)])
     assert event["llm_grammar_violations"] == 1 and "llm_grammar_warning" not in event
     assert capsys.readouterr().err == ""
-    event = LanguageModelHero.step_stats(None, [quiet, loud])
+    event = LanguageModelHero.step_stats(hero, [quiet, loud])
     assert event["llm_grammar_violations"] == 3
     assert "3 of 200 constrained answers" in event["llm_grammar_warning"]
     assert "3 of 200" in capsys.readouterr().err
