@@ -118,9 +118,6 @@ class PlayWorkers:
             self.close()
             raise
 
-    def __len__(self) -> int:
-        return len(self._procs)
-
     def play(self, jobs: Sequence[GamesJob], local) -> list[list[PlayedGame]]:
         """Send ``jobs[i]`` to helper ``i``, run ``local()`` (the trainer's own share) in the
         meantime, and return ``[local's result, helper 0's games, ...]``; the helpers' CPU and
