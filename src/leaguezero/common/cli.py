@@ -10,6 +10,11 @@ commands to another module's app.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
 import typer
 
 
@@ -18,3 +23,22 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     ``raise fail("...") from None``."""
     typer.secho(message, err=True, fg=typer.colors.RED)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, ``kill`` (SIGTERM) unwinds like Ctrl-C: a ``KeyboardInterrupt`` in the
+    main thread, so ``finally`` blocks stop workers and a long command can say how to resume.
+    (Python's default is to die at once, leaving helpers and their resources to the OS.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread (a test calling a command in one)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

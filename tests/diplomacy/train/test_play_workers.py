@@ -104,3 +104,22 @@ def test_play_processes_with_a_server_are_said_and_ignored(tiny_lm, tmp_path, ca
     with pytest.raises(TrainError, match="cannot reach the LLM server"):
         LeagueTrainer(cfg, tmp_path / "run")
     assert "train.play_processes=2 is for the in-process sampler" in capsys.readouterr().err
+
+
+def test_an_interrupted_share_leaves_the_helpers_to_close_not_to_wait_for(tiny_lm) -> None:
+    # Ctrl-C or SIGTERM while the trainer plays its own share: the interruption goes up at once
+    # (no wait for the helpers' games), the busy helpers refuse another job, and close() ends
+    # them (terminated, not waited for, while a job may still run).
+    workers = PlayWorkers(1, _cfg(tiny_lm).llm.model_dump_json(), threads=1, sampling_rows=4)
+    try:
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            workers.play([object()], interrupted)  # any job: its answer is never read
+        with pytest.raises(PlayWorkerError, match="interrupted in a job"):
+            workers.play([object()], list)
+    finally:
+        workers.close()
+    assert multiprocessing.active_children() == []

@@ -310,3 +310,44 @@ def test_a_step_that_trains_nothing_says_so(tmp_path, monkeypatch) -> None:
     (step,) = [e for e in events if e["event"] == TRAIN_STEP_EVENT]
     assert step["records"] == 0 and "reward spread 0" in step["warning"]
     assert any(e["event"] == loop_module.NOTHING_TRAINED_EVENT for e in events)
+
+
+def test_sigterm_stops_the_run_as_ctrl_c_does_and_it_resumes(tmp_path) -> None:
+    # `kill` is how a scheduler or a user stops a run: it unwinds (the evaluation process
+    # stopped, the helpers closed), says how to go on, and the run resumes from its last step.
+    run = tmp_path / "run"
+    proc = _train(run, "train.steps=40", "league.eval_every=2")
+    deadline = time.monotonic() + 300
+    while _saved_step(run) < 3:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "no step finished in time"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    stopped_at = _saved_step(run)
+    assert f"the {stopped_at} finished steps are kept" in err and "--resume" in err
+    # The evaluations this run started have all ended with it (pids from the event log).
+    started = read_events(run / "events.ndjson", "league.evaluation_started")
+    assert started
+    assert all(_gone(int(event["pid"])) for event in started)
+
+    resumed = _train(run, f"train.steps={stopped_at + 1}", "league.eval_every=2", resume=True)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert _saved_step(run) == stopped_at + 1
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (within a generous deadline; a zombie has ended too)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.2)
+    return False

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from leaguezero.common.cli import fail
+from leaguezero.common.cli import fail, sigterm_as_interrupt
 from leaguezero.diplomacy.cli.common import ConfigOpt, SetOpt, load_diplomacy_config
 from leaguezero.diplomacy.game.catalogue import BOTS_STRONGEST_FIRST
 
@@ -103,9 +103,16 @@ def _train(cfg, out: Path, *, resume: bool, init_from: str | None, quiet: bool) 
         task = progress.add_task("", total=cfg.train.steps, completed=trainer.step)
         on_step = _step_reporter(progress, task, cfg.train.steps, quiet=quiet, terminal=terminal)
         try:
-            summary = trainer.run(on_step=on_step)
+            with sigterm_as_interrupt():  # `kill` stops as Ctrl-C does
+                summary = trainer.run(on_step=on_step)
         except (*damaged, LLMError) as err:  # a server that refused a request: one line
             raise fail(str(err)) from None
+        except KeyboardInterrupt:
+            raise fail(
+                f"interrupted; the {trainer.saved_step} finished steps are kept: continue "
+                f"with  leaguezero diplomacy train --out {out} --resume",
+                code=130,
+            ) from None
     typer.echo(json.dumps(summary))
 
 

@@ -264,7 +264,13 @@ class LanguageModelHero:
 
         def play_own() -> list[PlayedGame]:
             with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="dip-game") as pool:
-                results = list(pool.map(play, range(len(tables))))
+                try:
+                    results = list(pool.map(play, range(len(tables))))
+                except (KeyboardInterrupt, SystemExit):
+                    # Ctrl-C or SIGTERM: the sampler refuses the games' next rows, so they end
+                    # now rather than when they would have finished (the step is not saved).
+                    self.runtime.close()
+                    raise
             release_freed_memory()  # the games' KV caches, before the backward passes
             penalty = self.cfg.llm.format_penalty
             return [

@@ -177,6 +177,7 @@ class LeagueTrainer:
         if resume and self.state_path.exists():
             self._load_state()
             self.session.events.emit("diplomacy.train_resumed", step=self.step)
+        self.saved_step = self.step  # the last step in state.pt (what --resume goes on from)
         # Steps after the saved state are played again: their training games leave the match
         # log, and the evaluations the state had pending run again (LeagueSession.resume).
         self.session.resume(self.step)
@@ -201,6 +202,7 @@ class LeagueTrainer:
             buffer,
         )
         atomic_write_bytes(self.state_path, buffer.getvalue())
+        self.saved_step = self.step
 
     def _load_state(self) -> None:
         try:
@@ -423,14 +425,18 @@ class LeagueTrainer:
         """Train until ``cfg.train.steps``; save the last step's hero as ``RUN/final`` (``.pt``
         for a policy hero; whatever the checkpoint schedule kept); wait for the last
         evaluation; plot the Elo chart."""
+        wait_s = 900.0  # the last evaluation's bound
         try:
             while self.step < self.cfg.train.steps:
                 record = self.train_step()
                 if on_step is not None:
                     on_step(record)
             self.save_final()
+        except KeyboardInterrupt:
+            wait_s = 0.0  # stop a running evaluation: the saved state resubmits it on --resume
+            raise
         finally:
-            self.session.close()
+            self.session.close(wait_s)
             self.hero.close()
         from leaguezero.diplomacy.train.report import write_report
 

@@ -99,6 +99,7 @@ class PlayWorkers:
         self._conns: list[Connection] = []
         self.cpu_seconds = 0.0  # the helpers' CPU over their jobs since take_usage
         self.peak_rss_mb = 0.0
+        self._busy: set[int] = set()  # helpers with a job and no answer yet
         try:
             for i in range(count):
                 parent, child = ctx.Pipe()
@@ -124,16 +125,27 @@ class PlayWorkers:
         memory add up for :meth:`take_usage`."""
         if len(jobs) > len(self._procs):
             raise ValueError(f"{len(jobs)} jobs for {len(self._procs)} helpers")
+        if self._busy:
+            raise PlayWorkerError("the play helpers were interrupted in a job: start new ones")
         for i, job in enumerate(jobs):
             self._conns[i].send(job)
+        self._busy = set(range(len(jobs)))
         try:
             own = local()
-        finally:  # collect what was sent even when the own share failed: the pipes stay in step
-            answers = [self._receive(i, PLAY_TIMEOUT_S, "games") for i in range(len(jobs))]
+        except Exception:  # collect what was sent even so: the pipes stay in step
+            self._collect(len(jobs))
+            raise
+        # An interruption (Ctrl-C, SIGTERM) leaves the helpers busy: close() ends them at once.
+        answers = self._collect(len(jobs))
         for _games, used in answers:
             self.cpu_seconds += used["cpu_s"]
             self.peak_rss_mb = max(self.peak_rss_mb, used["rss_mb"])
         return [own, *(games for games, _used in answers)]
+
+    def _collect(self, count: int) -> list[Any]:
+        answers = [self._receive(i, PLAY_TIMEOUT_S, "games") for i in range(count)]
+        self._busy = set()
+        return answers
 
     def take_usage(self) -> dict[str, float]:
         """The helpers' CPU-seconds over their jobs and the largest helper's RSS (MB) at a
@@ -167,18 +179,19 @@ class PlayWorkers:
         return payload
 
     def close(self) -> None:
-        """Ask each helper to stop, then end it (terminate after a grace period)."""
+        """Ask each helper to stop, then end it (terminate after a grace period; at once for
+        a helper still playing a job, which an interruption left behind)."""
         for conn in self._conns:
             with contextlib.suppress(BrokenPipeError, OSError):
                 conn.send(None)
-        for proc in self._procs:
-            proc.join(timeout=30)
+        for i, proc in enumerate(self._procs):
+            proc.join(timeout=1 if i in self._busy else 30)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=10)
         for conn in self._conns:
             conn.close()
-        self._procs, self._conns = [], []
+        self._procs, self._conns, self._busy = [], [], set()
 
 
 def play_processes(cfg: DiplomacyConfig, shared_server: bool, in_process: bool) -> int:
@@ -314,6 +327,11 @@ def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) ->
         import torch
 
         torch.set_num_threads(max(1, threads))
+        from transformers.utils import logging as hf_logging
+
+        # No loading bars: the trainer's is enough, and tqdm's lock is a semaphore that a
+        # helper ended by terminate() (an interrupted run) would leave behind.
+        hf_logging.disable_progress_bar()
         from leaguezero.diplomacy.config.llm import LLMSection
         from leaguezero.diplomacy.llm.runtime import LLMRuntime
 

@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from leaguezero.common.cli import fail
+from leaguezero.common.cli import fail, sigterm_as_interrupt
 from leaguezero.yatzy.cli.common import load_oracle_with_notice, load_yatzy_config, setup_threads
 from leaguezero.yatzy.config import YatzyConfig
 from leaguezero.yatzy.search.settings import SearchSettings
@@ -135,10 +134,9 @@ def loop(job: RunJob) -> None:
         job.last - job.start + 1, (idle_s + busy_s) / 2, terminal=sys.stderr.isatty(),
         stream=sys.stderr, sims_per_game=sims_per_game(job.cfg),
     )  # fmt: skip
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops as Ctrl-C does
     it = job.start
     try:
-        with progress.display():
+        with sigterm_as_interrupt(), progress.display():  # `kill` stops as Ctrl-C does
             for it in range(job.start, job.last + 1):
                 _iteration(job, it, progress)
     except BaseException as err:
@@ -155,8 +153,6 @@ def loop(job: RunJob) -> None:
             # a damaged shard, seed set or lineage file: one line naming it
             raise fail(f"iteration {it}: {err}") from None
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def summary(job: RunJob) -> None:
@@ -237,11 +233,6 @@ def _league_run(job: RunJob):
         )  # fmt: skip
     except (RegistryError, RuntimeError) as err:
         raise fail(str(err)) from None
-
-
-def _raise_interrupt(signum, frame) -> None:
-    """SIGTERM handler: unwind like Ctrl-C (workers stopped, an interruption message)."""
-    raise KeyboardInterrupt
 
 
 def _check_run_state(run_dir: RunDir) -> int:
