@@ -210,6 +210,8 @@ class LLMRuntime:
     ``llm``: the config's section (its ``base_model``, ``backend``, LoRA shape, device, dtype,
     ``endpoint``, ``max_loras``); ``trainer``: this process computes gradients, so it holds the
     weights even when a server samples, and samples in process through a batcher;
+    ``batched``: sample in process through a batcher and adapter slots without training (a
+    play helper's games, one thread each, sharing forward passes; implied by ``trainer``);
     ``gradient_checkpointing``: a trainer's backward passes recompute activations;
     ``sampling_rows``: a trainer's rows per in-process sampling batch, from the loaded backend
     (its memory plan; None: the batcher's default); ``pinned``: adapters the in-process slots
@@ -225,6 +227,7 @@ class LLMRuntime:
         llm: LLMSection,
         *,
         trainer: bool = False,
+        batched: bool = False,
         gradient_checkpointing: bool = False,
         sampling_rows: Callable[[HFBackend], int] | None = None,
         pinned: Collection[str] = (),
@@ -266,7 +269,7 @@ class LLMRuntime:
             # A restarted server has forgotten every adapter: a completion that names one
             # loads it again (from the folder it was ensured with) and goes on.
             self.client.reloader = self.slots.reload
-        elif trainer:
+        elif trainer or batched:
             assert self.backend is not None
             # Games of a group run in threads; their rows meet in one batch per forward pass
             # (as many as the memory plan leaves room for).

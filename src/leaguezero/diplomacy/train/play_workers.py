@@ -336,7 +336,7 @@ def _serve(conn: Connection, llm_json: str, threads: int, sampling_rows: int) ->
         from leaguezero.diplomacy.llm.runtime import LLMRuntime
 
         llm = LLMSection.model_validate_json(llm_json)
-        runtime = LLMRuntime(llm, trainer=True, sampling_rows=lambda _backend: sampling_rows)
+        runtime = LLMRuntime(llm, batched=True, sampling_rows=lambda _backend: sampling_rows)
     except BaseException as err:  # the trainer gets the reason, not only an exit code
         conn.send(("error", _one_line(err)))
         return
