@@ -32,6 +32,19 @@ def _best(tmp_path, kind: str = "puct"):
     return path
 
 
+def _compile_here(cfg: YatzyConfig, best, tmp_path) -> None:
+    """One game of the actors' code in this process, so numba compiles the search once and
+    caches it beside the sources: the actors (and a restarted one) load it instead of each
+    compiling it (tens of CPU-seconds each on a fresh checkout, and a stepped actor compiles
+    in 50 ms slices)."""
+    from leaguezero.yatzy.cli.ray_backend import SelfPlayWorker
+    from leaguezero.yatzy.search.settings import SearchSettings
+
+    settings = SearchSettings.from_config(cfg).to_dict()
+    worker = SelfPlayWorker(cfg.model_dump_json(), 0)
+    worker.play(settings, str(best), str(tmp_path / "compile"), 1, 0, None, None)
+
+
 @pytest.mark.parametrize("kind", ["puct", "turn"])
 def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
     from leaguezero.yatzy.cli.ray_backend import run_selfplay_ray
@@ -42,6 +55,7 @@ def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
     seen: list[int] = []
     out = tmp_path / "iter_0001"
     best = _best(tmp_path, kind)
+    _compile_here(cfg, best, tmp_path)
     stats = run_selfplay_ray(cfg, best, out, games=6, seed=3, progress=seen.append)
     assert stats.games == 6 and sum(seen) == 6 and stats.decisions_per_s > 0
     assert games_on_disk(out, worker=0) == 3 and games_on_disk(out, worker=1) == 3
@@ -62,7 +76,9 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
     )
     out = tmp_path / "iter_0001"
     per_worker = 200  # far more than worker 0 plays in one of the short runs below
-    phase = RaySelfPlay(cfg, _best(tmp_path), out, games=2 * per_worker, seed=5)
+    best = _best(tmp_path)
+    _compile_here(cfg, best, tmp_path)
+    phase = RaySelfPlay(cfg, best, out, games=2 * per_worker, seed=5)
     phase.start()
     try:
         victim = phase.worker_pids(timeout_s=600)[0]  # actors import torch: slow under load
