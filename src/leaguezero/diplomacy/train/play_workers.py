@@ -12,8 +12,9 @@ helper's sampler with the same weights, and the trainer scores every record agai
 update as it always does (``old_log_prob_gap``).
 
 A helper that dies or fails a job stops the step with one line naming its error (the run
-resumes from its last saved step); helpers stop with the trainer (:meth:`PlayWorkers.close`,
-and as daemons if the trainer is killed).
+resumes from its last saved step); helpers stop with the trainer (:meth:`PlayWorkers.close`),
+and within a second of its death if it is killed outright (SIGKILL, OOM), even in the middle of
+a job (:func:`~leaguezero.common.processes.exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from leaguezero.common.memory import rss_mb
+from leaguezero.common.processes import run_child
 from leaguezero.diplomacy.config import DiplomacyConfig
 from leaguezero.diplomacy.game.catalogue import AgentKind, Seating
 from leaguezero.diplomacy.game.records import PlayedGame
@@ -104,8 +106,8 @@ class PlayWorkers:
             for i in range(count):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(
-                    target=_serve,
-                    args=(child, llm_json, threads, sampling_rows),
+                    target=run_child,  # ends with the trainer, even in the middle of a job
+                    args=(_serve, os.getpid(), child, llm_json, threads, sampling_rows),
                     name=f"leaguezero-play-{i + 1}",
                     daemon=True,
                 )
