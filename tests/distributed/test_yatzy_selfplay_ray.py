@@ -63,9 +63,10 @@ def test_two_ray_actors_fill_one_iteration(ray_cluster, tmp_path, kind):
         assert len(read_shard(shard, shard_schema(kind))) > 0
 
 
-# Three actor starts (each imports torch and compiles the search) and the stepped worker: its
-# own deadlines (600 s for the actors, 1,200 for the stepping) are longer than the suite's
-# default 600 s, which a run beside two busy cores exceeded (610 s, passing on an idle one).
+# Three actor starts (each imports torch; the search is compiled once, here, before them) and
+# the stepped worker: its own deadlines (600 s for the actors, 1,200 for the stepping) are longer
+# than the suite's default 600 s, which a run beside two busy cores once exceeded (when each
+# actor compiled the search itself: 671 s under load, ~50-75 s since).
 @pytest.mark.timeout(2400)
 def test_killed_actor_is_restarted_and_no_game_is_lost(ray_cluster, tmp_path):
     from leaguezero.yatzy.cli.ray_backend import RaySelfPlay
