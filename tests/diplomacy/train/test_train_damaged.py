@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.diplomacy.train.test_train import _train
+from tests.in_process import Ran, here
 
 pytest.importorskip("diplomacy")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "leaguezero", "diplomacy", *args],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+def _cli(*args: str) -> Ran:
+    """``leaguezero diplomacy ARGS`` in this process (the refusals come before any work)."""
+    return here("diplomacy", *args)
 
 
-def _assert_one_line(result: subprocess.CompletedProcess, needle: str) -> None:
+def _assert_one_line(result: Ran, needle: str) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr

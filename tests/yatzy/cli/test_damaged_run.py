@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.yatzy.train.test_init_from import SMOKE, _yz
+from tests.in_process import yz_here as _yz
+from tests.yatzy.train.test_init_from import SMOKE
 
 
 def test_a_garbage_seed_set_stops_the_gate_with_one_line(tmp_path) -> None:

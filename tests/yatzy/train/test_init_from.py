@@ -11,6 +11,7 @@ from pathlib import Path
 from leaguezero.az.checkpoint import load_checkpoint
 from leaguezero.yatzy.agents.registry import PRETRAINED_PATH
 from leaguezero.yatzy.net.networks import MODEL_CONSTRUCTORS
+from tests.in_process import yz_here
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
@@ -32,8 +33,8 @@ def _lineage(checkpoint: Path) -> list[dict]:
 
 def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(tmp_path):
     first = tmp_path / "first"
-    result = _yz("run", "--config", str(SMOKE), "--out", str(first), "--init-from", "pretrained",
-                 *TURN)  # fmt: skip
+    result = yz_here("run", "--config", str(SMOKE), "--out", str(first), "--init-from",
+                     "pretrained", *TURN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     # The initial best is the shipped network, byte for byte, and the config says its shape
     # (the smoke config's network is a 64-wide residual MLP; the shipped one is not).
@@ -56,7 +57,7 @@ def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(t
     # A second session continues from the first one's candidate: the chain grows.
     second = tmp_path / "second"
     candidate = first / "models" / "candidate_0001.pt"
-    result = _yz("run", "--config", str(SMOKE), "--out", str(second), "--init-from",
+    result = yz_here("run", "--config", str(SMOKE), "--out", str(second), "--init-from",
                  str(candidate), *TURN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     chain = _lineage(second / "models" / "candidate_0001.pt")

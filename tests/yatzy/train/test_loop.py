@@ -14,12 +14,14 @@ import pytest
 
 from leaguezero.az.replay import complete_shards, games_on_disk
 from leaguezero.common.events import read_events
+from tests.in_process import here, yz_here
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
 
 
 def _yz(*args: str, **kw) -> subprocess.CompletedProcess:
+    """``yz ARGS`` as its own process (the tests about kills, signals and workers)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, "-m", "leaguezero", "yatzy", *args],
@@ -29,7 +31,7 @@ def _yz(*args: str, **kw) -> subprocess.CompletedProcess:
 
 def test_smoke_run_produces_every_artifact(tmp_path):
     out = tmp_path / "smoke"
-    result = _yz("run", "--config", str(SMOKE), "--out", str(out))
+    result = yz_here("run", "--config", str(SMOKE), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "iteration 2/2 took" in result.stdout
     assert (out / "config.yaml").exists()
@@ -49,7 +51,7 @@ def test_smoke_run_produces_every_artifact(tmp_path):
         roots[0]
     )
     # Running it again without --resume refuses to overwrite.
-    again = _yz("run", "--config", str(SMOKE), "--out", str(out))
+    again = yz_here("run", "--config", str(SMOKE), "--out", str(out))
     assert again.returncode == 2 and "--resume" in again.stderr
 
 
@@ -70,22 +72,22 @@ def test_run_killed_during_selfplay_resumes_and_completes(tmp_path):
     proc.wait()
     done_at_kill = games_on_disk(first)
     assert 0 < done_at_kill < 48, "the kill should land in the middle of self-play"
-    result = _yz("run", "--out", str(out), "--resume")
+    result = yz_here("run", "--out", str(out), "--resume")
     assert result.returncode == 0, result.stderr
     assert games_on_disk(first) == 48  # the missing games were played, none twice
     stats = read_events(out / "logs" / "iteration_stats.ndjson")
     assert [e["iteration"] for e in stats] == [1, 2]
-    finished = _yz("run", "--out", str(out), "--resume")
+    finished = yz_here("run", "--out", str(out), "--resume")
     assert finished.returncode == 0 and "all 2 iterations are done" in finished.stdout
 
 
 def test_resume_over_replay_of_an_older_format_fails_with_a_clear_message(tmp_path):
     out = tmp_path / "old"
-    first = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
+    first = yz_here("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
     assert first.returncode == 0, first.stderr
     for meta in (out / "replay" / "iter_0001").glob("*.meta.json"):  # as an old version wrote
         meta.write_text(json.dumps({**json.loads(meta.read_text()), "shard_format_version": 1}))
-    result = _yz("run", "--out", str(out), "--resume", "--set", "run.iterations=2")
+    result = yz_here("run", "--out", str(out), "--resume", "--set", "run.iterations=2")
     assert result.returncode == 2
     assert "has format version 1; this build reads 2" in result.stderr
     assert "Traceback" not in result.stderr
@@ -147,7 +149,7 @@ def test_sigterm_stops_run_and_its_workers_cleanly(tmp_path):
     alive = {w: _cmdline(w) for w in workers if _alive(w)}
     assert not alive, f"workers {alive} outlived the run"
     assert games_on_disk(first) < 48, "the workers should stop mid-self-play, not finish first"
-    result = _yz("run", "--out", str(out), "--resume")
+    result = yz_here("run", "--out", str(out), "--resume")
     assert result.returncode == 0, result.stderr
     assert games_on_disk(first) == 48
 
@@ -163,24 +165,19 @@ def test_default_config_iteration(tmp_path):
 
 def test_report_of_a_run(tmp_path):
     out = tmp_path / "run"
-    result = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
+    result = yz_here("run", "--config", str(SMOKE), "--out", str(out), "--set", "run.iterations=1")
     assert result.returncode == 0, result.stderr
-    rep = subprocess.run(
-        [sys.executable, "-m", "leaguezero", "report", str(out)], capture_output=True, text=True
-    )
+    rep = here("report", str(out))
     assert rep.returncode == 0, rep.stderr
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 5 and "<table>" in page
-    missing = subprocess.run(
-        [sys.executable, "-m", "leaguezero", "report", str(tmp_path / "nope")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    missing = here("report", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "not a yz run directory" in missing.stderr
 
 
 def test_turn_search_run_trains_turn_networks_end_to_end(tmp_path):
     out = tmp_path / "turn"
-    result = _yz("run", "--config", str(SMOKE), "--out", str(out), "--set", "search.kind=turn")
+    result = yz_here("run", "--config", str(SMOKE), "--out", str(out), "--set", "search.kind=turn")
     assert result.returncode == 0, result.stderr
     for it in (1, 2):
         folder = out / "replay" / f"iter_{it:04d}"
@@ -193,10 +190,10 @@ def test_turn_search_run_trains_turn_networks_end_to_end(tmp_path):
         assert ev["candidate"]["boards"] == 40 and ev["candidate"]["mean"] > 0
     stats = read_events(out / "logs" / "iteration_stats.ndjson")
     assert stats[-1]["sims_per_s"] > 0 and stats[-1]["loss_value"] > 0
-    match = _yz("match", "--a", f"model:{out / 'models' / 'best.pt'}", "--b", "greedy",
+    match = yz_here("match", "--a", f"model:{out / 'models' / 'best.pt'}", "--b", "greedy",
                 "--games", "4", "--json")  # fmt: skip
     assert match.returncode == 0, match.stderr
     assert json.loads(match.stdout)["games"] == 4
-    wrong = _yz("match", "--a", f"model:{out / 'models' / 'best.pt'}?search=puct", "--b",
+    wrong = yz_here("match", "--a", f"model:{out / 'models' / 'best.pt'}?search=puct", "--b",
                 "greedy", "--games", "2")  # fmt: skip
     assert wrong.returncode == 2 and "turn-search network" in wrong.stderr

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from leaguezero.yatzy.agents.base import GreedyAgent, RandomAgent
 from leaguezero.yatzy.train.evaluation.gate import check_seeds, run_check
+from tests.in_process import yz_here
 
 ROOT = Path(__file__).resolve().parents[4]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
@@ -35,12 +33,10 @@ def test_check_seeds_are_fresh_per_iteration_and_reproducible() -> None:
 
 def test_a_continuous_run_promotes_every_candidate_and_checks_on_schedule(tmp_path) -> None:
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "leaguezero", "yatzy", "run", "--config", str(SMOKE), "--out",
-         str(out), "--set", "search.kind=turn", "--set", "gate.mode=continuous", "--set",
-         "gate.check_every=2", "--set", "gate.check_games=40"],
-        capture_output=True, text=True, env=env, timeout=600,
+    result = yz_here(
+        "run", "--config", str(SMOKE), "--out", str(out), "--set", "search.kind=turn",
+        "--set", "gate.mode=continuous", "--set", "gate.check_every=2",
+        "--set", "gate.check_games=40",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     first = json.loads((out / "gate" / "iter_0001.json").read_text())
