@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from leaguezero.az.checkpoint import load_checkpoint
@@ -16,14 +13,6 @@ from tests.in_process import yz_here
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "configs" / "yatzy_smoke.yaml"
 TURN = ("--set", "search.kind=turn", "--set", "run.iterations=1")
-
-
-def _yz(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "leaguezero", "yatzy", *args],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
 
 
 def _lineage(checkpoint: Path) -> list[dict]:
@@ -58,7 +47,7 @@ def test_a_run_continues_from_pretrained_and_its_checkpoints_carry_the_lineage(t
     second = tmp_path / "second"
     candidate = first / "models" / "candidate_0001.pt"
     result = yz_here("run", "--config", str(SMOKE), "--out", str(second), "--init-from",
-                 str(candidate), *TURN)  # fmt: skip
+                     str(candidate), *TURN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     chain = _lineage(second / "models" / "candidate_0001.pt")
     assert [entry["run"] for entry in chain] == [

@@ -191,9 +191,9 @@ def test_turn_search_run_trains_turn_networks_end_to_end(tmp_path):
     stats = read_events(out / "logs" / "iteration_stats.ndjson")
     assert stats[-1]["sims_per_s"] > 0 and stats[-1]["loss_value"] > 0
     match = yz_here("match", "--a", f"model:{out / 'models' / 'best.pt'}", "--b", "greedy",
-                "--games", "4", "--json")  # fmt: skip
+                    "--games", "4", "--json")  # fmt: skip
     assert match.returncode == 0, match.stderr
     assert json.loads(match.stdout)["games"] == 4
     wrong = yz_here("match", "--a", f"model:{out / 'models' / 'best.pt'}?search=puct", "--b",
-                "greedy", "--games", "2")  # fmt: skip
+                    "greedy", "--games", "2")  # fmt: skip
     assert wrong.returncode == 2 and "turn-search network" in wrong.stderr
