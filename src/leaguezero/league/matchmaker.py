@@ -203,7 +203,7 @@ class PFSPMatchmaker:
       to come first, and ones it reliably beats drop out (AlphaStar's PFSP over past players).
       No rating filter: the live hero is rated from its sampled training games and the
       checkpoints from the evaluator's greedy ones, so a filter "rated below the hero" left
-      the bucket empty for most of an LLM stage (12.7% of draws instead of 20%);
+      the bucket empty for most of an LLM stage (12.9% of draws instead of 20%);
     - baselines: the fixed bots, uniformly (``baselines_weighting="uniform"``) or weighted like
       the exploitable bucket by the hero's decayed win rate against each (``"pfsp"``: training
       time goes to the bots it still loses to; uniform again if every weight is zero).
