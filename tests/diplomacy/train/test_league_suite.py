@@ -134,3 +134,77 @@ def test_train_report_without_base_model_shows_absolute_ratings_only(tmp_path) -
     text = CliRunner().invoke(app, ["diplomacy", "train-report", str(tmp_path)])
     assert text.exit_code == 0, text.output
     assert "elo 900  (random_bot 800)" in text.output and "vs base_model" not in text.output
+
+
+def test_train_report_judges_pfsp_shares_against_the_runs_targets(tmp_path) -> None:
+    """Shares ± SE from the end of cold start or ``--from-step``, each against the config's
+    own target ± 3 points, and whom the draws seated (the hero, its checkpoints, each bot)."""
+    from leaguezero.common.events import EventWriter
+
+    (tmp_path / "config.yaml").write_text(
+        "league:\n  min_checkpoints: 1\n  mirror_share: 0.5\n  peers_share: 0.3\n"
+        "  exploitable_share: 0.1\n  baselines_share: 0.1\n"
+    )
+    draws = {  # step -> (bucket, opponent, opponent_type) drawn that step
+        1: [("baselines", "dumb_bot", "baseline")] * 4,  # cold start: before the checkpoint
+        3: [("mirror", "hero", "self")] * 5 + [("peers", "ckpt_000002", "historical")] * 3
+        + [("exploitable", "ckpt_000002", "historical"), ("baselines", "dumb_bot", "baseline")],
+        4: [("mirror", "hero", "self")] * 2 + [("peers", "chaos_bot", "baseline")] * 8,
+    }  # fmt: skip
+    with EventWriter(tmp_path / "events.ndjson") as events:
+        events.emit("league.checkpoint_added", step=2, agent="ckpt_000002")
+        for step, drawn in draws.items():
+            for bucket, opponent, kind in drawn:
+                events.emit(
+                    "league.opponent_sampled", step=step, bucket=bucket, opponent=opponent,
+                    opponent_type=kind, probability=1.0,
+                )  # fmt: skip
+
+    pfsp = summarize_run(tmp_path)["pfsp"]
+    assert pfsp["from_step"] == 3 and pfsp["draws"] == 20
+    assert pfsp["targets"] == {"mirror": 0.5, "peers": 0.3, "exploitable": 0.1, "baselines": 0.1}
+    assert pfsp["shares"] == {"mirror": 0.35, "peers": 0.55, "exploitable": 0.05, "baselines": 0.05}
+    assert pfsp["se"]["mirror"] == pytest.approx((0.35 * 0.65 / 20) ** 0.5)
+    assert pfsp["within_tolerance"] == {
+        "mirror": False, "peers": False, "exploitable": False, "baselines": False
+    }  # fmt: skip
+    assert pfsp["opponents"] == {
+        "chaos_bot": 0.4, "self": 0.35, "checkpoints": 0.2, "dumb_bot": 0.05
+    }  # fmt: skip
+
+    late = summarize_run(tmp_path, from_step=4)["pfsp"]
+    assert late["from_step"] == 4 and late["draws"] == 10
+    assert late["shares"]["mirror"] == 0.2 and late["opponents"] == {"chaos_bot": 0.8, "self": 0.2}
+
+    shown = CliRunner().invoke(app, ["diplomacy", "train-report", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert "PFSP from step 3 (20 draws): mirror 35.0% ± 10.7" in shown.output
+    assert "against 50/30/10/10 ± 3: mirror 15.0 under (1.4 SE), peers 25.0 over" in shown.output
+    assert "opponents drawn: chaos_bot 40.0%  itself 35.0%  its checkpoints 20.0%" in shown.output
+    shown = CliRunner().invoke(
+        app, ["diplomacy", "train-report", str(tmp_path), "--from-step", "4"]
+    )
+    assert "PFSP from step 4 (10 draws)" in shown.output, shown.output
+
+
+def test_train_report_marks_a_share_within_three_points_ok(tmp_path) -> None:
+    from leaguezero.common.events import EventWriter
+
+    with EventWriter(tmp_path / "events.ndjson") as events:
+        events.emit("league.checkpoint_added", step=1, agent="ckpt_000001")
+        events.emit("league.checkpoint_added", step=2, agent="ckpt_000002")
+        drawn = [("mirror", "self")] * 31 + [("peers", "historical")] * 39
+        drawn += [("exploitable", "historical")] * 18 + [("baselines", "baseline")] * 12
+        for bucket, kind in drawn:
+            events.emit(
+                "league.opponent_sampled", step=3, bucket=bucket, opponent="random_bot",
+                opponent_type=kind, probability=1.0,
+            )  # fmt: skip
+    pfsp = summarize_run(tmp_path)["pfsp"]  # no config: the spec's 30/40/20/10
+    assert pfsp["within_tolerance"] == {
+        "mirror": True, "peers": True, "exploitable": True, "baselines": True
+    }  # fmt: skip
+    shown = CliRunner().invoke(app, ["diplomacy", "train-report", str(tmp_path)])
+    assert "mirror ok, peers ok, exploitable ok, baselines ok (max deviation 2.0 points)" in (
+        shown.output
+    ), shown.output

@@ -240,21 +240,64 @@ def make_trainer(
     )
 
 
+_GROUP_NAMES = {"self": "itself", "checkpoints": "its checkpoints"}
+
+
+def _pfsp_verdict(pfsp: dict, bucket: str) -> str:
+    """``bucket ok`` within the tolerance, else how far over or under its target (in SE)."""
+    if pfsp["within_tolerance"][bucket]:
+        return f"{bucket} ok"
+    off = pfsp["shares"][bucket] - pfsp["targets"][bucket]
+    se = pfsp["se"][bucket]
+    sizes = f" ({abs(off) / se:.1f} SE)" if se else ""
+    return f"{bucket} {100 * abs(off):.1f} {'over' if off > 0 else 'under'}{sizes}"
+
+
+def _pfsp_lines(pfsp: dict) -> list[str]:
+    """The PFSP shares ± SE, each against its target's tolerance, and whom the draws seated."""
+    if not pfsp["draws"]:
+        return [f"PFSP from step {pfsp['from_step']}: no draws"]
+    shares = "  ".join(
+        f"{b} {100 * v:.1f}% ± {100 * pfsp['se'][b]:.1f}" for b, v in pfsp["shares"].items()
+    )
+    targets = "/".join(f"{100 * t:.0f}" for t in pfsp["targets"].values())
+    verdicts = ", ".join(_pfsp_verdict(pfsp, b) for b in pfsp["shares"])
+    opponents = "  ".join(
+        f"{_GROUP_NAMES.get(g, g)} {100 * v:.1f}%" for g, v in pfsp["opponents"].items()
+    )
+    return [
+        f"PFSP from step {pfsp['from_step']} ({pfsp['draws']} draws): {shares}",
+        f"  against {targets} ± {100 * pfsp['tolerance']:.0f}: {verdicts}"
+        f" (max deviation {pfsp['max_abs_deviation_points']:.1f} points)",
+        f"  opponents drawn: {opponents}",
+    ]
+
+
 @app.command("train-report")
 def train_report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A 'diplomacy train' run directory.")],
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the whole summary as JSON.")
     ] = False,
+    from_step: Annotated[
+        int | None,
+        typer.Option(
+            "--from-step",
+            min=1,
+            help="Count PFSP draws from this step on (default: the end of cold start), e.g. "
+            "the step a rule changed.",
+        ),
+    ] = None,
 ) -> None:
-    """Curves and checks of a training run: PFSP shares, ratings vs baselines (and relative to
-    base_model = 0, in brackets), win rate vs random_bot, each evaluation's benchmark-suite
-    win rates; writes training_summary.json and training.png into the run."""
+    """Curves and checks of a training run: PFSP shares (± SE, against the targets' ±3
+    points) and whom the draws seated, ratings vs baselines (and relative to base_model = 0,
+    in brackets), win rate vs random_bot, each evaluation's benchmark-suite win rates; writes
+    training_summary.json and training.png into the run."""
     from leaguezero.common.config import ConfigError
     from leaguezero.diplomacy.train.report import write_report
 
     try:
-        summary = write_report(run_dir)
+        summary = write_report(run_dir, from_step)
     except (FileNotFoundError, ConfigError) as err:
         raise fail(str(err)) from None
     except ValueError as err:  # a damaged events.ndjson / match log line: the reader names it
@@ -267,13 +310,11 @@ def train_report_cmd(
     started = lineage_line(summary.get("lineage"))
     if started is not None:
         typer.echo(started)
-    pfsp = summary["pfsp"]
-    shares = "  ".join(f"{b} {100 * v:.1f}%" for b, v in pfsp["shares"].items())
     hours = summary["hours"]
     cpu = "" if hours["cpu"] is None else f", {hours['cpu']:.2f} CPU h ({hours['cpu_steps']} steps)"
     typer.echo(f"steps: {len(summary['steps'])} in {hours['wall']:.2f} h{cpu}")
-    typer.echo(f"PFSP from step {pfsp['from_step']}: {shares}")
-    typer.echo(f"  max deviation from 30/40/20/10: {pfsp['max_abs_deviation_points']:.1f} points")
+    for line in _pfsp_lines(summary["pfsp"]):
+        typer.echo(line)
     for e in summary["evaluations"]:
         relative = e.get("baselines_relative") or {}
         base = ", ".join(

@@ -9,7 +9,12 @@ run directory (``leaguezero diplomacy train-report RUN_DIR``) and returns:
   share of truncated answers and the sampler weight's statistics (``is_*``: ratio min, mean,
   max, shares capped and outside the cap, mean |log ratio|; None before they were logged);
 - ``pfsp``: the share of ``league.opponent_sampled`` draws per bucket over the steps after cold
-  start (from the step after the ``min_checkpoints``-th checkpoint joined), with the targets;
+  start (from the step after the ``min_checkpoints``-th checkpoint joined, or a later
+  ``from_step``), each with its standard error (the draws are independent), the run's
+  configured targets and whether each share is within ``PFSP_TOLERANCE`` of its target (the
+  league spec's ±3 points); ``opponents``: the same draws by whom they seated (``self``: the
+  live hero; ``checkpoints``: its past checkpoints and exploiter snapshots; each fixed bot by
+  name), which says how much of the hero's play was against the agents it is judged against;
 - ``evaluations``: per ``league.elo_updated`` the hero's (challenger's) rating, each baseline's
   rating, whether the hero was above all of them, and its win rate against six
   ``random_bot`` clones in that evaluation (win = single highest final score, ties shared);
@@ -33,8 +38,9 @@ one PNG.
 
 from __future__ import annotations
 
+import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -46,18 +52,22 @@ from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.rating import RELATIVE_TO, relative_ratings
 
 TARGETS = {"mirror": 0.30, "peers": 0.40, "exploitable": 0.20, "baselines": 0.10}
+PFSP_TOLERANCE = 0.03  # the league spec's "30/40/20/10 ± 3"
 
 
-def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """The run's curves and checks (module doc); raises ``FileNotFoundError`` without events."""
+def summarize_run(run_dir: str | os.PathLike, from_step: int | None = None) -> dict[str, Any]:
+    """The run's curves and checks (module doc); ``from_step``: count PFSP draws from this
+    step on (default: the end of cold start). Raises ``FileNotFoundError`` without events."""
     run = Path(run_dir)
     events_path = run / "events.ndjson"
     if not events_path.exists():
         raise FileNotFoundError(f"{events_path} does not exist; is {run} a training run?")
     config = (read_yaml_file(run / "config.yaml") or {}) if (run / "config.yaml").exists() else {}
-    min_checkpoints = int((config.get("league") or {}).get("min_checkpoints", 2))
+    league = config.get("league") or {}
+    min_checkpoints = int(league.get("min_checkpoints", 2))
+    targets = {b: float(league.get(f"{b}_share", t)) for b, t in TARGETS.items()}
 
-    draws: dict[int, list[str]] = defaultdict(list)
+    draws: dict[int, list[tuple[str, str]]] = defaultdict(list)
     steps: dict[int, dict[str, Any]] = {}
     checkpoint_steps: list[int] = []
     evaluations: dict[int, dict[str, Any]] = {}
@@ -71,7 +81,7 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
                 for step in [s for s in table if s > resumed]:
                     del table[step]
         elif name == "league.opponent_sampled":
-            draws[int(event["step"])].append(event["bucket"])
+            draws[int(event["step"])].append((event["bucket"], _opponent_group(event)))
         elif name == "diplomacy.train_step":
             steps[int(event["step"])] = event
         elif name == "league.checkpoint_added":
@@ -101,7 +111,9 @@ def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_dir": str(run),
         "steps": [{"step": r["step"], **{k: r.get(k) for k in keys}} for r in ordered],
         "hours": _hours(ordered),
-        "pfsp": _pfsp_shares(draws, sorted(set(checkpoint_steps)), min_checkpoints),
+        "pfsp": _pfsp_shares(
+            draws, sorted(set(checkpoint_steps)), min_checkpoints, targets, from_step
+        ),
         "evaluations": [evaluations[s] for s in sorted(evaluations)],
         "errors": errors,
         # RSS after the warm-up (steps logged before rss_mb existed have none).
@@ -142,28 +154,54 @@ def _evaluation(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _opponent_group(event: dict[str, Any]) -> str:
+    """Whom a ``league.opponent_sampled`` draw seated: ``self``, ``checkpoints`` or the fixed
+    bot's name."""
+    kind = event.get("opponent_type")
+    if kind == "baseline":
+        return str(event["opponent"])
+    return "self" if kind == "self" else "checkpoints"
+
+
 def _pfsp_shares(
-    draws: dict[int, list[str]], checkpoint_steps: list[int], min_checkpoints: int
+    draws: dict[int, list[tuple[str, str]]],
+    checkpoint_steps: list[int],
+    min_checkpoints: int,
+    targets: dict[str, float],
+    from_step: int | None = None,
 ) -> dict[str, Any]:
-    """The opponent buckets' shares once PFSP runs (after ``min_checkpoints`` checkpoints)."""
+    """The opponent buckets' shares once PFSP runs (after ``min_checkpoints`` checkpoints, or
+    from ``from_step`` if later), with standard errors, the tolerance check and whom the draws
+    seated."""
     pfsp_from = (
         checkpoint_steps[min_checkpoints - 1] + 1
         if len(checkpoint_steps) >= min_checkpoints
         else None
     )
-    counts: dict[str, int] = defaultdict(int)
-    for step, buckets in draws.items():
+    if pfsp_from is not None and from_step is not None:
+        pfsp_from = max(pfsp_from, from_step)
+    counts: Counter[str] = Counter()
+    opponents: Counter[str] = Counter()
+    for step, drawn in draws.items():
         if pfsp_from is not None and step >= pfsp_from:
-            for bucket in buckets:
+            for bucket, group in drawn:
                 counts[bucket] += 1
+                opponents[group] += 1
     total = sum(counts.values())
-    shares = {b: (counts.get(b, 0) / total if total else 0.0) for b in TARGETS}
+    shares = {b: (counts[b] / total if total else 0.0) for b in targets}
     return {
         "from_step": pfsp_from,
         "draws": total,
         "shares": shares,
-        "targets": TARGETS,
-        "max_abs_deviation_points": max(abs(shares[b] - TARGETS[b]) for b in TARGETS) * 100,
+        "se": {b: (math.sqrt(p * (1 - p) / total) if total else None) for b, p in shares.items()},
+        "targets": targets,
+        "tolerance": PFSP_TOLERANCE,
+        "within_tolerance": {
+            b: bool(total) and abs(shares[b] - targets[b]) <= PFSP_TOLERANCE + 1e-12
+            for b in targets
+        },
+        "max_abs_deviation_points": max(abs(shares[b] - targets[b]) for b in targets) * 100,
+        "opponents": {g: n / total for g, n in opponents.most_common()},
     }
 
 
@@ -231,13 +269,14 @@ def plot_training(summary: dict[str, Any], out_path: str | os.PathLike) -> Path:
     return out
 
 
-def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
+def write_report(run_dir: str | os.PathLike, from_step: int | None = None) -> dict[str, Any]:
     """Write ``training_summary.json`` (with the payoff table and Nash-averaged ratings),
-    ``training.png`` and ``league_matrix.png`` into the run; returns the summary."""
+    ``training.png`` and ``league_matrix.png`` into the run; returns the summary
+    (``from_step``: :func:`summarize_run`'s)."""
     from leaguezero.common.atomic import atomic_write_json
 
     run = Path(run_dir)
-    summary = summarize_run(run)
+    summary = summarize_run(run, from_step)
     summary["payoff"] = _payoff(run)
     atomic_write_json(run / "training_summary.json", summary)
     plot_training(summary, run / "training.png")
