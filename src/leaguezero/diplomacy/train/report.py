@@ -50,6 +50,7 @@ from leaguezero.common.memory import memory_growth
 from leaguezero.diplomacy.train.lineage import read_lineage
 from leaguezero.league.matchlog import MatchLog
 from leaguezero.league.rating import RELATIVE_TO, relative_ratings
+from leaguezero.league.types import OpponentType
 
 TARGETS = {"mirror": 0.30, "peers": 0.40, "exploitable": 0.20, "baselines": 0.10}
 PFSP_TOLERANCE = 0.03  # the league spec's "30/40/20/10 ± 3"
@@ -158,9 +159,9 @@ def _opponent_group(event: dict[str, Any]) -> str:
     """Whom a ``league.opponent_sampled`` draw seated: ``self``, ``checkpoints`` or the fixed
     bot's name."""
     kind = event.get("opponent_type")
-    if kind == "baseline":
+    if kind == OpponentType.BASELINE:
         return str(event["opponent"])
-    return "self" if kind == "self" else "checkpoints"
+    return "self" if kind == OpponentType.SELF else "checkpoints"
 
 
 def _pfsp_shares(
